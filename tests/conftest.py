@@ -1,0 +1,69 @@
+"""Shared fixtures: real git repositories under an isolated configuration.
+
+Every test runs with its own HOME / XDG dirs, no system git config, and a fixed identity
+and dates, so results do not depend on the machine. Tests drive real git; nothing mocks it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FIXED_DATE = "2026-01-01T00:00:00+00:00"
+
+
+@pytest.fixture(autouse=True)
+def isolated_git_env(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.com")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", FIXED_DATE)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", FIXED_DATE)
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    yield home
+
+
+def git(cwd: Path | str, *args: str, env: dict | None = None, check: bool = True) -> str:
+    """Run real git in ``cwd`` and return stdout (tests' own helper, not the product's)."""
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, **(env or {})},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+    return proc.stdout
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """An empty non-bare repository on branch main."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q")
+    return path
+
+
+@pytest.fixture
+def repo_with_history(repo) -> Path:
+    """A repository with one commit on main (a README)."""
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+def snapshot_state(path: Path) -> tuple[str, str]:
+    """Refs (with notes refs) and work-tree status: compare before/after a failing command."""
+    return (git(path, "for-each-ref"), git(path, "status", "--porcelain", "--ignored"))
