@@ -1,0 +1,180 @@
+"""hermit.yaml → a typed, validated run configuration.
+
+A run's config is ``hermit.yaml`` (or ``hermit/<run>.yaml`` when a repo holds several runs),
+validated against ``schemas/config.schema.json``; unknown keys are errors with their path.
+Defaults live here, and ``render_default_config`` writes the commented file ``init`` creates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from git_hermit.errors import ConfigError
+from git_hermit.model.schema import schema_errors
+from git_hermit.resources import schemas_dir
+
+CONFIG_FILE = "hermit.yaml"
+RUNS_DIR = "hermit"
+SCHEMA_LINK = ".hermit/config.schema.json"   # local copy the yaml-language-server line points at
+
+AHE_DEFAULT_PARAMS: dict[str, Any] = {
+    "task_field": "task", "k": None, "evolve_timeout_s": 7200, "timeout_as": "exception",
+    "target_pass_rate": 0.95, "stability_min_iterations": 3, "rollback": "auto",
+    "rollback_verdicts": ["HARMFUL"], "final": "best_ever", "explore": False,
+    "debugger": {"enabled": True, "concurrency": 16, "timeout_s": 600, "retries": 3,
+                 "backoff_s": 2.0, "max_tasks": 90, "verifier_output": True,
+                 "verifier_tail_chars": 4000, "verifier_tail_lines": 60, "explode_traces": True},
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A validated hermit.yaml. Nested blocks the subsystems own stay as plain dicts."""
+
+    run: str
+    template: str
+    adapter: str                       # repo-relative directory, no trailing slash
+    host: str = "codex"
+    agent: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, Any] = field(default_factory=dict)
+    judge: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    evolver: dict[str, Any] = field(default_factory=dict)
+    trainer: dict[str, Any] = field(default_factory=dict)
+    executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
+    prices: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None           # where it was read from
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def evolver_name(self) -> str:
+        name = self.evolver.get("name") or self.template.split("@")[0]
+        return {"ahe_adapter": "ahe", "continual_harness": "continual-harness",
+                "evo_harness": "evo-harness"}.get(name, name)
+
+    def evolver_params(self) -> dict[str, Any]:
+        """The evolver's params over its defaults (nested dicts merged one level deep)."""
+        params = dict(AHE_DEFAULT_PARAMS) if self.evolver_name == "ahe" else {}
+        for key, value in (self.evolver.get("params") or {}).items():
+            if isinstance(value, dict) and isinstance(params.get(key), dict):
+                params[key] = {**params[key], **value}
+            else:
+                params[key] = value
+        return params
+
+    @property
+    def epochs(self) -> int:
+        return int(self.trainer.get("epochs", 10))
+
+    @property
+    def concurrency(self) -> int:
+        return int(self.trainer.get("concurrency", 4))
+
+    @property
+    def allow_early_stop(self) -> bool:
+        return bool(self.trainer.get("allow_early_stop", True))
+
+    def split_path(self, split: str) -> str | None:
+        value = self.data.get(split)
+        return value if isinstance(value, str) else None
+
+    def splits(self) -> list[str]:
+        return [k for k, v in self.data.items() if isinstance(v, str)]
+
+
+def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = None) -> RunConfig:
+    """Parse and validate hermit.yaml text; ConfigError names the first bad key by path."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{source} is not valid YAML{where}: {getattr(exc, 'problem', exc)}",
+                          hint="fix the syntax; `git hermit init` writes a commented example") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must be a mapping of settings", hint="see the README's hermit.yaml section")
+    problems = schema_errors("config", data)
+    if problems:
+        raise ConfigError(f"{source}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                          hint="see schemas/config.schema.json or the README's hermit.yaml section")
+    known = set(RunConfig.__dataclass_fields__) - {"path", "raw"}
+    values = {k: v for k, v in data.items() if k in known and v is not None}
+    values["adapter"] = str(values["adapter"]).strip("/") or "."
+    return RunConfig(**values, path=path, raw=data)
+
+
+def config_paths(work_tree: Path) -> list[Path]:
+    """Every run config file in the work tree: hermit.yaml and hermit/*.yaml."""
+    found = [work_tree / CONFIG_FILE] if (work_tree / CONFIG_FILE).is_file() else []
+    runs = work_tree / RUNS_DIR
+    if runs.is_dir():
+        found += sorted(p for p in runs.glob("*.yaml") if p.is_file())
+    return found
+
+
+def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
+    """The config of ``run`` (or the only run) from the work tree."""
+    configs = []
+    for path in config_paths(work_tree):
+        configs.append(parse_config(path.read_text(), source=str(path.relative_to(work_tree)), path=path))
+    if not configs:
+        raise ConfigError("no hermit.yaml in this repository", hint="run `git hermit init` first")
+    if run is None:
+        if len(configs) > 1:
+            names = ", ".join(c.run for c in configs)
+            raise ConfigError(f"this repository has several runs ({names})", hint="choose one with --run NAME")
+        return configs[0]
+    for cfg in configs:
+        if cfg.run == run:
+            return cfg
+    names = ", ".join(c.run for c in configs)
+    raise ConfigError(f"no run named {run!r} (runs here: {names})", hint="check --run, or `git hermit init --run NAME`")
+
+
+def write_schema_copy(work_tree: Path) -> None:
+    """Refresh the local schema copy the config's yaml-language-server line points at."""
+    dest = work_tree / SCHEMA_LINK
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    text = (schemas_dir() / "config.schema.json").read_text()
+    if not dest.is_file() or dest.read_text() != text:
+        dest.write_text(text)
+
+
+def render_default_config(*, run: str, template: str, adapter: str, config_path: str = CONFIG_FILE) -> str:
+    """The commented hermit.yaml that ``init`` writes (valid as written; edit to taste)."""
+    depth = config_path.count("/")
+    schema_ref = "../" * depth + SCHEMA_LINK
+    evolver = template.split("@")[0]
+    lines = [
+        f"# yaml-language-server: $schema={schema_ref}",
+        "# git-hermit run configuration. Every key is documented in the README (section hermit.yaml).",
+        f"run: {run}                      # names the refs hermit/{run}/step-NNNN, hermit/{run}/best …",
+        f"template: {template}",
+        f"adapter: {adapter}/                 # the adapter's directory in this repo (steps change only this)",
+        "host: codex                    # codex | claude-code | pi: what `git hermit deploy` writes",
+        "agent:                         # the acting agent (fixed; only the adapter evolves)",
+        "  backend: codex               # codex | claude-code | pi | command | scripted",
+        "  model: gpt-5.6-luna",
+        "  timeout_s: 1800              # wall clock per rollout; a timeout is an exception typed …Timeout",
+        "  # provider: {base_url: http://127.0.0.1:8000/v1, env_key: OPENAI_API_KEY, wire_api: responses}",
+        "  # login: chatgpt             # use your own Codex/Claude login instead of an API key",
+        "tasks: {path: tasks.jsonl, id_field: id, prompt_field: prompt, answer_field: answer}",
+        "judge: {kind: answer, mode: normalised}   # answer (exact|normalised|numeric) | command | llm",
+        "data:",
+        "  train: rows/train.txt        # rows <task>#1 … <task>#k",
+        "  # test: rows/test.txt        # held-out split for `git hermit eval --split test`",
+        "evolver:",
+        f"  name: {evolver}",
+        "  params: {k: 2, rollback: auto}   # see the README for every parameter and its default",
+        "  base: codex                  # the learners' backend: codex | claude-code | llm | scripted",
+        "  model: {name: gpt-5.6-luna, effort: medium}",
+        "trainer: {epochs: 10, allow_early_stop: true, concurrency: 4}",
+        "executor: {kind: local}        # or {kind: dask, address: tcp://scheduler:8786 | local}",
+        "# prices: {gpt-5.6-luna: {input: 1.25, cached_input: 0.125, output: 10.0}}   # USD per 1M tokens",
+        "",
+    ]
+    return "\n".join(lines)
