@@ -1,8 +1,194 @@
-"""Command-line interface: click commands only (parse, call core, render, map errors)."""
+"""Command-line interface: click commands only — parse, call core, render, map errors.
+
+Every user mistake surfaces as ``error: …`` / ``hint: …`` with the HermitError's exit code;
+any other exception is a bug: one line without ``--debug``, the traceback with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
+from git_hermit import __version__
+from git_hermit.errors import HermitError
 
-@click.group()
-def main() -> None:
-    """git hermit — evolve a coding agent's adapter in a git-native loop."""
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+INTERNAL_ERROR_EXIT = 70
+INTERRUPTED_EXIT = 130
+
+
+def _repo():
+    from git_hermit.gitio import Repo
+    return Repo.discover()
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+@click.group(context_settings=CONTEXT)
+@click.option("--debug", is_flag=True, help="Print each git command with its duration, and tracebacks.")
+@click.option("-C", "chdir", type=click.Path(file_okay=False), help="Run as if started in this directory.")
+@click.version_option(__version__, "-V", "--version", prog_name="git-hermit")
+def cli(debug: bool, chdir: str | None) -> None:
+    """git hermit — evolve a coding agent's adapter in a closed, git-native loop.
+
+    Every adapter version is a commit, every step a branch hermit/<run>/step-NNNN; manifests,
+    verdicts and scores are git notes under refs/notes/hermit/*.
+    """
+    if chdir:
+        try:
+            os.chdir(chdir)
+        except OSError as exc:
+            raise HermitError(f"cannot change to {chdir}: {exc.strerror}") from None
+    if debug:
+        from git_hermit.gitio import set_debug
+        set_debug(True)
+
+
+# ------------------------------------------------------------------------------------------
+@cli.command(context_settings=CONTEXT)
+@click.option("--template", "template_id", default="ahe@1.0", show_default=True,
+              type=click.Choice(["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]),
+              help="Seed adapter template.")
+@click.option("--run", help="Run name (default: the template's name).")
+@click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
+def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
+    """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
+    from git_hermit.core.init import init_run
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir)
+    click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
+               f"in {result.adapter_dir}/, config {result.config_path}")
+    where = f"on {result.branch} and " if result.branch else ""
+    click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    click.echo("next: edit the tasks/judge/agent blocks of the config, then `git hermit check` and `git hermit step`")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", required=False)
+@click.option("--dir", "directory", type=click.Path(path_type=Path), help="Check this directory instead.")
+@click.option("--run", help="Run whose template and adapter to use.")
+@click.option("--template", help="Template to check against (default: the run's, or detected).")
+@click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
+          static_only: bool, as_json: bool) -> int:
+    """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
+    from git_hermit.core.check import run_check
+    from git_hermit.errors import NotARepository
+    try:
+        repo = _repo()
+    except NotARepository:
+        if directory is None:
+            raise
+        repo = None
+    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=not static_only)
+    if as_json:
+        _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
+                    "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
+                                    "severity": v.severity} for v in report.violations]})
+    else:
+        for v in report.violations:
+            click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
+        status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
+        click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    return 1 if report.errors else 0
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--run", help="Run to show (default: the only one).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def log(run: str | None, as_json: bool) -> None:
+    """One line per step: commit, pass@1, changes and their verdicts, rollbacks."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.views import log_json, log_lines
+    history = load_history(open_run(_repo(), run))
+    if as_json:
+        _echo_json(log_json(history))
+    else:
+        for line in log_lines(history):
+            click.echo(line)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("target")
+@click.option("--run", help="Run for step-N targets.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def show(target: str, run: str | None, as_json: bool) -> None:
+    """A step's or commit's manifest, verdicts and scores (TARGET: step-N or any revision)."""
+    from git_hermit.core.history import load_history, records_for, resolve_target
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.views import show_json, show_lines
+    repo = _repo()
+    ctx = open_run(repo, run) if (target.startswith("step-") or target.isdigit()) else None
+    step, commit = resolve_target(ctx, repo, target)
+    commits = [commit]
+    if ctx is not None and step is not None:
+        view = next(v for v in load_history(ctx).steps if v.step == step)
+        commits = [c.sha for c in view.commits if c.sha != commit] + [commit]
+    records = [records_for(repo, sha) for sha in commits]
+    if as_json:
+        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records]})
+        return
+    for i, rec in enumerate(records):
+        if i:
+            click.echo("")
+        for line in show_lines(rec):
+            click.echo(line)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("target")
+@click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
+@click.option("--run", help="Run (default: the only one).")
+def rollback(target: str, reason: str, run: str | None) -> None:
+    """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
+    from git_hermit.core.rollback import rollback as do_rollback
+    from git_hermit.core.runs import open_run
+    result = do_rollback(open_run(_repo(), run), target, reason)
+    ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
+    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) restored in {result.plan.commit[:12]} "
+               f"on step-{result.step:04d}")
+    for path in result.plan.files:
+        click.echo(f"    {path}")
+
+
+# ------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``git-hermit`` executable."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except HermitError as exc:
+        if debug:
+            import traceback
+            traceback.print_exc()
+        click.echo(f"error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted; run the same command again to resume", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    except Exception as exc:  # a bug: keep it to one line unless --debug
+        if debug:
+            raise
+        click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo("hint: rerun with --debug for the traceback, and report it", err=True)
+        sys.exit(INTERNAL_ERROR_EXIT)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,63 @@
+"""`git hermit check`: run check_spec on a directory, a revision, or the run's adapter."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from git_hermit.adapter.check_spec import Violation, check_adapter
+from git_hermit.adapter.templates import Template, detect_template, load_template
+from git_hermit.config import load_config
+from git_hermit.errors import ConfigError, InputError
+from git_hermit.gitio import Repo
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    target: str
+    template: str
+    violations: tuple[Violation, ...]
+
+    @property
+    def errors(self) -> list[Violation]:
+        return [v for v in self.violations if v.severity == "error"]
+
+
+def _template_for(directory: Path, repo: Repo | None, run: str | None, explicit: str | None) -> Template:
+    if explicit:
+        return load_template(explicit)
+    if repo is not None:
+        try:
+            return load_template(load_config(repo.work_tree, run).template)
+        except ConfigError:
+            if run is not None:
+                raise
+    detected = detect_template(directory)
+    if detected is None:
+        raise InputError(f"cannot tell which template {directory} follows",
+                         hint="pass --template ahe@1.0|continual-harness@1.0|evo-harness@1.0")
+    return detected
+
+
+def run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run: str | None,
+              template: str | None, hosts: bool) -> CheckReport:
+    if directory is not None:
+        if not directory.is_dir():
+            raise InputError(f"{directory} is not a directory", hint="pass the adapter's directory to --dir")
+        tmpl = _template_for(directory, repo, run, template)
+        return CheckReport(str(directory), tmpl.id, tuple(check_adapter(directory, tmpl, hosts=hosts)))
+    if repo is None:
+        raise InputError("not in a git repository and no --dir given", hint="pass --dir DIR")
+    config = load_config(repo.work_tree, run)
+    tmpl = load_template(template or config.template)
+    if rev is None:
+        path = repo.work_tree / config.adapter
+        return CheckReport(f"{config.adapter}/ (work tree)", tmpl.id, tuple(check_adapter(path, tmpl, hosts=hosts)))
+    commit = repo.resolve_commit(rev)
+    with tempfile.TemporaryDirectory(prefix="hermit-check-") as tmp:
+        if repo.materialise(commit, config.adapter, Path(tmp)) == 0:
+            raise InputError(f"{rev} has no {config.adapter}/ directory", hint="check the revision and the run")
+        found = check_adapter(Path(tmp), tmpl, hosts=hosts)
+    # Paths in the report are relative to the adapter; prefix them so they point into the repo.
+    return CheckReport(f"{config.adapter}/ at {commit[:12]}", tmpl.id, tuple(found))

@@ -1,0 +1,150 @@
+"""A run's history from git in a constant number of git processes (for log and show).
+
+One ``for-each-ref`` for the steps, one ``git log`` over the run's commits (grouped by their
+Hermit-Step trailer), and one batched read per notes ref — never a git call per commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
+from git_hermit.errors import GitStateError, SchemaError
+from git_hermit.gitio import NOTES_REFS, CommitInfo, NotesStore, Repo
+from git_hermit.model.records import Analysis, Change, Manifest, Scores, Verdict, loads
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    commit: str
+    change: Change
+    verdict: Verdict | None
+
+
+@dataclass(frozen=True)
+class CommitView:
+    info: CommitInfo
+    changes: tuple[ChangeView, ...]
+    reverts: str | None              # Hermit-Reverts target
+    reverts_verdict: str | None      # Hermit-Verdict on a rollback commit
+    undeclared: bool
+
+    @property
+    def sha(self) -> str:
+        return self.info.sha
+
+
+@dataclass(frozen=True)
+class StepView:
+    step: int
+    commit: str                      # the step branch's tip (H_N)
+    commits: tuple[CommitView, ...]  # the step's own commits, oldest first
+    scores: Scores | None            # scores of H_N (written by step N+1's rollouts)
+    analysis: Analysis | None
+    bad_notes: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> list[ChangeView]:
+        return [c for cv in self.commits for c in cv.changes]
+
+    @property
+    def rollbacks(self) -> list[CommitView]:
+        return [cv for cv in self.commits if cv.reverts]
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    run: str
+    steps: tuple[StepView, ...]
+    best: str | None
+    final: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _trailer(info: CommitInfo, key: str) -> str | None:
+    for k, v in info.trailers:
+        if k.lower() == key.lower():
+            return v
+    return None
+
+
+def _read_notes(store: NotesStore, kind: str, bad: list[str]) -> dict[str, Any]:
+    """All notes of one kind, parsed; a note that fails its schema is reported, not fatal."""
+    out = {}
+    for commit, text in store.read_all(NOTES_REFS[kind]).items():
+        try:
+            out[commit] = loads(kind, text, where=commit[:12])
+        except SchemaError as exc:
+            bad.append(exc.message)
+    return out
+
+
+def load_history(ctx: RunContext) -> RunHistory:
+    repo = ctx.repo
+    store = NotesStore(repo)
+    bad: list[str] = []
+    manifests: dict[str, Manifest] = _read_notes(store, "manifest", bad)
+    verdicts: dict[str, Verdict] = _read_notes(store, "verdicts", bad)
+    scores: dict[str, Scores] = _read_notes(store, "scores", bad)
+    analyses: dict[str, Analysis] = _read_notes(store, "analysis", bad)
+
+    seed = ctx.steps[0][1]
+    tip = ctx.tip[1]
+    # The run's commits after the seed, oldest first, in one process.
+    commits = list(reversed(repo.log(f"{seed}..{tip}"))) if tip != seed else []
+    by_step: dict[int, list[CommitView]] = {}
+    for info in commits:
+        if _trailer(info, "Hermit-Run") != ctx.run:
+            continue
+        step = parse_step_name(_trailer(info, "Hermit-Step") or "")
+        if step is None:
+            continue
+        manifest = manifests.get(info.sha)
+        changes = tuple(ChangeView(info.sha, ch, verdicts.get(info.sha) if verdicts.get(info.sha)
+                                   and verdicts[info.sha].change_id == ch.id else None)
+                        for ch in (manifest.changes if manifest else ()))
+        by_step.setdefault(step, []).append(CommitView(
+            info=info, changes=changes, reverts=_trailer(info, "Hermit-Reverts"),
+            reverts_verdict=_trailer(info, "Hermit-Verdict"),
+            undeclared=(_trailer(info, "Hermit-Change") == "undeclared")))
+    views = tuple(
+        StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), scores=scores.get(sha),
+                 analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())
+        for n, sha in ctx.steps)
+    return RunHistory(run=ctx.run, steps=views, best=repo.read_ref(best_tag(ctx.run)),
+                      final=repo.read_ref(final_tag(ctx.run)))
+
+
+@dataclass(frozen=True)
+class CommitRecords:
+    """Everything git-hermit recorded on one commit (for `git hermit show`)."""
+
+    info: CommitInfo
+    step: int | None
+    manifest: Manifest | None
+    verdict: Verdict | None
+    scores: Scores | None
+    analysis: Analysis | None
+
+
+def records_for(repo: Repo, commit: str) -> CommitRecords:
+    store = NotesStore(repo)
+    info = repo.commit_info(commit)
+    found: dict[str, Any] = {}
+    for kind in ("manifest", "verdicts", "scores", "analysis"):
+        text = store.read(NOTES_REFS[kind], info.sha)
+        found[kind] = loads(kind, text, where=info.sha[:12]) if text else None
+    return CommitRecords(info=info, step=parse_step_name(_trailer(info, "Hermit-Step") or ""),
+                         manifest=found["manifest"], verdict=found["verdicts"], scores=found["scores"],
+                         analysis=found["analysis"])
+
+
+def resolve_target(ctx: RunContext | None, repo: Repo, target: str) -> tuple[int | None, str]:
+    """``step-N`` (needs a run) or any revision → (step or None, commit sha)."""
+    if target.startswith("step-") or target.isdigit():
+        step = parse_step_name(target)
+        if ctx is None or step is None:
+            raise GitStateError(f"cannot resolve {target!r} without a run", hint="pass --run NAME")
+        return step, ctx.step_commit(step)
+    return None, repo.resolve_commit(target)

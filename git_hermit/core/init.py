@@ -1,0 +1,95 @@
+"""`git hermit init`: write hermit.yaml and the seed adapter, commit them, create step-0000.
+
+The seed commit is made with plumbing on top of HEAD; the current branch (when HEAD is a
+branch) and ``hermit/<run>/step-0000`` move to it in one ref transaction, and only the new
+paths are added to the index, so the user's other staged work stays as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.templates import load_template, write_seed
+from git_hermit.config import CONFIG_FILE, RUNS_DIR, config_paths, parse_config, render_default_config, write_schema_copy
+from git_hermit.core.commits import files_from_dir, step_message
+from git_hermit.core.runs import check_run_name, list_runs, step_ref
+from git_hermit.errors import CheckFailed, InputError
+from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite
+
+
+@dataclass(frozen=True)
+class InitResult:
+    run: str
+    template: str
+    commit: str
+    config_path: str
+    adapter_dir: str
+    files: tuple[str, ...]
+    branch: str | None          # the user's branch that received the seed commit, if any
+
+
+def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None,
+             adapter_dir: str | None = None) -> InitResult:
+    template = load_template(template_id)
+    run = run or template.name
+    check_run_name(run)
+    if run in list_runs(repo) or repo.list_refs(f"refs/heads/hermit/{run}/") or repo.read_ref(f"refs/heads/hermit/{run}"):
+        raise InputError(f"a run named {run!r} already exists in this repository",
+                         hint="choose another name with --run NAME (see `git hermit log --run NAME`)")
+    existing = config_paths(repo.work_tree)
+    for path in existing:
+        if parse_config(path.read_text(), source=path.name).run == run:
+            raise InputError(f"{path.relative_to(repo.work_tree)} already configures run {run!r}",
+                             hint="choose another name with --run NAME")
+    config_rel = CONFIG_FILE if not (repo.work_tree / CONFIG_FILE).exists() else f"{RUNS_DIR}/{run}.yaml"
+    adapter_rel = (adapter_dir or ("adapter" if not existing else f"adapter-{run}")).strip("/")
+    if not adapter_rel or adapter_rel.startswith("..") or Path(adapter_rel).is_absolute():
+        raise InputError(f"--adapter-dir must be a directory inside the repository, not {adapter_dir!r}")
+    target = repo.work_tree / adapter_rel
+    if target.exists() and any(target.iterdir()):
+        raise InputError(f"{adapter_rel}/ already exists and is not empty",
+                         hint="choose another directory with --adapter-dir DIR")
+    if (repo.work_tree / config_rel).exists():
+        raise InputError(f"{config_rel} already exists", hint="choose another run name with --run NAME")
+
+    config_text = render_default_config(run=run, template=template.id, adapter=adapter_rel, config_path=config_rel)
+    parse_config(config_text, source=config_rel)   # the file we write must load
+    with tempfile.TemporaryDirectory(prefix="hermit-seed-") as tmp:
+        seed = Path(tmp) / "adapter"
+        seed.mkdir()
+        written = write_seed(template, seed)
+        problems = [v for v in check_adapter(seed, template) if v.severity == "error"]
+        if problems:   # a shipped template that fails its own checks is a packaging bug
+            raise CheckFailed(f"the {template.id} seed fails check_spec: {problems[0]}")
+        changes: dict[str, FileChange | None] = {
+            f"{adapter_rel}/{rel}": change for rel, change in files_from_dir(seed).items()}
+        changes[config_rel] = FileChange(config_text.encode())
+        head = repo.rev_parse("HEAD")
+        message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
+                               body=f"The seed adapter of template {template.id} and the run's {config_rel}.")
+        commit = repo.write_commit(head, changes, message)
+        branch = repo.head_branch()
+        updates = [RefUpdate(step_ref(run, 0), commit, ZERO_SHA)]
+        if branch:
+            updates.append(RefUpdate(f"refs/heads/{branch}", commit, head or ZERO_SHA))
+        # Files first (a failure here leaves no refs); then the refs in one transaction.
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tmp) / "staged"
+        shutil.copytree(seed, staged, symlinks=True)
+        (repo.work_tree / config_rel).parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.rmdir()
+        shutil.move(str(staged), str(target))
+        (repo.work_tree / config_rel).write_text(config_text)
+        repo.update_refs(updates, message=f"git hermit init {run}")
+    if branch:
+        repo.git("add", "--", config_rel, adapter_rel)
+    configure_notes_rewrite(repo)
+    repo.info_exclude_add("/.hermit/")
+    write_schema_copy(repo.work_tree)
+    return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
+                      adapter_dir=adapter_rel, files=tuple(written), branch=branch)

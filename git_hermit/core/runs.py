@@ -1,0 +1,105 @@
+"""Run naming and discovery: the refs a run owns and how to find its steps.
+
+A run ``R`` owns ``refs/heads/hermit/R/step-NNNN`` and ``refs/tags/hermit/R/{best,final}``;
+everything here derives those names or reads them in one ``for-each-ref``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from git_hermit.config import RunConfig, load_config
+from git_hermit.errors import GitStateError, InputError
+from git_hermit.gitio import Repo
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_STEP_REF = re.compile(r"^refs/heads/hermit/(?P<run>[^/]+)/step-(?P<n>\d{4,})$")
+
+
+def step_ref(run: str, step: int) -> str:
+    return f"refs/heads/hermit/{run}/step-{step:04d}"
+
+
+def best_tag(run: str) -> str:
+    return f"refs/tags/hermit/{run}/best"
+
+
+def final_tag(run: str) -> str:
+    return f"refs/tags/hermit/{run}/final"
+
+
+def run_dir(repo: Repo, run: str) -> Path:
+    """The run's working area (ignored through info/exclude)."""
+    return repo.work_tree / ".hermit" / "runs" / run
+
+
+def step_dir(repo: Repo, run: str, step: int) -> Path:
+    return run_dir(repo, run) / f"step-{step:04d}"
+
+
+def check_run_name(run: str) -> None:
+    if not RUN_NAME.match(run) or run.endswith(".lock") or ".." in run:
+        raise InputError(f"invalid run name {run!r}",
+                         hint="use letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
+def list_steps(repo: Repo, run: str) -> list[tuple[int, str]]:
+    """The run's step branches as (step, commit), ascending — one git process."""
+    steps = []
+    for ref, sha in repo.list_refs(f"refs/heads/hermit/{run}/").items():
+        match = _STEP_REF.match(ref)
+        if match and match["run"] == run:
+            steps.append((int(match["n"]), sha))
+    return sorted(steps)
+
+
+def list_runs(repo: Repo) -> list[str]:
+    runs = set()
+    for ref in repo.list_refs("refs/heads/hermit/"):
+        match = _STEP_REF.match(ref)
+        if match:
+            runs.add(match["run"])
+    return sorted(runs)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """An open repository plus the run's validated config and its step branches."""
+
+    repo: Repo
+    config: RunConfig
+    steps: tuple[tuple[int, str], ...]
+
+    @property
+    def run(self) -> str:
+        return self.config.run
+
+    @property
+    def tip(self) -> tuple[int, str]:
+        """(step, commit) of the latest step branch: the adapter the next step evaluates."""
+        return self.steps[-1]
+
+    def step_commit(self, step: int) -> str:
+        for n, sha in self.steps:
+            if n == step:
+                return sha
+        raise GitStateError(f"run {self.run!r} has no step {step}",
+                            hint=f"steps here: 0..{self.tip[0]} (see `git hermit log`)")
+
+
+def open_run(repo: Repo, run: str | None = None) -> RunContext:
+    """Load the run's config and steps; a clear error when the run has not been initialised."""
+    config = load_config(repo.work_tree, run)
+    steps = list_steps(repo, config.run)
+    if not steps:
+        raise GitStateError(f"run {config.run!r} has no step branches (refs/heads/hermit/{config.run}/step-0000)",
+                            hint="run `git hermit init` to create the seed, or fetch the run's branches")
+    return RunContext(repo=repo, config=config, steps=tuple(steps))
+
+
+def parse_step_name(text: str) -> int | None:
+    """``step-3`` / ``step-0003`` / ``3`` → 3; anything else → None."""
+    match = re.fullmatch(r"(?:step-)?(\d{1,6})", text.strip())
+    return int(match.group(1)) if match else None

@@ -1,0 +1,137 @@
+"""Text and JSON views of a run's history (log), one commit's records (show) and checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from git_hermit.core.history import CommitRecords, RunHistory, StepView
+
+
+def _usage_bits(usage: dict[str, Any] | None) -> str:
+    if not usage:
+        return ""
+    tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+    cost = usage.get("cost_usd")
+    text = f"tokens {_si(tokens)}"
+    return text + (f" ${cost:.2f}" if cost is not None else " cost unknown")
+
+
+def _si(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(int(n))
+
+
+def _score_bits(view: StepView) -> str:
+    if view.scores is None:
+        return "pass@1 —    "
+    text = f"pass@1 {view.scores.pass_at_1:.3f}"
+    ci = view.scores.ci
+    if ci is not None:
+        text += f" ({ci.delta:+.1f} [{ci.low:+.1f}, {ci.high:+.1f}])"
+    return text
+
+
+def log_lines(history: RunHistory) -> list[str]:
+    lines = []
+    for view in history.steps:
+        marks = []
+        if history.best == view.commit:
+            marks.append("best")
+        if history.final == view.commit:
+            marks.append("final")
+        head = f"step {view.step:>4}  {view.commit[:10]}  {_score_bits(view)}"
+        if marks:
+            head += "  [" + ", ".join(marks) + "]"
+        analysis = view.analysis.body if view.analysis else {}
+        flips = analysis.get("flips")
+        if flips:
+            head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
+        usage = _usage_bits((view.scores.usage if view.scores else None))
+        if usage:
+            head += "  " + usage
+        lines.append(head)
+        for change in view.changes:
+            verdict = change.verdict.verdict if change.verdict else "pending"
+            rolled = " (rolled back)" if change.verdict and change.verdict.rollback_commit else ""
+            lines.append(f"    {change.commit[:10]} {change.change.id}: {verdict}{rolled}  {change.change.description[:70]}")
+        for commit in view.commits:
+            if commit.undeclared:
+                lines.append(f"    {commit.sha[:10]} undeclared edits")
+            if commit.reverts:
+                why = f" ({commit.reverts_verdict})" if commit.reverts_verdict else ""
+                lines.append(f"    {commit.sha[:10]} rollback of {commit.reverts[:10]}{why}")
+        if analysis.get("stop"):
+            lines.append(f"    stop: {analysis['stop']}")
+        for problem in view.bad_notes:
+            lines.append(f"    warning: {problem}")
+    return lines
+
+
+def log_json(history: RunHistory) -> dict[str, Any]:
+    steps = []
+    for view in history.steps:
+        steps.append({
+            "step": view.step, "commit": view.commit,
+            "pass_at_1": view.scores.pass_at_1 if view.scores else None,
+            "scores": view.scores.to_dict() if view.scores else None,
+            "changes": [{"commit": c.commit, **c.change.to_dict(),
+                         "verdict": c.verdict.to_dict() if c.verdict else None} for c in view.changes],
+            "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
+                          for c in view.rollbacks],
+            "undeclared": [c.sha for c in view.commits if c.undeclared],
+            "analysis": view.analysis.to_dict() if view.analysis else None,
+            "warnings": list(view.bad_notes),
+        })
+    return {"run": history.run, "best": history.best, "final": history.final, "steps": steps}
+
+
+def show_json(records: CommitRecords) -> dict[str, Any]:
+    info = records.info
+    return {
+        "commit": info.sha, "subject": info.subject, "parents": list(info.parents),
+        "trailers": [list(t) for t in info.trailers], "step": records.step,
+        "manifest": records.manifest.to_dict() if records.manifest else None,
+        "verdict": records.verdict.to_dict() if records.verdict else None,
+        "scores": records.scores.to_dict() if records.scores else None,
+        "analysis": records.analysis.to_dict() if records.analysis else None,
+    }
+
+
+def show_lines(records: CommitRecords) -> list[str]:
+    info = records.info
+    lines = [f"commit {info.sha}", f"    {info.subject}"]
+    for key, value in info.trailers:
+        lines.append(f"    {key}: {value}")
+    if records.manifest:
+        lines.append("manifest:")
+        for ch in records.manifest.changes:
+            lines.append(f"  {ch.id} [{ch.component}] {ch.description}")
+            lines.append(f"    files: {', '.join(ch.files) or '—'}")
+            lines.append(f"    failure pattern: {ch.failure_pattern or '—'}")
+            lines.append(f"    predicts fixes: {', '.join(ch.predicted_fixes) or '—'}")
+            lines.append(f"    risks: {', '.join(ch.risk_tasks) or '—'}")
+    if records.verdict:
+        v = records.verdict
+        lines.append(f"verdict: {v.verdict} (step {v.step})")
+        lines.append(f"    fixed: {', '.join(v.actually_fixed) or '—'}")
+        lines.append(f"    still failing: {', '.join(v.still_failed) or '—'}")
+        lines.append(f"    risks realised: {', '.join(v.risk_realized) or '—'}")
+        if v.rollback_commit:
+            lines.append(f"    rolled back by {v.rollback_commit[:12]}: {v.rollback_note or ''}")
+    if records.scores:
+        s = records.scores
+        counts = {o: sum(1 for t in s.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
+        lines.append(f"scores ({s.split}, k={s.k}, step {s.step}): pass@1 {s.pass_at_1:.3f}  "
+                     f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
+        if s.ci:
+            lines.append(f"    vs {s.ci.baseline[:10]}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")
+    if records.analysis:
+        overview = records.analysis.body.get("overview")
+        if overview:
+            lines.append("analysis:")
+            lines += ["    " + line for line in overview.splitlines()[:40]]
+    if not any((records.manifest, records.verdict, records.scores, records.analysis)):
+        lines.append("(no git-hermit notes on this commit)")
+    return lines
