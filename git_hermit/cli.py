@@ -159,6 +159,117 @@ def rollback(target: str, reason: str, run: str | None) -> None:
         click.echo(f"    {path}")
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--host", required=True, type=click.Choice(["codex", "claude-code", "pi"]), help="The host to deploy for.")
+@click.option("--rev", help="Deploy the adapter at this revision (default: the run's adapter in the work tree).")
+@click.option("--run", help="Run whose adapter to deploy.")
+@click.option("--force", is_flag=True, help="Overwrite files this deployment did not write.")
+def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: bool) -> None:
+    """Write what HOST reads into DIRECTORY: context file, hooks, skills, sub-agents."""
+    from git_hermit.core.deploying import deploy_adapter
+    record = deploy_adapter(_repo(), directory, host, rev=rev, run=run, force=force)
+    click.echo(f"deployed for {record.host} into {record.dest}: {len(record.files)} files"
+               + (f"; hooks run `{record.interpreter} -S …hook_runner.py`" if record.hooks else "; no hooks"))
+    if record.host_args:
+        click.echo(f"start the host with: {' '.join(record.host_args)}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--hosts", "run_hosts", is_flag=True, help="Also run one real session of each installed host CLI.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def doctor(run_hosts: bool, as_json: bool) -> None:
+    """Check git, its notes config, the host CLIs, and (--hosts) which host-table rows hold."""
+    from dataclasses import asdict
+    from git_hermit.errors import NotARepository
+    from git_hermit.hosts.doctor import doctor_report, render_text
+    try:
+        repo = _repo()
+    except NotARepository:
+        repo = None
+    report = doctor_report(repo, run_hosts)
+    if as_json:
+        _echo_json(asdict(report))
+    else:
+        click.echo(render_text(report))
+
+
+def _progress(label: str):
+    from git_hermit.render.progress import rollout_progress
+    return rollout_progress(label)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", required=False)
+@click.option("--split", default="train", show_default=True, help="Split of hermit.yaml data: to run.")
+@click.option("-k", "k", type=int, help="Rollouts per task (default: inferred from the rows).")
+@click.option("--tasks", "only_tasks", help="Comma-separated task ids to run (default: all of the split).")
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool) -> None:
+    """Run the split's rollouts on REV (default: the run's tip) and write its scores note."""
+    from git_hermit.core.evaluate import rollout_commit
+    from git_hermit.core.runs import open_run
+    ctx = open_run(_repo(), run)
+    tasks = [t.strip() for t in only_tasks.split(",") if t.strip()] if only_tasks else None
+    with _progress(f"rollouts {split}") as update:
+        ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update)
+    if as_json:
+        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused})
+        return
+    counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
+    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {ev.pass_at_1:.3f}  "
+               + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
+    click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
+               f"  ({ev.reused} rollouts reused)")
+    for line in ev.ledger.render():
+        click.echo("  " + line)
+
+
+@cli.command(name="eval", context_settings=CONTEXT)
+@click.argument("rev")
+@click.option("--baseline", help="Compare against this revision (paired bootstrap 95% CI over tasks).")
+@click.option("--split", default="test", show_default=True, help="Held-out split of hermit.yaml data:.")
+@click.option("-k", "k", type=int, help="Rollouts per task (default: inferred from the rows).")
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool) -> None:
+    """pass@1 and pass@k of REV on a held-out split, with a CI against --baseline."""
+    from git_hermit.core.evaluate import eval_commits
+    from git_hermit.core.runs import open_run
+    from git_hermit.rollouts.stats import per_task_pass_at_1
+    ctx = open_run(_repo(), run)
+    with _progress(f"eval {split}") as update:
+        report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update)
+    cand, base, comp = report.candidate, report.baseline, report.comparison
+    if as_json:
+        _echo_json({
+            "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
+                                          "ledger": cand.ledger.to_dict()},
+            "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
+                          "ledger": base.ledger.to_dict()} if base else None),
+            "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
+                            "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
+                            "flips_down": list(comp.flips_down)} if comp else None)})
+        return
+    click.echo(f"{split} split, k={cand.k}, {len(cand.results)} tasks")
+    for label, ev in (("candidate", cand), ("baseline", base)):
+        if ev is None:
+            continue
+        extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
+        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1:.3f}  {extra}")
+    if comp is not None:
+        click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
+        click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
+                   f"-{len(comp.flips_down)} {', '.join(comp.flips_down[:8])}")
+    click.echo("  ledger (candidate):")
+    for line in cand.ledger.render():
+        click.echo("    " + line)
+    per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
+    if per_mtok is not None:
+        click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+
+
 # ------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``git-hermit`` executable."""

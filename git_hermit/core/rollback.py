@@ -73,9 +73,16 @@ def find_change_commit(ctx: RunContext, target: str) -> tuple[str, tuple[str, ..
     """A change id (``chg-2`` or ``step-3:chg-2``) or a revision → (commit, change ids on it)."""
     history = load_history(ctx)
     step_filter, _, change_id = target.rpartition(":")
+    def wanted(step: int, cid: str | None) -> bool:
+        return cid == change_id and (not step_filter or step_filter in (f"step-{step}", str(step)))
+
     candidates = [(sv.step, cv.commit, cv.change.id) for sv in history.steps for cv in sv.changes
-                  if cv.change.id == change_id and (not step_filter or f"step-{sv.step}" == step_filter
-                                                     or step_filter == str(sv.step))]
+                  if wanted(sv.step, cv.change.id)]
+    # A commit without a manifest note is still found by its Hermit-Change trailer.
+    noted = {sha for _, sha, _ in candidates}
+    candidates += [(sv.step, commit.sha, change_id) for sv in history.steps for commit in sv.commits
+                   if not commit.changes and commit.sha not in noted
+                   and wanted(sv.step, dict(commit.info.trailers).get("Hermit-Change"))]
     if len(candidates) > 1:
         listing = ", ".join(f"step-{s}:{cid} ({sha[:10]})" for s, sha, cid in candidates)
         raise InputError(f"change id {change_id!r} is ambiguous: {listing}",

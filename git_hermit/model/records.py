@@ -160,6 +160,7 @@ class Scores:
     ci: Comparison | None = None
     usage: dict[str, Any] | None = None
     duration_s: float | None = None
+    splits: dict[str, Any] = field(default_factory=dict)   # other splits' scores of this commit
     v: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,7 +177,14 @@ class Scores:
             data["usage"] = self.usage
         if self.duration_s is not None:
             data["duration_s"] = self.duration_s
+        if self.splits:
+            data["splits"] = self.splits
         return data
+
+    def split_summary(self) -> dict[str, Any]:
+        """This record's own split as an entry of another record's ``splits``."""
+        data = self.to_dict()
+        return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "step") if k in data}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Scores":
@@ -189,7 +197,7 @@ class Scores:
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
-                   duration_s=data.get("duration_s"), v=data["v"])
+                   duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), v=data["v"])
 
 
 @dataclass(frozen=True)

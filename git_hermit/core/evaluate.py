@@ -1,0 +1,210 @@
+"""Rollouts of one commit on one split, their scores note, and held-out comparisons.
+
+Shared by `git hermit rollout`, `git hermit eval` and the step driver: load tasks and rows
+(every bad id or file is reported before anything runs), check the agent is available, run
+the rows through the executor with resume, and turn the results into a Scores record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from git_hermit.config import RunConfig
+from git_hermit.core.runs import RunContext, run_dir
+from git_hermit.errors import ConfigError, InputError
+from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
+from git_hermit.model.records import Attempt, Comparison as CIRecord, Scores, TaskScore, dumps, loads
+from git_hermit.model.rollout import RolloutResult
+from git_hermit.rollouts import stats
+from git_hermit.rollouts.agents import make_agent
+from git_hermit.rollouts.executors import open_executor
+from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
+from git_hermit.rollouts.ledger import Ledger, load_prices, sum_usage
+from git_hermit.rollouts.rows import Split, load_split
+from git_hermit.rollouts.runner import Progress, run_jobs
+from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
+from git_hermit.rollouts.worker import RolloutJob
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    tasks: dict[str, Task]
+    split: Split
+    base_dir: Path
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    commit: str
+    split: str
+    k: int
+    results: dict[str, list[RolloutResult]]
+    ledger: Ledger
+    duration_s: float
+    reused: int
+
+    @property
+    def pass_at_1(self) -> float:
+        return stats.pass_at_1(self.results)
+
+    def pass_at(self) -> dict[int, float]:
+        return stats.pass_at(self.results, range(1, self.k + 1))
+
+
+def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
+                   only_tasks: list[str] | None = None) -> Benchmark:
+    base_dir = config.path.parent if config.path else Path.cwd()
+    if not config.tasks:
+        raise ConfigError("hermit.yaml has no tasks: block", hint="e.g. tasks: {path: tasks.jsonl, id_field: id}")
+    tasks = load_tasks(config.tasks, base_dir)
+    rows_path = config.split_path(split_name)
+    if rows_path is None:
+        raise ConfigError(f"hermit.yaml data: has no split {split_name!r}",
+                          hint=f"splits here: {', '.join(config.splits()) or 'none'}; add data: {{{split_name}: rows/{split_name}.txt}}")
+    if k is None:
+        k = (config.evolver_params() or {}).get("k") if split_name == "train" else None
+    split = load_split(base_dir / rows_path, tasks, k=k, name=split_name)
+    if only_tasks:
+        unknown = sorted(set(only_tasks) - set(split.tasks))
+        if unknown:
+            raise InputError(f"--tasks names task(s) not in split {split_name!r}: {', '.join(unknown[:5])}",
+                             hint="see the split's rows file for its task ids")
+        keep = set(only_tasks)
+        split = Split(split.name, tuple(r for r in split.rows if r.task in keep), split.k,
+                      tuple(t for t in split.tasks if t in keep))
+    require_host_runnable({t: tasks[t] for t in split.tasks})
+    return Benchmark(tasks, split, base_dir)
+
+
+def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
+    agent_cfg = dict(config.agent) or {"backend": "codex"}
+    judge = make_judge(config.judge, base_dir=bench.base_dir)
+    check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
+    timeout_as = (config.evolver_params() or {}).get("timeout_as", "exception")
+    return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
+                       adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
+                       judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
+                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as)
+            for row in bench.split.rows]
+
+
+def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_dir: Path, *,
+              on_progress: Callable[[Progress], None] | None = None, step: int | None = None) -> EvalRun:
+    """Run (or resume) every row of the split on ``commit``; results under ``out_dir``."""
+    jobs = make_jobs(config, bench, commit)
+    make_agent(dict(config.agent) or {"backend": "codex"}).check_available()   # before the first rollout
+    progress = Progress(total=len(jobs), on_change=on_progress)
+    start = time.monotonic()
+    slots = (config.executor or {}).get("slots") or {}
+    with open_executor(repo, config.executor, config.concurrency) as handle:
+        results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress)
+    prices = load_prices(config.prices)
+    ledger = Ledger(prices)
+    model = config.agent.get("model")
+    judge_model = config.judge.get("model")
+    for attempts in results.values():
+        for result in attempts:
+            ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
+    (out_dir / "ledger.json").write_text(json.dumps(ledger.to_dict(), indent=2) + "\n")
+    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, time.monotonic() - start,
+                   progress.reused)
+
+
+def scores_record(run: str, step: int, ev: EvalRun, *, timeout_as: str = "exception",
+                  ci: CIRecord | None = None) -> Scores:
+    tasks: dict[str, TaskScore] = {}
+    for task, attempts in ev.results.items():
+        outcomes = [("fail" if (r.is_timeout and timeout_as == "fail") else r.outcome) for r in attempts]
+        tasks[task] = TaskScore(stats.task_label(outcomes), tuple(
+            Attempt(o, r.reward, r.exception_type, r.usage.total_tokens or None)
+            for o, r in zip(outcomes, attempts)))
+    usage = sum_usage(e.usage for e in ev.ledger.entries)
+    return Scores(run=run, step=step, commit=ev.commit, split=ev.split, k=ev.k, pass_at_1=round(ev.pass_at_1, 6),
+                  tasks=tasks, pass_at={str(i): round(v, 6) for i, v in ev.pass_at().items()}, ci=ci,
+                  usage=usage.to_dict(), duration_s=round(ev.duration_s, 3))
+
+
+def write_scores(repo: Repo, scores: Scores) -> None:
+    """Write the commit's scores note; another split's existing scores are kept beside it.
+
+    The note's top level is the training split a step evaluated (what `log` shows); a
+    held-out split lands under ``splits.<name>`` of the same note.
+    """
+    from dataclasses import replace
+    existing = read_scores(repo, scores.commit)
+    if existing is not None and existing.split != scores.split:
+        if scores.split == "train":
+            scores = replace(scores, splits={**existing.splits, existing.split: existing.split_summary()})
+        else:
+            scores = replace(existing, splits={**existing.splits, scores.split: scores.split_summary()})
+    elif existing is not None:
+        scores = replace(scores, splits=existing.splits)
+    NotesStore(repo).write(NOTES_REFS["scores"], scores.commit, dumps("scores", scores),
+                           f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")
+
+
+def read_scores(repo: Repo, commit: str) -> Scores | None:
+    text = NotesStore(repo).read(NOTES_REFS["scores"], commit)
+    return loads("scores", text, where=commit[:12]) if text else None
+
+
+def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
+    return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
+
+
+def comparison_record(baseline_commit: str, comparison: stats.Comparison) -> CIRecord:
+    return CIRecord(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
+                    low=round(comparison.low * 100, 3), high=round(comparison.high * 100, 3))
+
+
+def step_of(ctx: RunContext, commit: str) -> int:
+    """The step whose branch tip is ``commit`` (else the run's latest step)."""
+    for n, sha in ctx.steps:
+        if sha == commit:
+            return n
+    return ctx.tip[0]
+
+
+def rollout_commit(ctx: RunContext, rev: str | None, split: str, *, k: int | None = None,
+                   only_tasks: list[str] | None = None,
+                   on_progress: Callable[[Progress], None] | None = None) -> tuple[EvalRun, Scores]:
+    """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores."""
+    commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
+    bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
+    ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
+    timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
+    scores = scores_record(ctx.run, step_of(ctx, commit), ev, timeout_as=timeout_as)
+    write_scores(ctx.repo, scores)
+    return ev, scores
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    candidate: EvalRun
+    baseline: EvalRun | None
+    comparison: stats.Comparison | None
+
+
+def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None = None,
+                 on_progress: Callable[[str], Callable[[Progress], None]] | None = None) -> EvalReport:
+    """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI."""
+    runs: dict[str, EvalRun] = {}
+    bench = load_benchmark(ctx.config, split, k=k)
+    timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
+    targets = [("candidate", ctx.repo.resolve_commit(rev))]
+    if baseline:
+        targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
+    for role, commit in targets:
+        callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
+        runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
+                               on_progress=callback)
+    comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
+    for role, commit in targets:
+        ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None
+        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, commit), runs[role],
+                                             timeout_as=timeout_as, ci=ci))
+    return EvalReport(runs["candidate"], runs.get("baseline"), comparison)

@@ -1,0 +1,110 @@
+"""The acting-agent backend protocol and what one agent run returns.
+
+A backend starts the acting agent in a prepared workspace with its own HOME/config dir,
+a wall-clock timeout, and the environment it needs (an API key from ``env_key`` or a copy
+of the user's login); it leaves the event stream in ``trajectory_path``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from git_hermit.model.rollout import Usage
+
+# Variables every agent process may see; everything else from the user's environment is
+# withheld so no unrelated secret reaches an agent, a trajectory or a log.
+BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                 "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                 "NO_PROXY")
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What the acting agent left behind (before judging)."""
+
+    final_answer: str | None
+    usage: Usage
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    error: str | None = None               # one line when the agent failed to run properly
+    exception_type: str | None = None      # e.g. AgentTimeout, AgentCrashError
+    trajectory: str | None = None          # file name inside the rollout dir
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """Where one rollout happens: its workspace, private home and output files."""
+
+    rollout_dir: Path
+    workspace: Path
+    home: Path
+    prompt: str
+    timeout_s: float
+    attempt: int
+    task_id: str
+    host: str
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def trajectory_path(self) -> Path:
+        return self.rollout_dir / "trajectory.jsonl"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.rollout_dir / "agent.stderr"
+
+    def base_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in BASE_ENV_KEYS}
+        env["HOME"] = str(self.home)
+        env.update(self.extra_env)
+        return env
+
+
+class AgentBackend(Protocol):
+    name: str
+
+    def check_available(self) -> None:
+        """Raise AgentError (before the first rollout) when the agent cannot start."""
+
+    def run(self, ctx: AgentContext) -> AgentRun: ...
+
+
+def copy_login_files(source_home: Path, dest_home: Path, names: tuple[str, ...]) -> list[str]:
+    """Copy the user's login files (e.g. Codex auth.json) into a per-rollout home.
+
+    The copies live only in ``.hermit/`` working dirs, never in git, notes or logs; their
+    names (not contents) are returned so callers can say what was used.
+    """
+    copied = []
+    for name in names:
+        src = source_home / name
+        if src.is_file():
+            dst = dest_home / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            dst.chmod(0o600)
+            copied.append(name)
+    return copied
+
+
+def last_nonempty_line(text: str) -> str | None:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def real_home() -> Path:
+    """The invoking user's home (login files are copied from here)."""
+    return Path(os.path.expanduser("~"))
+
+
+def agent_setting(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = cfg.get(key)
+    return default if value is None else value

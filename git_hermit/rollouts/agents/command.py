@@ -1,0 +1,63 @@
+"""The ``command`` backend: any program, started from an argv template.
+
+``{prompt_file}`` and ``{workspace}`` (and ``{task_id}``, ``{attempt}``) are substituted;
+the final answer is ``answer.txt`` in the workspace if the program wrote one, else the last
+non-empty line of its stdout (which is kept as the trajectory).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from git_hermit.errors import AgentError, ConfigError
+from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.agents.base import AgentContext, AgentRun, last_nonempty_line
+from git_hermit.rollouts.process import run_process
+
+
+@dataclass
+class CommandAgent:
+    argv: list[str]
+    name: str = "command"
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ConfigError("agent.command is required for backend: command",
+                              hint='e.g. agent: {backend: command, command: [./my-agent, "{prompt_file}", "{workspace}"]}')
+
+    def check_available(self) -> None:
+        program = self.argv[0]
+        if "/" not in program and shutil.which(program) is None:
+            raise AgentError(f"agent command {program!r} is not on PATH", hint="install it or give its path")
+
+    def run(self, ctx: AgentContext) -> AgentRun:
+        prompt_file = ctx.rollout_dir / "prompt.md"
+        prompt_file.write_text(ctx.prompt)
+        values = {"{prompt_file}": str(prompt_file), "{workspace}": str(ctx.workspace),
+                  "{task_id}": ctx.task_id, "{attempt}": str(ctx.attempt)}
+        argv = []
+        for arg in self.argv:
+            for key, value in values.items():
+                arg = arg.replace(key, value)
+            argv.append(arg)
+        if "/" in argv[0] and not Path(argv[0]).is_absolute():
+            argv[0] = str((Path.cwd() / argv[0]).resolve())
+        try:
+            outcome = run_process(argv, cwd=ctx.workspace, env=ctx.base_env(), timeout_s=ctx.timeout_s,
+                                  stdout_path=ctx.rollout_dir / "trajectory.txt", stderr_path=ctx.stderr_path)
+        except OSError as exc:
+            return AgentRun(None, Usage(), None, False, 0.0, f"cannot start {argv[0]}: {exc.strerror}",
+                            "AgentStartError")
+        answer_file = ctx.workspace / "answer.txt"
+        if answer_file.is_file():
+            answer = answer_file.read_text(errors="replace").strip()
+        else:
+            answer = last_nonempty_line((ctx.rollout_dir / "trajectory.txt").read_text(errors="replace"))
+        if outcome.timed_out:
+            return AgentRun(answer, Usage(), None, True, outcome.duration_s,
+                            f"agent timed out after {ctx.timeout_s:g}s", "AgentTimeout", "trajectory.txt")
+        error = None if outcome.returncode == 0 else f"agent exited with status {outcome.returncode}"
+        return AgentRun(answer, Usage(), outcome.returncode, False, outcome.duration_s, error,
+                        None, "trajectory.txt")

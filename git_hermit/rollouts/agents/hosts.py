@@ -1,0 +1,190 @@
+"""Backends for the real host CLIs: ``codex exec --json``, ``claude -p`` (stream-json), ``pi``.
+
+Each rollout gets a private HOME (and CODEX_HOME / CLAUDE_CONFIG_DIR) holding the provider
+config from hermit.yaml; auth is an API key from the variable ``env_key`` names, or a copy
+of the user's own login files (``login:``) — never written to git, notes or logs. The
+final answer and token usage come from the agent's own event stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from git_hermit.adapter.deploy import install_codex_home_hooks, read_record
+from git_hermit.errors import AgentError, ConfigError
+from git_hermit.hosts.locate import find_host_cli
+from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.agents.base import AgentContext, AgentRun, copy_login_files, real_home
+from git_hermit.rollouts.process import run_process
+from git_hermit.rollouts.trajectories import summarize
+
+CODEX_EXEC_FLAGS = ("exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                    "--dangerously-bypass-approvals-and-sandbox",
+                    "--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps")
+CLAUDE_FLAGS = ("--output-format", "stream-json", "--verbose", "--include-hook-events",
+                "--dangerously-skip-permissions")
+CLAUDE_ENV = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+              "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+              "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1"}
+CODEX_LOGIN_FILES = ("auth.json",)
+CLAUDE_LOGIN_FILES = (".credentials.json",)
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)   # a JSON string is a valid TOML basic string
+
+
+def _resolve_bin(cfg: Mapping[str, Any], host: str) -> Path | None:
+    if cfg.get("bin"):
+        found = shutil.which(str(cfg["bin"]))
+        return Path(found) if found else None
+    return find_host_cli(host)
+
+
+@dataclass
+class HostCLIAgent:
+    """Shared plumbing of the three CLI backends; subclasses say how to start each."""
+
+    cfg: dict[str, Any]
+    host: str = "codex"
+    name: str = "codex"
+    binary: Path | None = field(default=None, init=False)
+
+    def check_available(self) -> None:
+        self.binary = _resolve_bin(self.cfg, self.host)
+        if self.binary is None:
+            raise AgentError(f"the {self.host} CLI was not found",
+                             hint="install it (scripts/install-hosts.sh) or set agent.bin in hermit.yaml")
+        provider = self.cfg.get("provider") or {}
+        env_key = provider.get("env_key")
+        if env_key and env_key not in os.environ and not self.cfg.get("login"):
+            raise AgentError(f"agent.provider.env_key names {env_key}, which is not set",
+                             hint=f"export {env_key}=… or use login: to run on your own login")
+
+    def _auth_env(self) -> dict[str, str]:
+        provider = self.cfg.get("provider") or {}
+        env_key = provider.get("env_key")
+        return {env_key: os.environ[env_key]} if env_key and env_key in os.environ else {}
+
+    def _finish(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
+        summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
+        answer = summary.final_answer if summary else None
+        usage = summary.usage if summary else Usage()
+        model = (summary.model if summary else None) or self.cfg.get("model")
+        if outcome.timed_out:
+            return AgentRun(answer, usage, None, True, outcome.duration_s,
+                            f"agent timed out after {ctx.timeout_s:g}s", "AgentTimeout", trajectory.name, model)
+        error = None
+        if outcome.returncode != 0:
+            tail = ctx.stderr_path.read_text(errors="replace").strip().splitlines()[-1:] if ctx.stderr_path.is_file() else []
+            error = f"{self.host} exited with status {outcome.returncode}" + (f": {tail[0][:200]}" if tail else "")
+        return AgentRun(answer, usage, outcome.returncode, False, outcome.duration_s, error, None,
+                        trajectory.name, model)
+
+
+@dataclass
+class CodexAgent(HostCLIAgent):
+    host: str = "codex"
+    name: str = "codex"
+
+    def _config_toml(self) -> str:
+        provider = self.cfg.get("provider") or {}
+        lines = ['approval_policy = "never"', 'sandbox_mode = "danger-full-access"',
+                 "check_for_update_on_startup = false"]
+        if self.cfg.get("model"):
+            lines.insert(0, f"model = {_toml_str(self.cfg['model'])}")
+        if self.cfg.get("effort"):
+            lines.append(f"model_reasoning_effort = {_toml_str(self.cfg['effort'])}")
+        if provider.get("base_url"):
+            lines.append('model_provider = "hermit"')
+        lines += ["", "[features]", "hooks = true", "", "[analytics]", "enabled = false"]
+        if provider.get("base_url"):
+            wire = provider.get("wire_api", "responses")
+            if wire != "responses":
+                raise ConfigError(f"agent.provider.wire_api {wire!r} is not supported by Codex",
+                                  hint='Codex only speaks wire_api: responses')
+            lines += ["", "[model_providers.hermit]", f"name = {_toml_str(provider.get('name', 'hermit'))}",
+                      f"base_url = {_toml_str(provider['base_url'])}", f'wire_api = "{wire}"',
+                      "request_max_retries = 2", "stream_max_retries = 2"]
+            if provider.get("env_key"):
+                lines.append(f"env_key = {_toml_str(provider['env_key'])}")
+        return "\n".join(lines) + "\n"
+
+    def run(self, ctx: AgentContext) -> AgentRun:
+        codex_home = ctx.home / ".codex"
+        codex_home.mkdir(parents=True, exist_ok=True)
+        (codex_home / "config.toml").write_text(self._config_toml())
+        if self.cfg.get("login") or self.cfg.get("home"):
+            source = Path(os.path.expanduser(self.cfg.get("home") or str(real_home() / ".codex")))
+            copy_login_files(source, codex_home, CODEX_LOGIN_FILES)
+        record = read_record(ctx.workspace)
+        if record is not None and record.hooks:
+            install_codex_home_hooks(record, codex_home)
+        env = ctx.base_env() | self._auth_env() | {"CODEX_HOME": str(codex_home), "RUST_LOG": "warn"}
+        argv = [str(self.binary), *CODEX_EXEC_FLAGS, *self.cfg.get("args", []), ctx.prompt]
+        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
+                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
+        return self._finish(ctx, outcome, ctx.trajectory_path)
+
+
+@dataclass
+class ClaudeCodeAgent(HostCLIAgent):
+    host: str = "claude-code"
+    name: str = "claude-code"
+
+    def run(self, ctx: AgentContext) -> AgentRun:
+        config_dir = ctx.home / ".claude"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        env = ctx.base_env() | CLAUDE_ENV | {"CLAUDE_CONFIG_DIR": str(config_dir)}
+        if os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"   # the CLI refuses bypass mode as root otherwise
+        provider = self.cfg.get("provider") or {}
+        if provider.get("base_url"):
+            env["ANTHROPIC_BASE_URL"] = provider["base_url"]
+        env_key = provider.get("env_key") or "ANTHROPIC_API_KEY"
+        if env_key in os.environ:
+            env["ANTHROPIC_API_KEY"] = os.environ[env_key]
+        if self.cfg.get("login") or self.cfg.get("home"):
+            source = Path(os.path.expanduser(self.cfg.get("home") or str(real_home() / ".claude")))
+            copy_login_files(source, config_dir, CLAUDE_LOGIN_FILES)
+        argv = [str(self.binary), "-p", ctx.prompt, *CLAUDE_FLAGS, *self.cfg.get("args", [])]
+        if self.cfg.get("model"):
+            argv += ["--model", self.cfg["model"]]
+        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
+                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
+        return self._finish(ctx, outcome, ctx.trajectory_path)
+
+
+@dataclass
+class PiAgent(HostCLIAgent):
+    host: str = "pi"
+    name: str = "pi"
+
+    def run(self, ctx: AgentContext) -> AgentRun:
+        agent_dir = ctx.home / ".pi" / "agent"
+        agent_dir.mkdir(parents=True, exist_ok=True)
+        provider = self.cfg.get("provider") or {}
+        model = self.cfg.get("model") or "default"
+        env = ctx.base_env() | {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
+        argv = [str(self.binary), "--mode", "json", "--no-session"]
+        if provider.get("base_url"):
+            env_key = provider.get("env_key")
+            models = {"providers": {"hermit": {
+                "baseUrl": provider["base_url"],
+                "api": "openai-completions" if provider.get("wire_api") == "chat" else "anthropic-messages",
+                "apiKey": f"${env_key}" if env_key else "none",
+                "models": [{"id": model}]}}}
+            (agent_dir / "models.json").write_text(json.dumps(models, indent=2))
+            env |= self._auth_env()
+            argv += ["--model", f"hermit/{model}"]
+        elif self.cfg.get("model"):
+            argv += ["--model", model]
+        argv += [*self.cfg.get("args", []), ctx.prompt]
+        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
+                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
+        return self._finish(ctx, outcome, ctx.trajectory_path)

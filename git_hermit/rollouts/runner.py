@@ -1,0 +1,159 @@
+"""Drive a batch of rollouts: resume, schedule with per-host slots, write results atomically.
+
+Each row ``<task>#<n>`` has a directory ``<out>/rollouts/<task>/<n>/``; a row whose
+``result.json`` exists (for the same commit) is reused, so a killed run resumes without
+re-running or re-billing finished rollouts. ``result.json`` is written last and atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+from git_hermit.model.rollout import RolloutResult
+from git_hermit.rollouts.executors import ExecutorHandle
+from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
+
+RESULT_FILE = "result.json"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def task_dirname(task_id: str) -> str:
+    """A filesystem-safe, collision-free directory name for a task id."""
+    safe = _SAFE.sub("_", task_id)
+    if safe != task_id or safe in (".", ".."):
+        import hashlib
+        safe = f"{safe[:60]}-{hashlib.sha1(task_id.encode()).hexdigest()[:8]}"
+    return safe
+
+
+def rollout_dir(out_dir: Path, task_id: str, attempt: int) -> Path:
+    return out_dir / "rollouts" / task_dirname(task_id) / str(attempt)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_result(directory: Path, commit: str | None = None) -> RolloutResult | None:
+    """The finished result in ``directory`` (None if absent, unreadable or for another commit)."""
+    path = directory / RESULT_FILE
+    if not path.is_file():
+        return None
+    try:
+        result = RolloutResult.from_dict(json.loads(path.read_text()))
+    except (ValueError, TypeError, KeyError):
+        return None
+    if commit is not None and result.commit != commit:
+        return None
+    return result
+
+
+def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
+    """Write the artefacts, then result.json last (so its presence means 'finished')."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, data in output.files.items():
+        atomic_write(directory / name, data)
+    result = RolloutResult.from_dict(output.result)
+    atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    return result
+
+
+@dataclass
+class Progress:
+    """Counts for live progress; ``on_change`` is called after every change."""
+
+    total: int
+    reused: int = 0
+    done: int = 0
+    running: int = 0
+    failed: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    on_change: Callable[["Progress"], None] | None = None
+
+    def eta_s(self) -> float | None:
+        finished = self.done - self.reused
+        remaining = self.total - self.done
+        if finished <= 0 or remaining <= 0:
+            return None
+        return (time.monotonic() - self.started_at) / finished * remaining
+
+    def changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
+
+
+def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, *,
+             slots: dict[str, int] | None = None, progress: Progress | None = None) -> dict[str, list[RolloutResult]]:
+    """Run every job not already finished; results grouped by task, attempts in order."""
+    jobs = list(jobs)
+    progress = progress or Progress(total=len(jobs))
+    results: dict[tuple[str, int], RolloutResult] = {}
+    pending: list[RolloutJob] = []
+    for job in jobs:
+        finished = read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit)
+        if finished is not None:
+            results[(job.task.id, job.attempt)] = finished
+            progress.reused += 1
+            progress.done += 1
+            progress.failed += finished.outcome != "pass"
+        else:
+            pending.append(job)
+    progress.changed()
+    limits = dict(slots or {})
+    in_flight: dict[Future, RolloutJob] = {}
+    per_host: dict[str, int] = {}
+    queue = list(pending)
+
+    def can_start(job: RolloutJob) -> bool:
+        limit = limits.get(job.host)
+        return limit is None or per_host.get(job.host, 0) < limit
+
+    while queue or in_flight:
+        # submit as many as the executor's workers and the host slots allow
+        index = 0
+        while index < len(queue) and len(in_flight) < handle.workers:
+            job = queue[index]
+            if not can_start(job):
+                index += 1
+                continue
+            queue.pop(index)
+            fields, extra = handle.ship(job.commit)
+            job = replace(job, **fields)
+            in_flight[handle.executor.submit(execute_rollout, job, *extra)] = job
+            per_host[job.host] = per_host.get(job.host, 0) + 1
+            progress.running += 1
+        progress.changed()
+        done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+        for future in done:
+            job = in_flight.pop(future)
+            per_host[job.host] -= 1
+            progress.running -= 1
+            try:
+                output = future.result()
+            except Exception as exc:   # the worker itself broke (e.g. a lost Dask worker)
+                output = RolloutOutput(RolloutResult(
+                    task=job.task.id, attempt=job.attempt, outcome="exception",
+                    exception_type=type(exc).__name__, error=f"{type(exc).__name__}: {exc}",
+                    commit=job.commit, agent=job.agent_cfg.get("backend", "")).to_dict(), {})
+            result = store_output(rollout_dir(out_dir, job.task.id, job.attempt), output)
+            results[(job.task.id, job.attempt)] = result
+            progress.done += 1
+            progress.failed += result.outcome != "pass"
+            progress.changed()
+    grouped: dict[str, list[RolloutResult]] = {}
+    for job in jobs:
+        grouped.setdefault(job.task.id, []).append(results[(job.task.id, job.attempt)])
+    return grouped

@@ -1,0 +1,150 @@
+"""One rollout, start to finish, as a self-contained job an executor can run anywhere.
+
+A ``RolloutJob`` carries everything (task, commit, agent and judge config); the worker
+materialises the adapter at the commit (from the local repository, or from a git bundle
+shipped once per SHA and cached), deploys it for the host, runs the agent, judges, and
+returns small JSON plus the trajectory and hook-log bytes. The driver writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from git_hermit.adapter.deploy import deploy
+from git_hermit.model.rollout import RolloutResult, Usage
+from git_hermit.rollouts.agents import AgentContext, make_agent
+from git_hermit.rollouts.judges import make_judge
+from git_hermit.rollouts.tasks import Task
+
+TASK_FILE = "task.md"
+HOOK_LOG = ".hermit-hooks/hook-calls.jsonl"
+STDERR_TAIL_BYTES = 20_000
+_cache_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    task: Task
+    attempt: int
+    commit: str
+    adapter_prefix: str
+    host: str
+    agent_cfg: dict[str, Any]
+    judge_cfg: dict[str, Any]
+    judge_base_dir: str
+    timeout_s: float
+    timeout_as: str = "exception"
+    repo_path: str | None = None          # a local repository holding ``commit``; else a bundle is passed
+    prices: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.task.id}#{self.attempt}"
+
+
+@dataclass(frozen=True)
+class RolloutOutput:
+    result: dict[str, Any]
+    files: dict[str, bytes]
+
+
+def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
+    from git_hermit.gitio import Repo, open_cache_repo
+    if job.repo_path is not None:
+        repo = Repo.discover(Path(job.repo_path))
+        try:
+            count = repo.materialise(job.commit, job.adapter_prefix, dest)
+        finally:
+            repo.close()
+    else:
+        with _cache_lock:   # one fetch per SHA per worker process
+            cache = open_cache_repo(Path(tempfile.gettempdir()) / "git-hermit-worker-cache")
+            if cache.rev_parse(job.commit) is None:
+                bundle_file = cache.git_dir / f"incoming-{job.commit}.bundle"
+                if bundle is None:
+                    raise FileNotFoundError(f"no repository and no bundle for commit {job.commit[:12]}")
+                bundle_file.write_bytes(bundle)
+                cache.bundle_fetch(bundle_file, f"refs/hermit-bundle/{job.commit}")
+                bundle_file.unlink()
+        count = cache.materialise(job.commit, job.adapter_prefix, dest)
+        cache.close()
+    if count == 0:
+        raise FileNotFoundError(f"commit {job.commit[:12]} has no {job.adapter_prefix}/ directory")
+
+
+def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) -> Path:
+    """Adapter at the commit + the task's files + task.md, deployed for the host."""
+    adapter = root / "adapter"
+    _adapter_source(job, adapter, bundle)
+    workspace = root / "workspace"
+    workspace.mkdir()
+    deploy(adapter, workspace, job.host)
+    for name, source in job.task.files.items():
+        target = workspace / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    (workspace / TASK_FILE).write_text(job.task.prompt)
+    return workspace
+
+
+def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutput:
+    """Run one rollout in a scratch directory; never raises for the agent's or judge's failures."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hermit-rollout-") as tmp:
+        root = Path(tmp)
+        out = root / "out"
+        out.mkdir()
+        base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
+                             commit=job.commit, agent=job.agent_cfg.get("backend", "codex"))
+        try:
+            workspace = prepare_workspace(job, root, bundle)
+        except Exception as exc:
+            result = base.with_(exception_type="WorkspaceSetupError", error=f"{type(exc).__name__}: {exc}",
+                                duration_s=time.monotonic() - start)
+            return RolloutOutput(result.to_dict(), {})
+        home = root / "home"
+        home.mkdir()
+        agent = make_agent(job.agent_cfg)
+        agent.check_available()
+        ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,
+                           timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host)
+        run = agent.run(ctx)
+        result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
+                            timed_out=run.timed_out, error=run.error, trajectory=run.trajectory)
+        if run.timed_out:
+            if job.timeout_as == "fail":
+                result = result.with_(outcome="fail", reward=0.0, exception_type=run.exception_type)
+            else:
+                result = result.with_(outcome="exception", exception_type=run.exception_type)
+        elif run.exception_type is not None:
+            result = result.with_(outcome="exception", exception_type=run.exception_type)
+        else:
+            judge = make_judge(job.judge_cfg, base_dir=Path(job.judge_base_dir))
+            verdict = judge.judge(job.task, workspace, run.final_answer,
+                                  timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
+                                  verifier_dir=root / "verifier")
+            result = verdict.apply(result)
+        files: dict[str, bytes] = {}
+        if run.trajectory and (out / run.trajectory).is_file():
+            files[run.trajectory] = (out / run.trajectory).read_bytes()
+        hook_log = workspace / HOOK_LOG
+        if hook_log.is_file():
+            files["hook-calls.jsonl"] = hook_log.read_bytes()
+            result = result.with_(hook_log="hook-calls.jsonl")
+        if ctx.stderr_path.is_file() and ctx.stderr_path.stat().st_size:
+            files["agent.stderr"] = ctx.stderr_path.read_bytes()[-STDERR_TAIL_BYTES:]
+        return RolloutOutput(result.to_dict(), files)
+
+
+def result_from_output(output: RolloutOutput) -> RolloutResult:
+    return RolloutResult.from_dict(json.loads(json.dumps(output.result)))
+
+
+__all__ = ["RolloutJob", "RolloutOutput", "execute_rollout", "prepare_workspace", "result_from_output", "Usage"]
