@@ -270,6 +270,74 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
 
 
+def _print_step(outcome) -> None:
+    line = f"step {outcome.step}: evaluated {outcome.evaluated[:12]} pass@1 {outcome.pass_at_1:.3f}"
+    if outcome.comparison is not None:
+        line += f" ({outcome.comparison} vs previous step)"
+    click.echo(line)
+    if outcome.verdicts:
+        click.echo("  verdicts: " + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
+    if outcome.rollbacks:
+        click.echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
+    if outcome.best:
+        click.echo("  new best-ever: the evaluated commit is now the best tag")
+    if outcome.stop:
+        click.echo(f"  stop: {outcome.stop}")
+    elif outcome.tip:
+        click.echo(f"  hermit step-{outcome.step:04d} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
+    for problem in outcome.rejected:
+        click.echo(f"error: the Evolve Agent's output was rejected: {problem}", err=True)
+    if outcome.rejected:
+        click.echo("hint: the step kept the adapter as it was; see `git hermit show "
+                   f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--run", help="Run (default: the only one).")
+def step(run: str | None) -> int:
+    """One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, commits.
+
+    Killed at any point, the same command resumes: finished rollouts and learner sessions
+    are reused and nothing is published until the step's single ref transaction.
+    """
+    from git_hermit.core.step import run_step
+    from git_hermit.errors import ManifestError
+    with _progress("rollouts") as update:
+        outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+    _print_step(outcome)
+    return ManifestError.exit_code if outcome.rejected else 0
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--epochs", type=click.IntRange(min=1), help="Total steps of the run (default: trainer.epochs).")
+def train(run: str | None, epochs: int | None) -> int:
+    """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable)."""
+    from git_hermit.core.step import train as do_train
+    from git_hermit.errors import ManifestError
+    with _progress("rollouts") as update:
+        outcome = do_train(_repo(), run, epochs=epochs, say=lambda msg: click.echo(msg, err=True),
+                           on_progress=update)
+    for item in outcome.steps:
+        _print_step(item)
+    click.echo(f"training stopped: {outcome.reason}")
+    return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--archive", type=click.Path(path_type=Path), help="Also write the adapter as .tar, .tar.gz or .zip.")
+def finalize(run: str | None, archive: Path | None) -> None:
+    """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
+    from git_hermit.core.step import finalize as do_finalize
+    outcome = do_finalize(_repo(), run, archive=archive)
+    score = f", training pass@1 {outcome.pass_at_1:.3f}" if outcome.pass_at_1 is not None else ""
+    click.echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
+    if outcome.archive:
+        click.echo(f"adapter archived to {outcome.archive}")
+    click.echo(f"warning: {outcome.warning}", err=True)
+
+
 # ------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``git-hermit`` executable."""

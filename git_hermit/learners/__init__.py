@@ -1,0 +1,171 @@
+"""Learners: LLM sessions that read a run's evidence and edit files, or answer one query.
+
+Sessions (``codex``, ``claude-code``) run the host CLI in a learner workspace, reusing the
+acting-agent backends; one-shot calls go to an OpenAI-compatible ``base_url`` or Anthropic;
+``scripted`` learners are Python functions for tests and the offline demo.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from git_hermit.errors import AgentError, ConfigError
+from git_hermit.model.rollout import Usage
+
+
+@dataclass(frozen=True)
+class LearnerResult:
+    text: str
+    usage: Usage
+    ok: bool
+    error: str | None = None
+    duration_s: float = 0.0
+    model: str | None = None
+
+
+class Learner(Protocol):
+    role: str
+
+    def check_available(self) -> None: ...
+
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+        """Run one session (or call) in ``workspace``; the learner may edit files there."""
+
+
+@dataclass
+class SessionLearner:
+    """A Codex or Claude Code session in a learner workspace (the acting-agent backend reused)."""
+
+    role: str
+    backend: str
+    cfg: dict[str, Any]
+
+    def _agent(self):
+        from git_hermit.rollouts.agents import make_agent
+        return make_agent({**self.cfg, "backend": self.backend})
+
+    def check_available(self) -> None:
+        self._agent().check_available()
+
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+        from git_hermit.rollouts.agents import AgentContext
+        agent = self._agent()
+        agent.check_available()
+        session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"
+        if session_dir.exists():
+            shutil.rmtree(session_dir)
+        (session_dir / "home").mkdir(parents=True)
+        ctx = AgentContext(rollout_dir=session_dir, workspace=workspace, home=session_dir / "home",
+                           prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
+        run = agent.run(ctx)
+        ok = run.error is None and not run.timed_out and bool(run.final_answer)
+        return LearnerResult(run.final_answer or "", run.usage, ok,
+                             None if ok else (run.error or "the session gave no answer"), run.duration_s, run.model)
+
+
+@dataclass
+class OneShotLearner:
+    """One chat call (OpenAI-compatible or Anthropic); it cannot edit files, only answer."""
+
+    role: str
+    api: str                      # "openai" | "anthropic"
+    cfg: dict[str, Any]
+
+    def check_available(self) -> None:
+        module = "openai" if self.api == "openai" else "anthropic"
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise AgentError(f"the {module} package is not installed",
+                             hint=f"pip install 'git-hermit[{module}]'") from None
+
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+        import os
+        provider = self.cfg.get("provider") or {}
+        env_key = provider.get("env_key") or ("OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY")
+        api_key = os.environ.get(env_key)
+        model = self.cfg.get("name") or self.cfg.get("model")
+        start = time.monotonic()
+        try:
+            if self.api == "openai":
+                from openai import OpenAI
+                client = OpenAI(base_url=provider.get("base_url"), api_key=api_key or "none", timeout=timeout_s)
+                reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
+                text = reply.choices[0].message.content or ""
+                u = reply.usage
+                usage = Usage(getattr(u, "prompt_tokens", 0) or 0,
+                              getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
+                              getattr(u, "completion_tokens", 0) or 0)
+            else:
+                from anthropic import Anthropic
+                client = Anthropic(base_url=provider.get("base_url"), api_key=api_key, timeout=timeout_s)
+                reply = client.messages.create(model=model, max_tokens=8000,
+                                               messages=[{"role": "user", "content": prompt}])
+                text = "".join(getattr(block, "text", "") for block in reply.content)
+                usage = Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
+                              reply.usage.output_tokens)
+        except Exception as exc:   # a failed call is the learner's error, retried by the caller
+            return LearnerResult("", Usage(), False, f"{type(exc).__name__}: {exc}"[:300],
+                                 time.monotonic() - start, model)
+        return LearnerResult(text, usage, bool(text.strip()), None if text.strip() else "empty answer",
+                             time.monotonic() - start, model)
+
+
+@dataclass
+class ScriptedLearner:
+    """A Python function standing in for a model: ``fn(workspace, prompt, key) -> str``."""
+
+    role: str
+    fn: Callable[[Path, str, str], str]
+
+    def check_available(self) -> None:
+        return None
+
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+        start = time.monotonic()
+        try:
+            text = self.fn(workspace, prompt, key)
+        except Exception as exc:
+            return LearnerResult("", Usage(), False, f"{type(exc).__name__}: {exc}", time.monotonic() - start)
+        usage = Usage(input_tokens=len(prompt) // 4, output_tokens=len(text) // 4)
+        return LearnerResult(text, usage, bool(text.strip()), None, time.monotonic() - start, "scripted")
+
+
+def _safe(key: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)[:80]
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    module_name, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load scripted learner {spec!r} ({exc})", hint="give it as module:function") from None
+
+
+def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: str | None = None,
+                 overrides: dict[str, Any] | None = None) -> Learner:
+    """The learner for ``role`` from hermit.yaml's ``evolver:`` block (base + model)."""
+    base = evolver_cfg.get("base", "codex")
+    model_cfg = dict(evolver_cfg.get("model") or {})
+    model_cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if base == "scripted":
+        spec = (evolver_cfg.get("scripted") or {}).get(role) or scripted_default
+        if not spec:
+            raise ConfigError(f"evolver.scripted.{role} is not set", hint="name a module:function")
+        return ScriptedLearner(role, load_callable(spec))
+    if base in ("codex", "claude-code"):
+        cfg = {"model": model_cfg.get("name"), "effort": model_cfg.get("effort"), "login": model_cfg.get("login"),
+               "home": model_cfg.get("home"), "provider": model_cfg.get("provider"), "bin": model_cfg.get("bin"),
+               "args": list(model_cfg.get("args") or [])}
+        return SessionLearner(role, base, cfg)
+    if base in ("llm", "openai"):
+        return OneShotLearner(role, "openai", model_cfg)
+    if base == "anthropic":
+        return OneShotLearner(role, "anthropic", model_cfg)
+    raise ConfigError(f"unknown learner base {base!r}", hint="use codex, claude-code, llm, anthropic or scripted")

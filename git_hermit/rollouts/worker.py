@@ -130,7 +130,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
             verdict = judge.judge(job.task, workspace, run.final_answer,
                                   timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
                                   verifier_dir=root / "verifier")
-            result = verdict.apply(result)
+            result = verdict.apply(result, timeout_as=job.timeout_as)
         files: dict[str, bytes] = {}
         if run.trajectory and (out / run.trajectory).is_file():
             files[run.trajectory] = (out / run.trajectory).read_bytes()

@@ -1,0 +1,296 @@
+"""The step driver shared by all evolvers: `git hermit step`, `train` and `finalize`.
+
+Step N takes the run lock, runs the rollouts of H_{N-1} (the tip of step N-1) with resume,
+hands the results and the run's notes to the evolver, then turns its result into commits
+(plumbing), notes and ``hermit/<run>/step-NNNN`` in ONE ref transaction at the end — so a
+step killed anywhere leaves no half-written ref or note, and rerunning resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.templates import load_template
+from git_hermit.core.commits import step_message
+from git_hermit.core.evaluate import (comparison_record, load_benchmark, read_scores, run_split, scores_record)
+from git_hermit.core.history import load_history
+from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
+from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict
+from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
+from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
+from git_hermit.learners import make_learner
+from git_hermit.model.records import Analysis, content_hash, dumps, loads
+from git_hermit.redact import redact
+from git_hermit.rollouts import stats
+from git_hermit.rollouts.ledger import Ledger, load_prices
+from git_hermit.rollouts.runner import Progress, atomic_write
+
+MAX_PUBLISH_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    step: int
+    evaluated: str                  # H_{N-1}
+    pass_at_1: float
+    tip: str | None                 # H_N (None when training stopped before learning)
+    commits: int
+    stop: str | None
+    rejected: tuple[str, ...]
+    comparison: stats.Comparison | None
+    verdicts: dict[str, str] = field(default_factory=dict)
+    rollbacks: int = 0
+    best: bool = False
+
+
+def make_evolver(name: str):
+    if name == "ahe":
+        from git_hermit.evolvers.ahe.evolver import AHEEvolver
+        return AHEEvolver()
+    raise ConfigError(f"evolver {name!r} is not available in this version",
+                      hint="use evolver: {name: ahe}; continual-harness and evo-harness have templates "
+                           "and checks but no step driver yet")
+
+
+def _previous_evaluations(repo: Repo, ctx: RunContext, current_step: int) -> list[PastEvaluation]:
+    """Earlier evaluations of this run's step tips, from one batched read of the scores notes."""
+    texts = NotesStore(repo).read_all(NOTES_REFS["scores"])
+    past = []
+    for n, sha in ctx.steps:
+        text = texts.get(sha)
+        if not text:
+            continue
+        scores = loads("scores", text, where=sha[:12])
+        if scores.run == ctx.run and scores.split == "train" and scores.step < current_step:
+            past.append(PastEvaluation(scores.step, sha, scores))
+    return sorted(past, key=lambda e: e.step)
+
+
+def _revert_files(repo: Repo, adapter: str) -> Callable[[str], dict[str, FileChange | None]]:
+    prefix = adapter.rstrip("/")
+
+    def revert(change_commit: str) -> dict[str, FileChange | None]:
+        info = repo.commit_info(change_commit)
+        before = repo.ls_tree(info.parents[0], prefix) if info.parents else {}
+        after = repo.ls_tree(change_commit, prefix)
+        files: dict[str, FileChange | None] = {}
+        for path in sorted(set(before) | set(after)):
+            if before.get(path) == after.get(path):
+                continue
+            old = before.get(path)
+            files[path] = None if old is None else FileChange(repo.read_object(old.sha)[1], old.mode)
+        return files
+    return revert
+
+
+def _learner_factory(ctx: RunContext):
+    params = ctx.config.evolver_params()
+    scripted = {"debugger": "git_hermit.demo.learners:debugger_session",
+                "evolve": "git_hermit.demo.learners:evolve_session"}
+
+    def learner(role: str):
+        overrides = {}
+        if role == "debugger":
+            dbg = params.get("debugger") or {}
+            overrides = {"name": dbg.get("model"), "effort": dbg.get("effort"), "bin": dbg.get("bin"),
+                         "args": dbg.get("args")}
+        return make_learner(ctx.config.evolver, role, scripted_default=scripted.get(role), overrides=overrides)
+    return learner
+
+
+def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
+             on_progress: Callable[[Progress], None] | None = None) -> StepOutcome:
+    ctx = open_run(repo, run)
+    with RunLock(repo, ctx.run, "git hermit step"):
+        ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
+        return _step_locked(repo, ctx, say=say, on_progress=on_progress)
+
+
+def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcome:
+    config = ctx.config
+    n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
+    evolver = make_evolver(config.evolver_name)
+    params = config.evolver_params()
+    here = step_dir(repo, ctx.run, n)
+    here.mkdir(parents=True, exist_ok=True)
+    say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
+    bench = load_benchmark(config, "train", k=params.get("k"))
+    ev = run_split(repo, config, bench, evaluated, here, on_progress=on_progress, step=n)
+    history = _previous_evaluations(repo, ctx, n)
+    comparison = None
+    if history:
+        prev = history[-1]
+        prev_rates = {t: sum(a.outcome == "pass" for a in s.attempts) / len(s.attempts)
+                      for t, s in prev.scores.tasks.items() if s.attempts}
+        if set(prev_rates) & set(ev.results):
+            comparison = stats.paired_bootstrap(prev_rates, stats.per_task_pass_at_1(ev.results))
+    timeout_as = params.get("timeout_as", "exception")
+    scores = scores_record(ctx.run, n, ev, timeout_as=timeout_as,
+                           ci=comparison_record(history[-1].commit, comparison) if comparison else None)
+    say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs step {history[-1].step})" if comparison else "")
+        + (f"; {ev.reused} rollouts reused" if ev.reused else ""))
+
+    run_history = load_history(ctx)
+    prev_view = next((v for v in run_history.steps if v.step == n - 1), None)
+    prev_changes = [PastChange(cv.commit, cv.change) for cv in (prev_view.changes if prev_view else [])]
+    best_commit = repo.read_ref(best_tag(ctx.run))
+    best = None
+    if best_commit:
+        best_scores = read_scores(repo, best_commit)
+        best = (best_commit, best_scores.pass_at_1) if best_scores else None
+    ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
+    template = load_template(config.template)
+    step_ctx = StepContext(
+        repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
+        results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=here / "rollouts",
+        step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
+        best=best, ledger=ledger, learner=_learner_factory(ctx),
+        revert_files=_revert_files(repo, config.adapter),
+        materialise=lambda dest: repo.materialise(evaluated, config.adapter, dest) and None,
+        check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
+        say=say)
+    result = evolver.learn(step_ctx)
+    atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
+    return _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
+
+
+def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
+             ledger: Ledger, comparison, say) -> StepOutcome:
+    """Commits, notes and refs of the step, published in one CAS transaction."""
+    config = ctx.config
+    evolver = config.evolver_name
+    tip = evaluated
+    manifest_notes: dict[str, str] = {}
+    for planned in result.commits:
+        extra = list(planned.trailers)
+        if planned.manifest is not None:
+            note = dumps("manifest", planned.manifest)
+            extra.append(("Hermit-Manifest", content_hash(note)))
+        if planned.reverts:
+            extra.append(("Hermit-Reverts", planned.reverts))
+            if planned.verdict:
+                extra.append(("Hermit-Verdict", planned.verdict))
+        message = step_message(run=ctx.run, step=n, evolver=evolver, summary=planned.summary,
+                               body=redact(planned.body), change_id=planned.change_id, extra=extra)
+        files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
+        tip = repo.write_commit(tip, files, message)
+        if planned.manifest is not None:
+            manifest_notes[tip] = note
+    if result.stop is None and tip == evaluated:
+        # every step gets its own tip (the home of its analysis note), even with no edits
+        why = "; ".join(result.rejected) or "the Evolve Agent made no edits"
+        tip = repo.write_commit(evaluated, {}, step_message(
+            run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
+    verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
+    analysis = dict(result.analysis)
+    analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
+    analysis["tokens_per_trial"] = ledger.tokens_per_trial()
+    analysis_note = None
+    if result.stop is None:
+        analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
+    for attempt in range(MAX_PUBLISH_ATTEMPTS):
+        store = NotesStore(repo)
+        updates: list[RefUpdate] = []
+        batches = {"scores": {evaluated: _merge_scores(repo, scores)}, "manifest": manifest_notes,
+                   "verdicts": verdict_notes}
+        if analysis_note is not None:
+            batches["analysis"] = {tip: analysis_note}
+        for kind, notes in batches.items():
+            new, old = store.prepare(NOTES_REFS[kind], notes, f"git-hermit {ctx.run} step {n}")
+            if new is not None:
+                updates.append(RefUpdate(NOTES_REFS[kind], new, old or ZERO_SHA))
+        if result.stop is None:
+            updates.append(RefUpdate(step_ref(ctx.run, n), tip, ZERO_SHA))
+        if result.best:
+            updates.append(RefUpdate(best_tag(ctx.run), evaluated, repo.read_ref(best_tag(ctx.run)) or ZERO_SHA))
+        try:
+            repo.update_refs(updates, message=f"git hermit step {n}")
+            break
+        except RefConflict:
+            if repo.read_ref(step_ref(ctx.run, n)):
+                raise GitStateError(f"step {n} of run {ctx.run!r} was published by another process",
+                                    hint="see `git hermit log`; nothing of this attempt was written") from None
+            if attempt + 1 == MAX_PUBLISH_ATTEMPTS:
+                raise
+    rollbacks = sum(1 for c in result.commits if c.reverts)
+    return StepOutcome(step=n, evaluated=evaluated, pass_at_1=scores.pass_at_1,
+                       tip=None if result.stop else tip, commits=len(result.commits), stop=result.stop,
+                       rejected=tuple(result.rejected), comparison=comparison,
+                       verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
+                       rollbacks=rollbacks, best=result.best)
+
+
+def _merge_scores(repo: Repo, scores) -> str:
+    """The scores note text, keeping another split's scores already on the commit."""
+    from dataclasses import replace
+    existing = read_scores(repo, scores.commit)
+    if existing is not None and existing.split != scores.split:
+        scores = replace(scores, splits={**existing.splits, existing.split: existing.split_summary()})
+    elif existing is not None:
+        scores = replace(scores, splits=existing.splits)
+    return dumps("scores", scores)
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainOutcome:
+    steps: tuple[StepOutcome, ...]
+    reason: str
+
+
+def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
+          on_progress=None) -> TrainOutcome:
+    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C."""
+    ctx = open_run(repo, run)
+    limit = epochs if epochs is not None else ctx.config.epochs
+    done: list[StepOutcome] = []
+    while True:
+        ctx = open_run(repo, ctx.run)
+        if ctx.tip[0] >= limit:
+            return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
+        outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
+        done.append(outcome)
+        if outcome.stop:
+            return TrainOutcome(tuple(done), outcome.stop)
+
+
+@dataclass(frozen=True)
+class FinalizeOutcome:
+    commit: str
+    mode: str
+    pass_at_1: float | None
+    archive: Path | None
+    warning: str
+
+
+def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None) -> FinalizeOutcome:
+    ctx = open_run(repo, run)
+    mode = ctx.config.evolver_params().get("final", "best_ever")
+    if mode not in ("best_ever", "last"):
+        raise ConfigError(f"evolver.params.final must be best_ever or last, not {mode!r}")
+    if mode == "best_ever":
+        commit = repo.read_ref(best_tag(ctx.run))
+        if commit is None:
+            raise GitStateError(f"run {ctx.run!r} has no best-ever commit yet",
+                                hint="run `git hermit step` at least once, or set final: last")
+    else:
+        commit = ctx.tip[1]
+    old = repo.read_ref(final_tag(ctx.run))
+    repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA)], message="git hermit finalize")
+    written = None
+    if archive is not None:
+        fmt = "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
+        if archive.exists() and archive.is_dir():
+            raise InputError(f"{archive} is a directory", hint="give a file name ending in .tar, .tar.gz or .zip")
+        repo.git("archive", f"--format={fmt}", f"--prefix={Path(ctx.config.adapter).name}/",
+                 "-o", str(archive.resolve()), f"{commit}:{ctx.config.adapter}")
+        written = archive
+    scores = read_scores(repo, commit)
+    warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "
+               "on held-out tasks. Measure it with: git hermit eval "
+               f"{commit[:12]} --baseline hermit/{ctx.run}/step-0000 --split test")
+    return FinalizeOutcome(commit, mode, scores.pass_at_1 if scores else None, written, warning)

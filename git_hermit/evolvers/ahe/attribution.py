@@ -1,0 +1,201 @@
+"""Scoring a step's declared changes against the next step's diff: the verdict table
+(spec/ahe.md §4.2-4.4; upstream evolve.py:2239-2329 evaluate_changes) and the prediction
+precision/recall the paper reports (§4.7; not in upstream's code). Pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from git_hermit.evolvers.ahe.analysis import StepDiff
+
+HARMFUL = "HARMFUL"
+MIXED = "MIXED"
+EFFECTIVE = "EFFECTIVE"
+PARTIALLY_EFFECTIVE = "PARTIALLY_EFFECTIVE"
+INEFFECTIVE = "INEFFECTIVE"
+VERDICTS: tuple[str, ...] = (HARMFUL, MIXED, EFFECTIVE, PARTIALLY_EFFECTIVE, INEFFECTIVE)
+# evolve.py:2837-2843, shown beside each verdict in the evolution query
+SUGGESTED_ACTIONS: Mapping[str, str] = {
+    HARMFUL: "❌ Must rollback",
+    MIXED: "⚠️ Keep effective parts, rollback harmful parts",
+    EFFECTIVE: "✅ Keep",
+    PARTIALLY_EFFECTIVE: "⚠️ Keep, continue monitoring",
+    INEFFECTIVE: "🔸 Rollback or redesign",
+}
+
+
+def verdict_for(n_fixed: int, n_predicted: int, n_risk_hit: int) -> str:
+    """The §4.3 decision table, top-down, first match wins."""
+    if n_risk_hit > 0 and n_fixed == 0:
+        return HARMFUL
+    if n_risk_hit > 0:
+        return MIXED
+    if n_predicted > 0 and n_fixed == n_predicted:
+        return EFFECTIVE
+    if n_fixed > 0:
+        return PARTIALLY_EFFECTIVE
+    return INEFFECTIVE
+
+
+def _field(change: Any, name: str, default: Any) -> Any:
+    # the lead's manifest model is a dataclass; raw manifests are dicts
+    value = change.get(name, default) if isinstance(change, Mapping) else getattr(change, name, default)
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class ChangeVerdict:
+    """One declared change, judged (a `change_evaluations` entry of §4.4)."""
+
+    change_id: str
+    description: str
+    files: tuple[str, ...]
+    predicted_fixes: tuple[str, ...]
+    actually_fixed: tuple[str, ...]
+    still_failed: tuple[str, ...]
+    predicted_risks: tuple[str, ...]
+    risk_realized: tuple[str, ...]
+    verdict: str
+
+    @property
+    def hit_rate(self) -> str:
+        return f"{len(self.actually_fixed)}/{len(self.predicted_fixes)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "change_id": self.change_id, "description": self.description, "files": list(self.files),
+            "predicted_fixes": list(self.predicted_fixes), "actually_fixed": list(self.actually_fixed),
+            "still_failed": list(self.still_failed), "predicted_risks": list(self.predicted_risks),
+            "risk_realized": list(self.risk_realized), "hit_rate": self.hit_rate, "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True)
+class PredictionScores:
+    """Counts behind fix/regression precision and recall; summed over steps to aggregate.
+
+    Predictions are counted as sets of tasks over the whole manifest: a task two changes
+    both predicted to fix is one prediction.
+    """
+
+    fixes_predicted: int = 0        # distinct predicted_fixes
+    fixes_confirmed: int = 0        # ... of which flipped
+    flipped: int = 0                # tasks that flipped
+    flipped_predicted: int = 0      # ... of which some change predicted
+    risks_predicted: int = 0        # distinct risk_tasks
+    risks_confirmed: int = 0        # ... of which regressed
+    regressed: int = 0              # tasks that regressed
+    regressed_predicted: int = 0    # ... of which some change named as a risk
+
+    @staticmethod
+    def _ratio(numerator: int, denominator: int) -> float | None:
+        return numerator / denominator if denominator else None
+
+    @property
+    def fix_precision(self) -> float | None:
+        return self._ratio(self.fixes_confirmed, self.fixes_predicted)
+
+    @property
+    def fix_recall(self) -> float | None:
+        return self._ratio(self.flipped_predicted, self.flipped)
+
+    @property
+    def regression_precision(self) -> float | None:
+        return self._ratio(self.risks_confirmed, self.risks_predicted)
+
+    @property
+    def regression_recall(self) -> float | None:
+        return self._ratio(self.regressed_predicted, self.regressed)
+
+    def __add__(self, other: "PredictionScores") -> "PredictionScores":
+        return PredictionScores(*(a + b for a, b in zip(self._counts(), other._counts())))
+
+    def _counts(self) -> tuple[int, ...]:
+        return (self.fixes_predicted, self.fixes_confirmed, self.flipped, self.flipped_predicted,
+                self.risks_predicted, self.risks_confirmed, self.regressed, self.regressed_predicted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fix_precision": self.fix_precision, "fix_recall": self.fix_recall,
+            "regression_precision": self.regression_precision,
+            "regression_recall": self.regression_recall,
+            "counts": dict(zip(("fixes_predicted", "fixes_confirmed", "flipped", "flipped_predicted",
+                                "risks_predicted", "risks_confirmed", "regressed", "regressed_predicted"),
+                               self._counts())),
+        }
+
+
+@dataclass(frozen=True)
+class ChangeEvaluation:
+    """The verdicts on one manifest (§4.4 change_evaluation.json) plus its prediction scores."""
+
+    evaluating_iteration: int
+    changes: tuple[ChangeVerdict, ...]
+    unattributed_regressions: tuple[str, ...]
+    prediction: PredictionScores
+
+    @property
+    def summary(self) -> str:
+        return ", ".join(f"{c.change_id}: {c.verdict}" for c in self.changes)
+
+    def with_verdict(self, *verdicts: str) -> list[ChangeVerdict]:
+        return [c for c in self.changes if c.verdict in verdicts]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "evaluating_iteration": self.evaluating_iteration,
+            "change_evaluations": [c.to_dict() for c in self.changes],
+            "unattributed_regressions": list(self.unattributed_regressions),
+            "summary": self.summary,
+            "prediction": self.prediction.to_dict(),
+        }
+
+
+def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
+                     evaluating_iteration: int = 0) -> ChangeEvaluation:
+    """Judge each change by the tasks that flipped / regressed (§4.2, §4.3).
+
+    Only task-level fail→pass counts as a fix and pass→fail as a regression; a change's
+    verdict looks only at its own predicted_fixes and risk_tasks (order and duplicates kept).
+    """
+    flipped, regressed = set(diff.flipped), set(diff.regressed)
+    verdicts: list[ChangeVerdict] = []
+    all_fixes: set[str] = set()
+    all_risks: set[str] = set()
+    for change in manifest_changes:
+        predicted = tuple(str(t) for t in _field(change, "predicted_fixes", ()))
+        risks = tuple(str(t) for t in _field(change, "risk_tasks", ()))
+        fixed = tuple(t for t in predicted if t in flipped)
+        realized = tuple(t for t in risks if t in regressed)
+        verdicts.append(ChangeVerdict(
+            change_id=str(_field(change, "id", "unknown")),
+            description=str(_field(change, "description", "")),
+            files=tuple(str(f) for f in _field(change, "files", ())),
+            predicted_fixes=predicted, actually_fixed=fixed,
+            still_failed=tuple(t for t in predicted if t not in flipped),
+            predicted_risks=risks, risk_realized=realized,
+            verdict=verdict_for(len(fixed), len(predicted), len(realized)),
+        ))
+        all_fixes.update(predicted)
+        all_risks.update(risks)
+    prediction = PredictionScores(
+        fixes_predicted=len(all_fixes), fixes_confirmed=len(all_fixes & flipped),
+        flipped=len(flipped), flipped_predicted=len(flipped & all_fixes),
+        risks_predicted=len(all_risks), risks_confirmed=len(all_risks & regressed),
+        regressed=len(regressed), regressed_predicted=len(regressed & all_risks),
+    )
+    return ChangeEvaluation(
+        evaluating_iteration=evaluating_iteration, changes=tuple(verdicts),
+        unattributed_regressions=tuple(sorted(regressed - all_fixes - all_risks)), prediction=prediction)
+
+
+def aggregate_precision_recall(evaluations: Sequence[ChangeEvaluation]) -> PredictionScores:
+    """Run-level precision/recall: the steps' counts summed (micro-average), as the paper's
+    figures pool every prediction of the run (§4.7)."""
+    total = PredictionScores()
+    for evaluation in evaluations:
+        total = total + evaluation.prediction
+    return total

@@ -1,0 +1,460 @@
+"""The ``ahe`` evolver (AHE Adapter, seed 000): one framework step's learning.
+
+Classify and diff the rollouts, score the previous manifest (verdicts), best-ever and the
+target stop, ``rollback: auto`` of the verdicts in ``rollback_verdicts`` (each revert
+checked), the Agent Debugger per task, the Evolve Agent in a learner workspace, manifest
+validation, and the commits to make. Every phase checkpoints into the step directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
+from git_hermit.evolvers.ahe import analysis, attribution, debugger, overview, queries, records
+from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
+from git_hermit.gitio import FileChange
+from git_hermit.model.records import Change, Manifest, Verdict
+from git_hermit.model.schema import schema_errors
+from git_hermit.redact import redact, redact_tree
+from git_hermit.rollouts.trajectories import explode
+
+SCRIPTED_DEBUGGER = "git_hermit.demo.learners:debugger_session"
+SCRIPTED_EVOLVE = "git_hermit.demo.learners:evolve_session"
+
+
+@dataclass(frozen=True)
+class _Rollback:
+    change_id: str
+    commit: str
+    verdict: str
+    files: dict[str, FileChange | None]
+
+
+def _adapter_files(root: Path) -> dict[str, FileChange]:
+    from git_hermit.core.commits import files_from_dir   # one definition of "the files of a dir"
+    return files_from_dir(root)
+
+
+def _apply(root: Path, files: dict[str, FileChange | None]) -> None:
+    for rel, change in files.items():
+        path = root / rel
+        if change is None:
+            if path.exists() or path.is_symlink():
+                path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        if change.mode == "120000":
+            path.symlink_to(change.content.decode())
+        else:
+            path.write_bytes(change.content)
+            path.chmod(0o755 if change.mode == "100755" else 0o644)
+
+
+def _changed(before: dict[str, FileChange], after: dict[str, FileChange]) -> dict[str, FileChange | None]:
+    return {p: after.get(p) for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)}
+
+
+class AHEEvolver:
+    name = "ahe"
+
+    # -------------------------------------------------------------------------------- step
+    def learn(self, ctx: StepContext) -> StepResult:
+        p = ctx.params
+        state = ctx.run_dir / "state"
+        state.mkdir(parents=True, exist_ok=True)
+        result = StepResult()
+
+        stats = analysis.classify(ctx.results, k=ctx.k, timeout_as=p.get("timeout_as", "exception"))
+        history = self._task_history(ctx)
+        history = records.update_task_history(history, ctx.step, stats)
+        prev = ctx.history[-1] if ctx.history else None
+        prev_stats = (records.stats_from_history(history, prev.step, k=ctx.k, pass_rate=prev.scores.pass_at_1)
+                      if prev is not None and prev.step == ctx.step - 1 else None)
+        step_diff = analysis.diff(prev_stats, stats)
+        buckets = analysis.stability(history, p.get("stability_min_iterations", 3))
+
+        evaluation = None
+        if step_diff is not None and ctx.prev_changes:
+            evaluation = attribution.evaluate_changes([pc.change for pc in ctx.prev_changes], step_diff,
+                                                      evaluating_iteration=ctx.step - 1)
+            records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
+            commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
+            for cv in evaluation.changes:
+                result.verdicts[commit_of[cv.change_id]] = Verdict(
+                    run=ctx.run, step=ctx.step, change_id=cv.change_id, verdict=cv.verdict,
+                    actually_fixed=tuple(cv.actually_fixed), still_failed=tuple(cv.still_failed),
+                    risk_realized=tuple(cv.risk_realized), predicted_fixes=tuple(cv.predicted_fixes),
+                    predicted_risks=tuple(cv.predicted_risks), hit_rate=cv.hit_rate,
+                    evaluated_commit=ctx.commit)
+        records.write_stats(state / "stats", ctx.step, stats, step_diff)
+        records.write_task_history(state, history)
+
+        # best-ever: strictly higher pass@1 than the best tag's evaluation
+        if ctx.best is None or stats.pass_rate > ctx.best[1]:
+            result.best = True
+            records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
+        best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
+                       else self._read_json(state / "best_ever.json"))
+        score_entries = [records.score_entry(e.step, self._stats_of(e, ctx.k), timestamp="", commit=e.commit)
+                         for e in ctx.history]
+        score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
+        records.write_scores(state, score_entries)
+        records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
+            ctx.step, stats, step_diff, timestamp=_now()))
+
+        precision = self._precision(state)
+        result.analysis.update({
+            "pass_at_1": stats.pass_rate, "k": ctx.k, "commit_evaluated": ctx.commit,
+            "flips": {"flipped": len(step_diff.flipped), "regressed": len(step_diff.regressed)} if step_diff else None,
+            "verdicts": {cv.change_id: cv.verdict for cv in evaluation.changes} if evaluation else {},
+            "unattributed_regressions": list(evaluation.unattributed_regressions) if evaluation else [],
+            "precision_recall": {"step": evaluation.prediction.to_dict() if evaluation else None,
+                                 "run": precision.to_dict() if precision else None},
+        })
+
+        target = float(p.get("target_pass_rate", 0.95))
+        if ctx.config.allow_early_stop and records.reached_target(stats, target):
+            result.stop = f"pass@1 {stats.pass_rate:.3f} reached target_pass_rate {target}"
+            result.analysis["stop"] = result.stop
+            return result
+
+        # rollback (Algorithm 1: before the Debugger), each revert checked
+        base_dir = ctx.step_dir / "evolve" / "base"
+        if not (ctx.step_dir / "evolve" / "base.done").exists():
+            if base_dir.exists():
+                shutil.rmtree(base_dir)
+            ctx.materialise(base_dir)
+        rolled_back, undone = self._rollbacks(ctx, evaluation, base_dir, result)
+        result.analysis["rollbacks"] = [{"change_id": r.change_id, "commit": r.commit, "verdict": r.verdict}
+                                        for r in rolled_back]
+        result.analysis["rollbacks_undone"] = undone
+
+        # the Agent Debugger
+        reports = self._debugger(ctx, stats)
+        analysis_dir = state / "analysis" / queries.step_dir(ctx.step)
+        overview_path = overview.write_analysis(analysis_dir, ctx.step, reports,
+                                                detail_dir=f"state/analysis/{queries.step_dir(ctx.step)}/detail/")
+        overview_text = overview_path.read_text()
+        result.analysis["overview"] = overview_text
+
+        # the Evolve Agent
+        query = queries.build_evolution_query(
+            ctx.step, stats, step_diff, overview_body=overview.overview_body(overview_text),
+            scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
+            rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
+            rollback_undone=undone)
+        workspace = self._evolve(ctx, base_dir, state, query)
+        self._changes(ctx, base_dir, workspace, rolled_back, result)
+        return result
+
+    # -------------------------------------------------------------------------------- pieces
+    @staticmethod
+    def _read_json(path: Path) -> Any:
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    @staticmethod
+    def _stats_of(evaluation, k: int) -> analysis.StepStats:
+        """An earlier evaluation's stats, rebuilt from its scores note (what git keeps)."""
+        from git_hermit.model.rollout import RolloutResult
+        results = {task: [RolloutResult(task, i + 1, a.outcome, a.reward, a.exception_type)
+                          for i, a in enumerate(score.attempts)]
+                   for task, score in evaluation.scores.tasks.items()}
+        return analysis.classify(results, k=evaluation.scores.k or k)
+
+    def _task_history(self, ctx: StepContext) -> dict[str, list]:
+        history: dict[str, list] = {}
+        for past in ctx.history:
+            history = records.update_task_history(history, past.step, self._stats_of(past, ctx.k))
+        return history
+
+    @staticmethod
+    def _precision(state: Path) -> attribution.PredictionScores | None:
+        total, seen = attribution.PredictionScores(), False
+        for path in sorted((state / "evaluations").glob("step_*.json")):
+            counts = json.loads(path.read_text()).get("prediction", {}).get("counts")
+            if counts:
+                total, seen = total + attribution.PredictionScores(**counts), True
+        return total if seen else None
+
+    def _rollbacks(self, ctx: StepContext, evaluation, base_dir: Path,
+                   result: StepResult) -> tuple[list[_Rollback], dict[str, str]]:
+        p = ctx.params
+        undone: dict[str, str] = {}
+        if evaluation is None or p.get("rollback", "auto") != "auto":
+            return [], undone
+        wanted = set(p.get("rollback_verdicts", ["HARMFUL"]))
+        commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
+        kept: list[_Rollback] = []
+        done_marker = ctx.step_dir / "evolve" / "base.done"
+        for cv in evaluation.changes:
+            if cv.verdict not in wanted:
+                continue
+            files = ctx.revert_files(commit_of[cv.change_id])
+            rollback = _Rollback(cv.change_id, commit_of[cv.change_id], cv.verdict, files)
+            if not done_marker.exists():
+                before = _adapter_files(base_dir)
+                _apply(base_dir, files)
+                problems = ctx.check(base_dir)
+                if problems:
+                    _apply(base_dir, _changed(_adapter_files(base_dir), before))   # undo this revert
+                    undone[cv.change_id] = f"check_spec failed after the revert: {problems[0]}"
+                    continue
+            kept.append(rollback)
+        if not done_marker.exists():
+            write_json_atomic(ctx.step_dir / "evolve" / "rollbacks.json",
+                              {"kept": [r.change_id for r in kept], "undone": undone})
+            done_marker.write_text("")
+        else:   # resumed: the base already holds the kept reverts; reuse the recorded decision
+            saved = self._read_json(ctx.step_dir / "evolve" / "rollbacks.json") or {}
+            undone = saved.get("undone", {})
+            kept = [r for r in kept if r.change_id in saved.get("kept", [])]
+        for r in kept:
+            result.commits.append(PlannedCommit(
+                files=r.files, summary=f"rollback {r.change_id} ({r.verdict})",
+                body=f"rollback: auto. Step {ctx.step}'s rollouts judged {r.change_id} {r.verdict}; "
+                     f"its files are restored to their state before {r.commit[:12]}.",
+                reverts=r.commit, verdict=r.verdict))
+            verdict = result.verdicts.get(r.commit)
+            if verdict is not None:
+                result.verdicts[r.commit] = Verdict(**{**verdict.__dict__, "rollback_note": "rollback: auto"})
+        for change_id, why in undone.items():
+            ctx.say(f"rollback of {change_id} dropped: {why}")
+        return kept, undone
+
+    def _debugger(self, ctx: StepContext, stats: analysis.StepStats) -> list[debugger.DebugReport]:
+        cfg = ctx.params.get("debugger", {}) or {}
+        if cfg.get("explode_traces", True):
+            self._explode(ctx)
+        jobs = debugger.build_jobs(
+            stats, ctx.results, rollouts_root=ctx.rollouts_root, max_tasks=int(cfg.get("max_tasks", 90)),
+            verifier_output=bool(cfg.get("verifier_output", True)),
+            verifier_tail_chars=int(cfg.get("verifier_tail_chars", 4000)),
+            verifier_tail_lines=int(cfg.get("verifier_tail_lines", 60)),
+            explode_traces=bool(cfg.get("explode_traces", True)), redact=redact)
+        out = ctx.step_dir / "debugger"
+        out.mkdir(parents=True, exist_ok=True)
+        debugger.write_jobs(out, jobs)
+        if not cfg.get("enabled", True) or not jobs:
+            return debugger.finish(jobs, {})
+        learner = ctx.learner("debugger")
+        rules = queries.debugger_rules()
+        retries = max(1, int(cfg.get("retries", 3)))
+        schedule = debugger.backoff_schedule(retries, float(cfg.get("backoff_s", 2.0)))
+        timeout = float(cfg.get("timeout_s", 600))
+
+        def run(job: debugger.DebugJob) -> tuple[str, str]:
+            cached = out / f"{_safe(job.task)}.json"
+            if cached.is_file():   # resumed: a finished session is never re-run or re-billed
+                return job.task, json.loads(cached.read_text())["response"]
+            workspace = out / "sessions" / _safe(job.task)
+            workspace.mkdir(parents=True, exist_ok=True)
+            response = debugger.error_response("failed", "no attempt ran")
+            for attempt in range(retries):
+                answer = learner.ask(workspace, rules + "\n\n" + job.query, timeout_s=timeout, key=job.task)
+                ctx.ledger.record("debugger", job.task, answer.model, answer.usage, step=ctx.step)
+                if answer.ok:
+                    response = redact(answer.text)
+                    break
+                kind = "timeout" if answer.error and "timed out" in answer.error else "error"
+                response = debugger.error_response(kind, answer.error or "no answer")
+                if attempt + 1 < retries:
+                    time.sleep(schedule[attempt])
+            write_json_atomic(cached, {"task": job.task, "response": response})
+            return job.task, response
+
+        ctx.say(f"agent debugger: {len(jobs)} task(s)")
+        with ThreadPoolExecutor(max_workers=max(1, int(cfg.get("concurrency", 16)))) as pool:
+            responses = dict(pool.map(run, jobs))
+        return debugger.finish(jobs, responses)
+
+    def _explode(self, ctx: StepContext) -> None:
+        """One file per step of every trajectory, redacted, beside it (``steps/``)."""
+        for attempts in ctx.results.values():
+            for r in attempts:
+                if not r.trajectory:
+                    continue
+                directory = debugger.rollout_dir(ctx.rollouts_root, r.task, r.attempt)
+                source = Path(directory) / r.trajectory
+                dest = Path(directory) / "steps"
+                if dest.is_dir() or not source.is_file() or source.suffix != ".jsonl":
+                    continue
+                try:
+                    explode(source, dest)
+                except Exception as exc:   # an unreadable trace is reported, never fatal
+                    ctx.say(f"could not explode {source}: {exc}")
+                    continue
+                redact_tree(dest)
+                hook_log = Path(directory) / "hook-calls.jsonl"
+                if hook_log.is_file():
+                    from git_hermit.redact import redact_file
+                    redact_file(hook_log)
+
+    def _evolve(self, ctx: StepContext, base_dir: Path, state: Path, query: str) -> Path:
+        root = ctx.step_dir / "evolve"
+        workspace = root / "workspace"
+        done = root / "result.json"
+        if done.is_file():
+            return workspace
+        if workspace.exists():
+            shutil.rmtree(workspace)
+        workspace.mkdir(parents=True)
+        shutil.copytree(base_dir, workspace / "adapter", symlinks=True)
+        shutil.copytree(state, workspace / "state", symlinks=True)
+        (workspace / "state" / "change_manifest.json").unlink(missing_ok=True)
+        start = queries.render_start_prompt(ctx.step, date=datetime.now(timezone.utc).date().isoformat())
+        write_text_atomic(workspace / "START.md", start)
+        write_text_atomic(workspace / "QUERY.md", query)
+        self._evolver_notes(workspace)
+        check = workspace / "check_spec"
+        check.write_text("#!/bin/sh\n# The adapter's validator: the Evolve Agent's only tool.\n"
+                         f'exec "{sys.executable}" -m git_hermit check --dir "$(dirname "$0")/adapter" '
+                         f'--template {ctx.config.template} "$@"\n')
+        check.chmod(0o755)
+        learner = ctx.learner("evolve")
+        ctx.say("evolve agent: one session")
+        answer = learner.ask(workspace, start + "\n\n" + query,
+                             timeout_s=float(ctx.params.get("evolve_timeout_s", 7200)), key=f"step-{ctx.step}")
+        ctx.ledger.record("evolve", f"step-{ctx.step}", answer.model, answer.usage, step=ctx.step)
+        write_json_atomic(done, {"ok": answer.ok, "error": answer.error, "text": redact(answer.text)[:20000],
+                                 "usage": answer.usage.to_dict()})
+        records.append_history(state / "evolution_history.md", ctx.step,
+                               records.render_history_after(redact(answer.text)))
+        return workspace
+
+    @staticmethod
+    def _evolver_notes(workspace: Path) -> None:
+        """.hermit/EVOLVER.md: what middleware can do on each host (the seed's table)."""
+        from git_hermit.resources import hooks_dir
+        sys.path.insert(0, str(hooks_dir() / "agent"))
+        try:
+            import hook_hosts   # stdlib-only module shipped in hooks/agent
+            table = getattr(hook_hosts, "CAPABILITIES", {})
+        finally:
+            sys.path.pop(0)
+        lines = ["# What the middleware can do on each host", ""]
+        for row, cells in table.items():
+            lines.append(f"## {row}")
+            for host, text in (cells.items() if isinstance(cells, dict) else [("all", cells)]):
+                lines.append(f"- **{host}**: {text}")
+            lines.append("")
+        write_text_atomic(workspace / ".hermit" / "EVOLVER.md", "\n".join(lines))
+
+    def _validate_manifest(self, ctx: StepContext, workspace: Path) -> tuple[list[Change], dict | None, list[str]]:
+        path = workspace / "state" / "change_manifest.json"
+        if not path.is_file():
+            return [], None, ["the Evolve Agent wrote no state/change_manifest.json"]
+        try:
+            raw = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            return [], None, [f"state/change_manifest.json is not JSON ({exc.msg} at line {exc.lineno})"]
+        problems = schema_errors("learner_manifest", raw)
+        if problems:
+            return [], raw, [f"state/change_manifest.json is invalid {problems[0]}"]
+        if raw["iteration"] != ctx.step:
+            return [], raw, [f"state/change_manifest.json has iteration {raw['iteration']}, expected {ctx.step}"]
+        template = load_template(ctx.config.template)
+        known = set(ctx.tasks)
+        seen: set[str] = set()
+        changes = []
+        for item in raw["changes"]:
+            change = Change.from_dict(item)
+            if change.id in seen:
+                return [], raw, [f"change id {change.id!r} appears twice"]
+            seen.add(change.id)
+            unknown = sorted(set(change.predicted_fixes + change.risk_tasks) - known)
+            if unknown:
+                return [], raw, [f"{change.id} names unknown task(s): {', '.join(unknown[:5])}"]
+            for rel in change.files:
+                clean = rel.strip().lstrip("./") if rel.startswith("./") else rel.strip()
+                if clean.startswith("adapter/"):
+                    clean = clean[len("adapter/"):]
+                if clean.startswith("/") or ".." in Path(clean).parts:
+                    return [], raw, [f"{change.id} lists {rel!r}, outside the adapter"]
+                if is_fixed(template, clean) or not is_learnable(template, clean):
+                    return [], raw, [f"{change.id} lists {rel!r}, which is not a learnable adapter file"]
+            changes.append(Change(**{**change.__dict__, "files": tuple(
+                (f[len("adapter/"):] if f.startswith("adapter/") else f.lstrip("./") if f.startswith("./") else f)
+                for f in change.files)}))
+        return changes, raw, []
+
+    def _changes(self, ctx: StepContext, base_dir: Path, workspace: Path, rolled_back: list[_Rollback],
+                 result: StepResult) -> None:
+        template = load_template(ctx.config.template)
+        adapter = workspace / "adapter"
+        before, after = _adapter_files(base_dir), _adapter_files(adapter)
+        edits = _changed(before, after)
+        # edits to fixed files are reverted and reported, never committed
+        fixed = sorted(p for p in edits if is_fixed(template, p))
+        if fixed:
+            _apply(adapter, {p: before.get(p) for p in fixed})
+            result.analysis["fixed_files_reverted"] = fixed
+            ctx.say(f"reverted the Evolve Agent's edits to fixed files: {', '.join(fixed)}")
+            edits = {p: c for p, c in edits.items() if p not in fixed}
+        changes, raw, problems = self._validate_manifest(ctx, workspace)
+        result.analysis["learner_manifest"] = raw
+        summary = json.loads((ctx.step_dir / "evolve" / "result.json").read_text())
+        result.analysis["evolve_output"] = summary.get("text", "")[:4000]
+        if not summary.get("ok"):
+            problems = problems or [f"the Evolve Agent session failed: {summary.get('error')}"]
+        if not problems and edits:
+            errors = ctx.check(adapter)
+            if errors:
+                problems = [f"the edited adapter fails check_spec: {errors[0]}"]
+        if problems:
+            result.rejected.extend(problems)
+            result.analysis["rejected"] = problems
+            return
+        claimed: set[str] = set()
+        commit_for: dict[str, int] = {}
+        planned: list[tuple[list[Change], dict[str, FileChange | None]]] = []
+        for change in changes:
+            own = {p: edits[p] for p in change.files if p in edits and p not in claimed}
+            if own:
+                claimed.update(own)
+                planned.append(([change], own))
+                commit_for[change.id] = len(planned) - 1
+            else:   # its files were committed with an earlier change: that commit lists both
+                owner = next((i for i, (_, files) in enumerate(planned)
+                              if set(change.files) & set(files)), None)
+                if owner is not None:
+                    planned[owner][0].append(change)
+                else:
+                    result.analysis.setdefault("changes_without_edits", []).append(change.id)
+        for group, files in planned:
+            manifest = Manifest(run=ctx.run, step=ctx.step, changes=tuple(group))
+            head = group[0]
+            trailers = tuple([("Hermit-Predicts-Fix", ", ".join(c.predicted_fixes) or "none") for c in group[:1]]
+                             + [("Hermit-Risk", ", ".join(head.risk_tasks) or "none")])
+            body = "\n\n".join(f"{c.id}: {c.description}\n\nFailure pattern: {c.failure_pattern}\n"
+                               f"Component: {c.component}" for c in group)
+            result.commits.append(PlannedCommit(files=files, summary=head.description.splitlines()[0][:100],
+                                                body=body, change_id=", ".join(c.id for c in group),
+                                                trailers=trailers, manifest=manifest))
+        undeclared = {p: c for p, c in edits.items() if p not in claimed}
+        if undeclared:
+            result.commits.append(PlannedCommit(
+                files=undeclared, summary=f"undeclared edits ({len(undeclared)} file(s))",
+                body="Edits the Evolve Agent made without declaring them in its manifest:\n"
+                     + "\n".join(f"- {p}" for p in undeclared), change_id="undeclared"))
+            result.analysis["undeclared"] = sorted(undeclared)
+
+
+def _safe(name: str) -> str:
+    from git_hermit.rollouts.runner import task_dirname
+    return task_dirname(name)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")

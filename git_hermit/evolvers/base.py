@@ -1,0 +1,90 @@
+"""What the step driver hands an evolver, and what an evolver hands back.
+
+``Evolver.learn(StepContext) -> StepResult``: the driver owns rollouts, commits, notes,
+refs, locking and resume; an evolver owns only its algorithm and returns the commits to
+make (files relative to the adapter, message parts, notes) in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from git_hermit.adapter.check_spec import Violation
+from git_hermit.config import RunConfig
+from git_hermit.gitio import FileChange, Repo
+from git_hermit.learners import Learner
+from git_hermit.model.records import Change, Manifest, Scores, Verdict
+from git_hermit.model.rollout import RolloutResult
+from git_hermit.rollouts.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class PastEvaluation:
+    """An earlier step's evaluation of a commit, read back from its scores note."""
+
+    step: int
+    commit: str
+    scores: Scores
+
+
+@dataclass(frozen=True)
+class PastChange:
+    commit: str
+    change: Change
+
+
+@dataclass
+class StepContext:
+    repo: Repo
+    config: RunConfig
+    params: dict[str, Any]
+    run: str
+    step: int                                      # N: this step; its rollouts evaluated H_{N-1}
+    commit: str                                    # H_{N-1}
+    results: dict[str, list[RolloutResult]]
+    k: int
+    tasks: tuple[str, ...]                         # the split's task ids
+    rollouts_root: Path
+    step_dir: Path                                 # scratch + checkpoints of this step
+    run_dir: Path
+    history: list[PastEvaluation]                  # earlier evaluations along the run, oldest first
+    prev_changes: list[PastChange]                 # the changes step N-1 committed
+    best: tuple[str, float] | None                 # (commit, pass@1) of the best tag
+    ledger: Ledger
+    learner: Callable[[str], Learner]              # role → learner
+    revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
+    materialise: Callable[[Path], None]            # write H_{N-1}'s adapter into a directory
+    check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
+    say: Callable[[str], None] = print             # progress lines for the user
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    """One commit for the driver to make on top of the previous one."""
+
+    files: dict[str, FileChange | None]            # adapter-relative; None deletes
+    summary: str
+    body: str = ""
+    change_id: str | None = None
+    trailers: tuple[tuple[str, str], ...] = ()
+    manifest: Manifest | None = None               # the manifest note for this commit
+    reverts: str | None = None                     # Hermit-Reverts target
+    verdict: str | None = None                     # Hermit-Verdict on a rollback
+
+
+@dataclass
+class StepResult:
+    commits: list[PlannedCommit] = field(default_factory=list)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)    # change commit → verdict note
+    analysis: dict[str, Any] = field(default_factory=dict)        # body of the analysis note
+    best: bool = False                                            # move the best tag to H_{N-1}
+    stop: str | None = None                                       # why training should stop
+    rejected: list[str] = field(default_factory=list)             # learner output refused (exit 8)
+
+
+class Evolver(Protocol):
+    name: str
+
+    def learn(self, ctx: StepContext) -> StepResult: ...

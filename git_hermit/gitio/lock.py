@@ -1,0 +1,160 @@
+"""The per-run lock: ``<git common dir>/hermit/<run>.lock``, so two commands never interleave on one run.
+
+The lock file is created atomically and says who holds it (pid, host, start, command). A lock
+left by a dead process on this host is taken over; a live holder gets a clear refusal. Living
+in the common dir, the lock is shared by every linked worktree of the repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import socket
+import time
+from datetime import datetime, timezone
+
+from ..errors import InputError, LockHeld
+from .repo import Repo
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: stale takeover is then unguarded
+    fcntl = None  # type: ignore[assignment]
+
+# A lock file that is still empty or unparsable this long after it was written is debris
+# of a crash between create and write, not a lock being set up right now.
+_UNREADABLE_GRACE_S = 5.0
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+class RunLock:
+    """Context manager holding one run's lock; ``recovered_stale`` tells if a dead holder's lock was taken over."""
+
+    def __init__(self, repo: Repo, run: str, command: str = ""):
+        if not _RUN_NAME.fullmatch(run) or ".." in run or run.endswith(".lock"):
+            raise InputError(f"invalid run name '{run}'", hint="use letters, digits, '.', '_' and '-'")
+        self.run = run
+        self.command = command
+        self.path = repo.common_dir / "hermit" / f"{run}.lock"
+        self.recovered_stale = False
+        self._token: str | None = None
+
+    # ----------------------------------------------------------------------------- acquire / release
+    def acquire(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._try_create():
+            return self
+        holder = self._read_holder()
+        if self._is_stale(holder):
+            with self._takeover_guard():
+                # Re-check under the guard: another process may have taken over already.
+                if self._is_stale(self._read_holder()):
+                    with contextlib.suppress(FileNotFoundError):
+                        self.path.unlink()
+                    if self._try_create():
+                        self.recovered_stale = True
+                        return self
+            holder = self._read_holder()
+        raise self._held_error(holder)
+
+    def release(self) -> None:
+        """Remove the lock file if it is still ours (never someone else's)."""
+        if self._token is None:
+            return
+        holder = self._read_holder()
+        if holder is not None and holder.get("token") == self._token:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        self._token = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+    # ----------------------------------------------------------------------------- internals
+    def _try_create(self) -> bool:
+        token = secrets.token_hex(8)
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": self.command,
+            "token": token,
+        }
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._token = token
+        return True
+
+    def _read_holder(self) -> dict | None:
+        """The lock's record; {} if the file exists but is empty/unparsable; None if there is no file."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def _is_stale(self, holder: dict | None) -> bool:
+        if holder is None:
+            return True  # released meanwhile: free to take
+        if not holder:
+            try:
+                age = time.time() - self.path.stat().st_mtime
+            except FileNotFoundError:
+                return True
+            return age > _UNREADABLE_GRACE_S
+        if holder.get("host") != socket.gethostname():
+            return False  # cannot check a pid on another machine
+        pid = holder.get("pid")
+        return not isinstance(pid, int) or not _pid_alive(pid)
+
+    @contextlib.contextmanager
+    def _takeover_guard(self):
+        """Serialise stale takeovers, so two processes cannot both remove a dead lock and each believe they hold it."""
+        if fcntl is None:
+            yield
+            return
+        fd = os.open(self.path.with_suffix(".lock.guard"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _held_error(self, holder: dict | None) -> LockHeld:
+        hint = f"wait for it or stop that process; the lock file is {self.path}"
+        if not holder:
+            return LockHeld(f"run '{self.run}' is being locked by another process", hint=hint)
+        where = "" if holder.get("host") == socket.gethostname() else f" on host {holder.get('host')}"
+        command = holder.get("command") or "git hermit"
+        if where:
+            hint = f"if that host's process is gone, delete the lock file {self.path}"
+        return LockHeld(
+            f"run '{self.run}' is locked by pid {holder.get('pid')}{where} ({command}, since {holder.get('started')})",
+            hint=hint,
+        )

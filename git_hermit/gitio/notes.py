@@ -1,0 +1,225 @@
+"""git notes under ``refs/notes/hermit/*``: batched reads and lossless concurrent writes.
+
+A whole notes ref is read through the batch reader (no process per note). Writes build one
+notes commit holding every entry and publish it by compare-and-swap; a writer that lost the
+race re-applies its entries on the new tip, so concurrent writers never drop each other's
+notes (plain ``git notes add`` can). A short file lock makes local writers take turns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Iterable, Iterator
+
+from ..errors import GitStateError, RefConflict
+from .repo import RefUpdate, Repo, ZERO_SHA
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: CAS alone keeps writes correct
+    fcntl = None  # type: ignore[assignment]
+
+NOTES_REFS: dict[str, str] = {
+    "scores": "refs/notes/hermit/scores",
+    "manifest": "refs/notes/hermit/manifest",
+    "verdicts": "refs/notes/hermit/verdicts",
+    "provenance": "refs/notes/hermit/provenance",
+    "analysis": "refs/notes/hermit/analysis",
+}
+
+_MAX_ATTEMPTS = 12
+_LOCK_WAIT_S = 30.0
+
+
+def configure_notes_rewrite(repo: Repo) -> None:
+    """Make amend and rebase carry hermit notes to the rewritten commits (idempotent)."""
+    present = set(repo.config_get_all("notes.rewriteRef"))
+    for ref in NOTES_REFS.values():
+        if ref not in present:
+            repo.config_add("notes.rewriteRef", ref)
+    for command in ("amend", "rebase"):
+        if repo.config_get(f"notes.rewrite.{command}") != "true":
+            repo.config_set(f"notes.rewrite.{command}", "true")
+
+
+def _annotated_object(path: str) -> str | None:
+    """The object a notes-tree path annotates (fan-out ``ab/cdef…`` joined); None for non-note files."""
+    joined = path.replace("/", "")
+    if len(joined) in (40, 64) and all(c in "0123456789abcdef" for c in joined):
+        return joined
+    return None
+
+
+class NotesStore:
+    """Reads and writes notes refs of one repository."""
+
+    def __init__(self, repo: Repo):
+        self.repo = repo
+        self.use_local_lock = True  # tests turn it off to prove CAS alone loses nothing
+        self.last_attempts = 0  # publications tried by the last write (1 = no conflict)
+
+    # ----------------------------------------------------------------------------- reads
+    def _note_paths(self, ref: str) -> tuple[str | None, dict[str, str]]:
+        """(tip, {annotated sha: path in the notes tree}) of a notes ref."""
+        tip = self.repo.read_ref(ref)
+        if tip is None:
+            return None, {}
+        paths = {}
+        for path in self.repo.ls_tree(tip):
+            target = _annotated_object(path)
+            if target:
+                paths[target] = path
+        return tip, paths
+
+    def read_all(self, ref: str) -> dict[str, str]:
+        """{annotated sha: note text} for a whole notes ref: batch reads only, whatever the number of notes."""
+        tip = self.repo.read_ref(ref)
+        if tip is None:
+            return {}
+        entries = {}
+        for path, entry in self.repo.ls_tree(tip).items():
+            target = _annotated_object(path)
+            if target and entry.type == "blob":
+                entries[target] = entry.sha
+        targets = list(entries)
+        blobs = self.repo.read_objects([entries[target] for target in targets])
+        notes = {}
+        for target, found in zip(targets, blobs):
+            if found is None:
+                raise GitStateError(f"note blob for {target} in {ref} is missing")
+            notes[target] = found[2].decode("utf-8", "replace")
+        return notes
+
+    def read(self, ref: str, commit: str) -> str | None:
+        """The note on one object (a full sha, or any revision naming a commit); None if it has none."""
+        target = self._resolve_targets([commit])[0]
+        tip = self.repo.read_ref(ref)
+        if tip is None:
+            return None
+        # Notes trees fan out in 0 or more levels of 2-hex-digit directories: descend as needed.
+        tree, remaining = f"{tip}^{{tree}}", target
+        while remaining:
+            entries = {name: (mode, sha) for mode, name, sha in self.repo.tree_entries(tree)}
+            if remaining in entries and entries[remaining][0] != "040000":
+                return self.repo.read_object(entries[remaining][1])[1].decode("utf-8", "replace")
+            if remaining[:2] in entries and entries[remaining[:2]][0] == "040000":
+                tree, remaining = entries[remaining[:2]][1], remaining[2:]
+                continue
+            return None
+        return None
+
+    # ----------------------------------------------------------------------------- writes
+    @contextlib.contextmanager
+    def _local_lock(self, ref: str) -> Iterator[None]:
+        """Serialise writers on this machine (best effort, bounded wait; CAS is what keeps notes safe)."""
+        if fcntl is None or not self.use_local_lock:
+            yield
+            return
+        lock_dir = self.repo.common_dir / "hermit"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        # A leading dot keeps it apart from run locks (run names start with a letter or digit).
+        path = lock_dir / f".notes-{ref.replace('/', '_')}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + _LOCK_WAIT_S
+            locked = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    locked = True
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break  # a stuck writer must not stall us: fall back on CAS alone
+                    time.sleep(0.005)
+            try:
+                yield
+            finally:
+                if locked:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _resolve_targets(self, commits: Iterable[str]) -> list[str]:
+        resolved = []
+        for commit in commits:
+            is_sha = len(commit) in (40, 64) and all(c in "0123456789abcdef" for c in commit)
+            resolved.append(commit if is_sha else self.repo.resolve_commit(commit))
+        return resolved
+
+    def write_many(self, ref: str, notes: dict[str, str], message: str, remove: Iterable[str] = ()) -> str:
+        """Add or replace ``notes`` and drop ``remove`` in ONE notes commit, published by compare-and-swap.
+
+        On a conflict the ref is re-read and our entries re-applied on the new tip (bounded,
+        jittered retries). Returns the new notes commit (the current tip, or "" if the ref does not
+        exist, when there was nothing to change). Keys may be full shas or any commit revision.
+        """
+        if not ref.startswith("refs/notes/"):
+            raise GitStateError(f"'{ref}' is not a notes ref", hint="notes refs start with refs/notes/")
+        targets = self._resolve_targets(notes)
+        texts = [notes[key] for key in notes]
+        blob_shas = self.repo.write_blobs([text.encode("utf-8") for text in texts])
+        new_entries = dict(zip(targets, blob_shas))
+        removals = [t for t in self._resolve_targets(remove) if t not in new_entries]
+        with self._local_lock(ref):
+            for attempt in range(1, _MAX_ATTEMPTS + 1):
+                self.last_attempts = attempt
+                tip, paths = self._note_paths(ref)
+                if not new_entries and not any(t in paths for t in removals):
+                    return tip or ""
+                commit = self._notes_commit(tip, paths, new_entries, removals, message)
+                try:
+                    self.repo.update_refs([RefUpdate(ref, commit, tip or ZERO_SHA)], message=message)
+                    return commit
+                except RefConflict:
+                    # Another writer published first: back off (jittered, growing), rebuild on its tip.
+                    time.sleep(random.uniform(0.5, 1.5) * min(0.005 * 2 ** attempt, 0.5))
+        raise RefConflict(
+            f"notes ref {ref} kept moving; gave up after {_MAX_ATTEMPTS} attempts",
+            hint="many writers are updating these notes at once; retry the command",
+        )
+
+    def _notes_commit(self, tip: str | None, paths: dict[str, str], new_entries: dict[str, str],
+                      removals: list[str], message: str) -> str:
+        """A notes commit on ``tip``: each entry stored flat (any old fan-out path of it dropped)."""
+        changes: dict[str, tuple[str, str] | None] = {}
+        for target in [*new_entries, *removals]:
+            old_path = paths.get(target)
+            if old_path is not None and old_path != target:
+                changes[old_path] = None
+        for target in removals:
+            if target in paths:
+                changes[paths[target]] = None
+        for target, blob in new_entries.items():
+            changes[target] = ("100644", blob)
+        return self.repo.commit_changes(tip, changes, message, skip_if_unchanged=False)
+
+    def prepare(self, ref: str, notes: dict[str, str], message: str) -> tuple[str | None, str | None]:
+        """Build (don't publish) a notes commit adding ``notes`` on the ref's current tip.
+
+        Returns ``(new_commit, old_tip)`` for the caller's own ``update_refs`` transaction,
+        which moves this notes ref together with branches and tags (CAS on ``old_tip``);
+        ``(None, tip)`` when there is nothing to add. On a conflict, call again and retry.
+        """
+        if not ref.startswith("refs/notes/"):
+            raise GitStateError(f"'{ref}' is not a notes ref", hint="notes refs start with refs/notes/")
+        if not notes:
+            return None, self.repo.read_ref(ref)
+        targets = self._resolve_targets(notes)
+        blob_shas = self.repo.write_blobs([notes[key].encode("utf-8") for key in notes])
+        tip, paths = self._note_paths(ref)
+        return self._notes_commit(tip, paths, dict(zip(targets, blob_shas)), [], message), tip
+
+    def write(self, ref: str, commit: str, text: str, message: str) -> str:
+        return self.write_many(ref, {commit: text}, message)
+
+
+def notes_ref(kind: str) -> str:
+    """Full ref name for a note kind ("scores", "manifest", …)."""
+    try:
+        return NOTES_REFS[kind]
+    except KeyError:
+        raise GitStateError(f"unknown note kind '{kind}'", hint=f"one of: {', '.join(NOTES_REFS)}") from None

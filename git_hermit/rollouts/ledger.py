@@ -1,0 +1,184 @@
+"""The ledger: tokens and cost of every rollout, judge call and learner session, by role.
+
+Owns the price table (hermit.yaml ``prices: {model: {input, cached_input, output}}``, USD per
+1M tokens), ``price_usage`` and ``Ledger``. A model without a price (a login) has cost None:
+unknown, never invented; a total that includes such usage is unknown too. Roles in use:
+``acting`` (the agent under test), ``judge``, and the learners' ``debugger``, ``evolve``, … .
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from git_hermit.errors import ConfigError
+from git_hermit.model.rollout import RolloutResult, Usage
+
+_PER_TOKEN = 1e-6
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per 1M tokens. Cached input is billed at ``cached_input`` instead of ``input``."""
+
+    input: float
+    cached_input: float
+    output: float
+
+
+def load_prices(spec: Mapping[str, Any] | None) -> dict[str, Price]:
+    """Parse hermit.yaml ``prices:``; ``cached_input`` defaults to ``input``."""
+    prices: dict[str, Price] = {}
+    for model, entry in (spec or {}).items():
+        if not isinstance(entry, Mapping) or "input" not in entry or "output" not in entry:
+            raise ConfigError(f"prices.{model}: needs input and output (USD per 1M tokens)",
+                              "e.g. prices: {gpt-5.6-luna: {input: 1.25, cached_input: 0.125, output: 10.0}}")
+        unknown = sorted(set(entry) - {"input", "cached_input", "output"})
+        if unknown:
+            raise ConfigError(f"prices.{model}: unknown key(s) {', '.join(unknown)}",
+                              "known keys: input, cached_input, output")
+        try:
+            price = Price(float(entry["input"]), float(entry.get("cached_input", entry["input"])),
+                          float(entry["output"]))
+        except (TypeError, ValueError):
+            raise ConfigError(f"prices.{model}: prices must be numbers", "USD per 1M tokens") from None
+        if min(price.input, price.cached_input, price.output) < 0:
+            raise ConfigError(f"prices.{model}: prices cannot be negative")
+        prices[str(model)] = price
+    return prices
+
+
+def price_usage(usage: Usage, price: Price | None) -> Usage:
+    """``usage`` with ``cost_usd`` from ``price`` (None when there is no price).
+
+    Cached tokens are a subset of input and reasoning tokens a subset of output (the OpenAI
+    usage shape ``Usage`` follows), so reasoning is billed as output once.
+    """
+    if price is None:
+        return replace(usage, cost_usd=None)
+    uncached = max(usage.input_tokens - usage.cached_input_tokens, 0)
+    cost = (uncached * price.input + usage.cached_input_tokens * price.cached_input
+            + usage.output_tokens * price.output) * _PER_TOKEN
+    return replace(usage, cost_usd=cost)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One billed call: a rollout's agent, a judge call, a learner session.
+
+    ``outcome`` is set on acting entries (a trial's outcome) so that token means can leave out
+    exception trials, as the paper does (spec/ahe.md §11.3).
+    """
+
+    role: str
+    key: str                     # e.g. "task#2", "debugger/task", "evolve"
+    model: str | None
+    usage: Usage
+    step: int | None = None
+    outcome: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "key": self.key, "model": self.model, "usage": self.usage.to_dict(),
+                "step": self.step, "outcome": self.outcome}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LedgerEntry":
+        return cls(data["role"], data["key"], data.get("model"), Usage.from_dict(data.get("usage")),
+                   data.get("step"), data.get("outcome"))
+
+
+def sum_usage(usages: Iterable[Usage]) -> Usage:
+    """Token sums; the cost is None as soon as any usage with tokens has an unknown cost."""
+    total = Usage(cost_usd=0.0)
+    unknown = False
+    for usage in usages:
+        total = total + usage
+        unknown = unknown or (usage.cost_usd is None and usage.total_tokens > 0)
+    return replace(total, cost_usd=None) if unknown else total
+
+
+class Ledger:
+    """Thread-safe list of entries (rollouts finish on executor threads) with totals."""
+
+    def __init__(self, prices: Mapping[str, Price] | None = None,
+                 entries: Iterable[LedgerEntry] = ()):
+        self.prices = dict(prices or {})
+        self._entries = list(entries)
+        self._lock = threading.Lock()
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        with self._lock:
+            return tuple(self._entries)
+
+    def add(self, entry: LedgerEntry) -> LedgerEntry:
+        """Record ``entry``, pricing it from the table unless its usage already has a cost."""
+        if entry.usage.cost_usd is None and entry.model is not None:
+            entry = replace(entry, usage=price_usage(entry.usage, self.prices.get(entry.model)))
+        with self._lock:
+            self._entries.append(entry)
+        return entry
+
+    def record(self, role: str, key: str, model: str | None, usage: Usage, *,
+               step: int | None = None, outcome: str | None = None) -> LedgerEntry:
+        return self.add(LedgerEntry(role, key, model, usage, step, outcome))
+
+    def add_rollout(self, result: RolloutResult, *, model: str | None, judge_model: str | None = None,
+                    step: int | None = None) -> None:
+        """Bill one rollout: its agent (role ``acting``) and, if it used tokens, its judge."""
+        key = f"{result.task}#{result.attempt}"
+        self.record("acting", key, model, result.usage, step=step, outcome=result.outcome)
+        if result.judge_usage.total_tokens or result.judge_usage.cost_usd:
+            self.record("judge", key, judge_model, result.judge_usage, step=step)
+
+    def totals(self, by: str = "role") -> dict[Any, Usage]:
+        """Summed usage grouped by ``role``, ``model`` or ``step`` (insertion order)."""
+        if by not in ("role", "model", "step"):
+            raise ValueError(f"totals(by=…) takes role, model or step, not {by!r}")
+        groups: dict[Any, list[Usage]] = {}
+        for entry in self.entries:
+            groups.setdefault(getattr(entry, by), []).append(entry.usage)
+        return {name: sum_usage(usages) for name, usages in groups.items()}
+
+    def total(self) -> Usage:
+        return sum_usage(entry.usage for entry in self.entries)
+
+    def tokens_per_trial(self) -> float | None:
+        """Mean acting tokens per trial, exception trials left out (None: no such trial)."""
+        trials = [entry.usage.total_tokens for entry in self.entries
+                  if entry.role == "acting" and entry.outcome != "exception"]
+        return sum(trials) / len(trials) if trials else None
+
+    def successes_per_mtok(self, pass_at_1: float) -> float | None:
+        """Succ/Mtok = pass@1 · 10⁶ / mean tokens per trial (spec/ahe.md §11.4)."""
+        per_trial = self.tokens_per_trial()
+        return pass_at_1 * 1e6 / per_trial if per_trial else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": 1, "entries": [entry.to_dict() for entry in self.entries]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], prices: Mapping[str, Price] | None = None) -> "Ledger":
+        return cls(prices, (LedgerEntry.from_dict(item) for item in data.get("entries", [])))
+
+    def render(self, by: str = "role") -> list[str]:
+        """Human lines: one per group and a total, e.g. ``acting  1.2M tok (…)  $3.10``."""
+        rows = [(str(name), usage) for name, usage in self.totals(by).items()]
+        rows.append(("total", self.total()))
+        width = max(len(name) for name, _ in rows)
+        return [f"{name:<{width}}  {format_usage(usage)}" for name, usage in rows]
+
+
+def format_usage(usage: Usage) -> str:
+    cost = "cost unknown" if usage.cost_usd is None else f"${usage.cost_usd:,.2f}"
+    return (f"{_tokens(usage.total_tokens)} tok (in {_tokens(usage.input_tokens)}, cached "
+            f"{_tokens(usage.cached_input_tokens)}, out {_tokens(usage.output_tokens)}, reasoning "
+            f"{_tokens(usage.reasoning_tokens)})  {cost}")
+
+
+def _tokens(count: int) -> str:
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if count >= limit:
+            return f"{count / limit:.1f}{suffix}"
+    return str(count)
