@@ -180,7 +180,6 @@ def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: 
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor(run_hosts: bool, as_json: bool) -> None:
     """Check git, its notes config, the host CLIs, and (--hosts) which host-table rows hold."""
-    from dataclasses import asdict
     from git_hermit.errors import NotARepository
     from git_hermit.hosts.doctor import doctor_report, render_text
     try:
@@ -189,7 +188,7 @@ def doctor(run_hosts: bool, as_json: bool) -> None:
         repo = None
     report = doctor_report(repo, run_hosts)
     if as_json:
-        _echo_json(asdict(report))
+        click.echo(report.to_json())
     else:
         click.echo(render_text(report))
 

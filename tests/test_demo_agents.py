@@ -6,6 +6,7 @@ multi-step ahe loop (answers judged by the real numeric judge, verdicts by upstr
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from decimal import ROUND_HALF_UP, Decimal
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from git_hermit import resources
+from git_hermit.adapter.check_spec import check_adapter, has_errors
+from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.demo import DEMO_NOTICE
 from git_hermit.demo.acting import run_scripted_agent, skill_fits
 from git_hermit.demo.benchmark import BenchmarkTask, load_tasks, write_benchmark
@@ -27,6 +29,7 @@ from git_hermit.rollouts.judges import numeric_match
 from git_hermit.rollouts.tasks import load_tasks as load_task_records
 
 TOLERANCE = 0.001
+TEMPLATE = load_template("ahe@1.0")
 TASKS = {t.id: t for t in load_tasks()}
 TRAIN = [t for t in TASKS.values() if t.split == "train"]
 
@@ -35,8 +38,7 @@ TRAIN = [t for t in TASKS.values() if t.split == "train"]
 
 def seed_adapter(root: Path) -> Path:
     adapter = root / "adapter"
-    shutil.copytree(resources.templates_dir() / "ahe", adapter,
-                    ignore=shutil.ignore_patterns("template.yaml"))
+    write_seed(TEMPLATE, adapter)
     return adapter
 
 
@@ -105,7 +107,6 @@ def bench(tmp_path_factory) -> Path:
 
 def _true_answer(task: BenchmarkTask, bench: Path) -> Decimal:
     """Each expected answer recomputed independently of the data file and the agent."""
-    import re
     if task.family == "units":
         factor = {"km": 1000, "m": 1, "h": 60, "min": 1, "kg": 1000, "g": 1}
         pairs = re.findall(r"(\d+(?:\.\d+)?)\s*(km|min|kg|m|h|g)\b", task.prompt)
@@ -379,6 +380,8 @@ class Loop:
         manifest = json.loads((self.state / "change_manifest.json").read_text())
         validate("learner_manifest", manifest)
         assert manifest["iteration"] == n
+        violations = check_adapter(self.adapter, TEMPLATE)
+        assert not has_errors(violations), [str(v) for v in violations]
         self.manifests.append(manifest)
         return labels
 
@@ -404,6 +407,14 @@ def test_simulated_loop_rises_and_rolls_back_one_harmful_change(tmp_path, bench)
     assert (loop.adapter / ".agents/skills/csv-column-total/SKILL.md").read_text().startswith("---\nname:")
     assert any(line.startswith("- ") and "inclusive" in line
                for line in (loop.adapter / "MEMORY.md").read_text().splitlines())
+    # the learned adapter carries over to the held-out tasks of the same families
+    host = FakeHost(loop.adapter)
+    held_out = [run_task(host, t, a, tmp_path / "test", bench)[0]
+                for t in TASKS.values() if t.split == "test" for a in (1, 2)]
+    seed_host = FakeHost(seed_adapter(tmp_path / "seed"))
+    seed_held_out = [run_task(seed_host, t, a, tmp_path / "test0", bench)[0]
+                     for t in TASKS.values() if t.split == "test" for a in (1, 2)]
+    assert all(held_out) and not all(seed_held_out)
 
 
 def test_evolver_undoes_a_harmful_rule_left_in_place_when_rollback_is_the_agents(tmp_path, bench):

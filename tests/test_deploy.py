@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from git_hermit import errors
-from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, install_codex_home_hooks, read_record
+from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, read_record
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PostToolBatch", "Stop", "PreModelRequest")
@@ -207,11 +207,6 @@ def test_record_round_trips(tmp_path):
     record = deploy(ahe_adapter(tmp_path), tmp_path / "ws", "codex")
     assert DeployRecord.from_json(record.to_json()) == record
     assert DeployRecord.from_json((tmp_path / "ws" / RECORD_NAME).read_text()) == record
-    target = install_codex_home_hooks(record, tmp_path / "codex-home")
-    assert target.read_bytes() == (tmp_path / "ws/.codex/hooks.json").read_bytes()
-    claude = deploy(ahe_adapter(tmp_path / "c"), tmp_path / "ws-c", "claude-code")
-    with pytest.raises(errors.InputError):
-        install_codex_home_hooks(claude, tmp_path / "codex-home")
 
 
 def test_the_seed_template_deploys_for_every_host(tmp_path):

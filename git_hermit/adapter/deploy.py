@@ -155,20 +155,6 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
     return record
 
 
-def install_codex_home_hooks(record: DeployRecord, codex_home: Path) -> Path:
-    """Copy a Codex deployment's hooks into CODEX_HOME/hooks.json (the user layer); returns it.
-
-    Only for a session whose cwd is NOT the deployment: measured on Codex 0.164.0, a session in
-    the deployment already runs .codex/hooks.json (with --dangerously-bypass-hook-trust, trusted
-    project or not), and with this copy too it runs every hook twice."""
-    if record.host != "codex" or not record.hooks_config:
-        raise errors.InputError("only a Codex deployment with hooks has hooks for CODEX_HOME")
-    target = Path(codex_home) / "hooks.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes((Path(record.dest) / record.hooks_config).read_bytes())
-    return target
-
-
 # -- helpers -----------------------------------------------------------------------------------
 
 def _adapter_files(adapter_dir: Path) -> dict[str, Path]:

@@ -64,7 +64,12 @@ class _Guidance:
             self.sources.append(source)
 
     def knows(self, concept: str) -> bool:
-        return any(CONCEPTS[concept].search(text) for text in self.texts)
+        return self.source_of(concept) is not None
+
+    def source_of(self, concept: str) -> str | None:
+        """Where the agent read about ``concept`` (it cites it, as a model following a rule would)."""
+        return next((source for source, text in zip(self.sources, self.texts)
+                     if CONCEPTS[concept].search(text)), None)
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,7 @@ def _number_text(value: str) -> str:
         number = float(text)
     except ValueError:
         return text
-    return str(int(number)) if number.is_integer() and "." in text and text.endswith(".0") else text
+    return str(int(number)) if text.endswith(".0") and number.is_integer() else text
 
 
 def _py(code: str) -> str:
@@ -185,7 +190,7 @@ class _Session:
         pre = self.hook("PreToolUse", turn_id=self.turn_id, permission_mode="bypassPermissions",
                         tool_name="Bash", tool_input={"command": command}, tool_use_id=call_id)
         specific = pre.get("hookSpecificOutput") if isinstance(pre.get("hookSpecificOutput"), dict) else {}
-        self.take_context("PreToolUse", pre)
+        self.take_context("a hook note before a command", pre)
         if specific.get("permissionDecision") == "deny" or pre.get("decision") == "block":
             reason = specific.get("permissionDecisionReason") or pre.get("reason") or "denied"
             text = f"Command blocked by PreToolUse hook: {reason}. Command: {command}"
@@ -211,7 +216,7 @@ class _Session:
         post = self.hook("PostToolUse", turn_id=self.turn_id, permission_mode="bypassPermissions",
                          tool_name="Bash", tool_input={"command": command}, tool_use_id=call_id,
                          tool_response=output)
-        self.take_context("PostToolUse", post)
+        self.take_context("a hook note after a command", post)
         if post.get("decision") == "block":
             output = str(post.get("reason") or "blocked")   # Codex: the model reads the reason instead
         self.transcript_chars += len(output)
@@ -220,7 +225,7 @@ class _Session:
     def run(self) -> str:
         self.emit_event({"type": "thread.started", "thread_id": self.session_id})
         start = self.hook("SessionStart", permission_mode="bypassPermissions", source="startup")
-        self.take_context("SessionStart", start)
+        self.take_context("the memory handed over at session start", start)
         if start.get("continue") is False:
             return ""
         for name in CONTEXT_FILES:
@@ -230,7 +235,7 @@ class _Session:
                 break
         submit = self.hook("UserPromptSubmit", turn_id=self.turn_id,
                            permission_mode="bypassPermissions", prompt=self.prompt)
-        self.take_context("UserPromptSubmit", submit)
+        self.take_context("a note handed over with the prompt", submit)
         self.emit_event({"type": "turn.started"})
         for skill in find_skills(self.workspace):
             if skill_fits(skill.description, self.prompt):
@@ -249,7 +254,7 @@ class _Session:
                 break
             # one more model turn with the hook's reason; the scripted agent re-states its answer
             reason = str(stop.get("reason") or "")
-            self.guidance.add("Stop", reason)
+            self.guidance.add("the stop hook", reason)
             self.transcript_chars += len(reason)
             self.message(f"Checked again before finishing. {final}" if answer else final)
             stop_active = True
@@ -268,8 +273,9 @@ def _final_number(session: _Session, output: str) -> str:
     demands it (the rule a harmful change adds)."""
     lines = [line for line in output.strip().splitlines() if line.strip()]
     value = _number_text(lines[-1]) if lines else ""
-    if value and session.guidance.knows("round_integer") and "." in value:
-        session.message("The instructions ask for the number only, rounded to an integer.")
+    rule = session.guidance.source_of("round_integer")
+    if value and rule and "." in value:
+        session.message(f"{rule} asks for the number only, rounded to an integer.")
         rounded, code = session.shell(_py(f"print(round({value}))"))
         if code == 0 and rounded.strip():
             value = rounded.strip().splitlines()[-1]
@@ -286,10 +292,11 @@ def _solve_units(session: _Session) -> str | None:
     unit = target.group(1).lower()
     factors = _FACTORS[unit]
     listed = ", ".join(f"{value} {symbol}" for value, symbol in quantities)
-    careful = session.guidance.knows("convert_units") or not _slips(session, "units")
-    if careful:
+    guide = session.guidance.source_of("convert_units")
+    if guide or not _slips(session, "units"):
         session.message(f"The quantities are {listed}; the answer is asked in {unit}. "
-                        f"Converting each quantity to {unit} before adding them.")
+                        f"Converting each quantity to {unit} before adding them"
+                        + (f", as {guide} says." if guide else "."))
         terms = " + ".join(f"{value}*{factors.get(symbol, 1)}" for value, symbol in quantities)
     else:
         session.message(f"The quantities are {listed}; adding them to get the total.")
@@ -304,8 +311,8 @@ def _solve_csv(session: _Session) -> str | None:
         return None
     name, column = file_match.group(1), column_match.group(1)
     session.shell(f"head -n 5 {name}")
-    careful = session.guidance.knows("csv_by_name") or not _slips(session, "csv")
-    if not careful:
+    guide = session.guidance.source_of("csv_by_name")
+    if not guide and _slips(session, "csv"):
         session.message(f"Summing the numeric cells of the {column} column of {name}, "
                         "skipping anything that is not a number.")
         code_text = (f"lines = open('{name}').read().splitlines(); "
@@ -317,12 +324,13 @@ def _solve_csv(session: _Session) -> str | None:
     reader = f"csv.DictReader(open('{name}', newline=''))"
     if session.guidance.knows("csv_parentheses"):
         session.message(f"Totalling the {column} column by its header name; amounts in "
-                        "parentheses are negative.")
+                        f"parentheses are negative ({session.guidance.source_of('csv_parentheses')}).")
         value = (f"(-float(r['{column}'].strip('()')) if r['{column}'].startswith('(') "
                  f"else float(r['{column}']))")
         output, code = session.shell(_py(f"import csv; print(sum({value} for r in {reader}))"))
         return _final_number(session, output) if code == 0 else ""
-    session.message(f"Totalling the {column} column by its header name with csv.DictReader.")
+    session.message(f"Totalling the {column} column by its header name with csv.DictReader"
+                    + (f", as {guide} says." if guide else "."))
     output, code = session.shell(_py(f"import csv; print(sum(float(r['{column}']) for r in {reader}))"))
     if code != 0 and "could not convert" in output:
         session.message("Some cells are wrapped in parentheses; stripping them so every value converts.")
@@ -336,10 +344,10 @@ def _solve_dates(session: _Session) -> str | None:
     if len(dates) != 2:
         return None
     start, end = (f"date({int(y)}, {int(m)}, {int(d)})" for y, m, d in dates)
-    careful = session.guidance.knows("inclusive_days") or not _slips(session, "dates")
-    if careful:
+    guide = session.guidance.source_of("inclusive_days")
+    if guide or not _slips(session, "dates"):
         session.message("The range is inclusive, so both the first and the last day count: "
-                        "the difference in days plus one.")
+                        "the difference in days plus one" + (f" ({guide})." if guide else "."))
         expression = f"({end} - {start}).days + 1"
     else:
         session.message("Computing the number of days between the two dates.")

@@ -399,7 +399,7 @@ def scripted_evolve(workspace: Path, iteration: int, *, max_fixes: int = 1) -> s
                      f"{', '.join(sorted(predicted)) or 'no fix'}"
                      + (f"; at risk: {', '.join(risks)}" if risks else ""))
     manifest = {"iteration": iteration, "changes": changes}
-    (state).mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True)
     (state / "change_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
     summary = [f"Iteration {iteration} (scripted Evolve Agent): read {len(reports)} Debugger reports."]

@@ -47,8 +47,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def read_result(directory: Path, commit: str | None = None) -> RolloutResult | None:
-    """The finished result in ``directory`` (None if absent, unreadable or for another commit)."""
+def read_result(directory: Path, commit: str | None = None, agent: str | None = None) -> RolloutResult | None:
+    """The finished result in ``directory`` (None if absent, unreadable, or for another commit or agent)."""
     path = directory / RESULT_FILE
     if not path.is_file():
         return None
@@ -57,6 +57,8 @@ def read_result(directory: Path, commit: str | None = None) -> RolloutResult | N
     except (ValueError, TypeError, KeyError):
         return None
     if commit is not None and result.commit != commit:
+        return None
+    if agent is not None and result.agent != agent:
         return None
     return result
 
@@ -69,6 +71,10 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     result = RolloutResult.from_dict(output.result)
     atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     return result
+
+
+def _backend(job: RolloutJob) -> str:
+    return job.agent_cfg.get("backend", "codex")   # the worker's default too
 
 
 @dataclass
@@ -103,7 +109,8 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
     results: dict[tuple[str, int], RolloutResult] = {}
     pending: list[RolloutJob] = []
     for job in jobs:
-        finished = read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit)
+        # a result of another acting agent (hermit.yaml changed) is not this job's result
+        finished = read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
         if finished is not None:
             results[(job.task.id, job.attempt)] = finished
             progress.reused += 1
@@ -147,7 +154,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
                 output = RolloutOutput(RolloutResult(
                     task=job.task.id, attempt=job.attempt, outcome="exception",
                     exception_type=type(exc).__name__, error=f"{type(exc).__name__}: {exc}",
-                    commit=job.commit, agent=job.agent_cfg.get("backend", "")).to_dict(), {})
+                    commit=job.commit, agent=_backend(job)).to_dict(), {})
             result = store_output(rollout_dir(out_dir, job.task.id, job.attempt), output)
             results[(job.task.id, job.attempt)] = result
             progress.done += 1

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from git_hermit.adapter.deploy import install_codex_home_hooks, read_record
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts.locate import find_host_cli
 from git_hermit.model.rollout import Usage
@@ -122,9 +121,8 @@ class CodexAgent(HostCLIAgent):
         if self.cfg.get("login") or self.cfg.get("home"):
             source = Path(os.path.expanduser(self.cfg.get("home") or str(real_home() / ".codex")))
             copy_login_files(source, codex_home, CODEX_LOGIN_FILES)
-        record = read_record(ctx.workspace)
-        if record is not None and record.hooks:
-            install_codex_home_hooks(record, codex_home)
+        # The deployment's project-layer .codex/hooks.json runs under --dangerously-bypass-hook-trust;
+        # copying it into CODEX_HOME too would make every hook fire twice.
         env = ctx.base_env() | self._auth_env() | {"CODEX_HOME": str(codex_home), "RUST_LOG": "warn"}
         argv = [str(self.binary), *CODEX_EXEC_FLAGS, *self.cfg.get("args", []), ctx.prompt]
         outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,

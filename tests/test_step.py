@@ -1,0 +1,232 @@
+"""`git hermit step` / `train` end to end with the ahe evolver: stop conditions, best-ever,
+verdict notes, `rollback: auto|agent`, and the Evolve Agent's output (manifest checks, fixed
+files, undeclared edits). Real git and the real executable; only the learners are scripted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import hermit
+from conftest import git
+from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
+
+STEP = "refs/heads/hermit/{run}/step-{n:04d}"
+BEST = f"refs/tags/hermit/{RUN}/best"
+
+
+def step_ref(n: int) -> str:
+    return STEP.format(run=RUN, n=n)
+
+
+def rev(repo, name: str) -> str:
+    return git(repo, "rev-parse", "--verify", "-q", name, check=False).strip()
+
+
+def run_step(repo, control, expect: int = 0):
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == expect, r.out + r.err
+    return r
+
+
+def note(repo, kind: str, commit: str) -> dict:
+    return json.loads(git(repo, "notes", f"--ref=hermit/{kind}", "show", commit))
+
+
+def trailers(repo, commit: str) -> str:
+    return git(repo, "log", "-1", "--format=%(trailers:only,unfold)", commit)
+
+
+def tree(repo, commit: str, path: str = "adapter") -> str:
+    return rev(repo, f"{commit}:{path}")
+
+
+def chain(repo, tip: str, base: str) -> list[str]:
+    """The commits from ``base`` (exclusive) to ``tip``, oldest first."""
+    return git(repo, "rev-list", "--reverse", f"{base}..{tip}").split()
+
+
+# --- stop conditions ---------------------------------------------------------------------------
+def test_target_reached_with_early_stop_stops_before_learning(repo):
+    control = make_run(repo, {"t1": "4", "t2": "7"}, k=1)
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4", "t2": "7"})},
+         changes=[change("chg-1", ["MEMORY.md"], fixes=["t1", "t2"])])
+    r = hermit(repo, "train", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert "reached target_pass_rate" in r.out + r.err
+    assert rev(repo, step_ref(1)) and not rev(repo, step_ref(2))
+    # step 2 evaluated step 1's tip (scores note) but ran no Debugger and no Evolve Agent
+    assert note(repo, "scores", rev(repo, step_ref(1)))["pass_at_1"] == 1.0
+    assert calls(control, "evolve") == ["step-1"]
+    assert sorted(calls(control, "debugger")) == ["t1", "t2"]
+    assert rev(repo, BEST) == rev(repo, step_ref(1))
+
+
+def test_target_reached_without_early_stop_keeps_learning(repo):
+    control = make_run(repo, {"t1": "4"}, k=1, allow_early_stop=False)
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-1", ["MEMORY.md"])])
+    r = hermit(repo, "train", "--epochs", "2", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert rev(repo, step_ref(2)) and not rev(repo, step_ref(3))
+    assert calls(control, "evolve") == ["step-1", "step-2"]
+    assert "reached target_pass_rate" not in r.out + r.err
+
+
+def test_train_epochs_stops_at_n_steps(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    r = hermit(repo, "train", "--epochs", "3", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert [rev(repo, step_ref(n)) != "" for n in range(5)] == [True, True, True, True, False]
+    assert calls(control, "evolve") == ["step-1", "step-2", "step-3"]
+    r = hermit(repo, "train", "--epochs", "3", env=env_for(control))   # already there: nothing to do
+    assert r.code == 0 and not rev(repo, step_ref(4))
+    assert len(calls(control, "evolve")) == 3
+
+
+# --- best-ever ---------------------------------------------------------------------------------
+def test_best_ever_moves_only_on_strictly_higher_pass_rate(repo):
+    control = make_run(repo, {"t1": "4", "t2": "7"}, k=1, allow_early_stop=False)
+    plan(control, 2, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-2", ["MEMORY.md"])])
+    run_step(repo, control)                                  # step 1: seed 0.0, the first best
+    seed = rev(repo, step_ref(0))
+    assert rev(repo, BEST) == seed
+    run_step(repo, control)                                  # step 2: step 1's tip ties at 0.0
+    assert note(repo, "scores", rev(repo, step_ref(1)))["pass_at_1"] == 0.0
+    assert rev(repo, BEST) == seed
+    run_step(repo, control)                                  # step 3: step 2's tip scores 0.5
+    assert note(repo, "scores", rev(repo, step_ref(2)))["pass_at_1"] == 0.5
+    assert rev(repo, BEST) == rev(repo, step_ref(2))
+    r = hermit(repo, "finalize", env=env_for(control))
+    assert r.code == 0, r.err
+    assert rev(repo, f"refs/tags/hermit/{RUN}/final") == rev(repo, step_ref(2))
+
+
+# --- verdicts and rollback ---------------------------------------------------------------------
+def _three_steps(repo, rollback: str, *, step2: dict, step3_change: bool = True):
+    """Step 1 fixes t1, t2 (EFFECTIVE next step); step 2's change regresses t2 (HARMFUL)."""
+    control = make_run(repo, {"t1": "4", "t2": "7", "t3": "9"}, params={"rollback": rollback},
+                       allow_early_stop=False)
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4", "t2": "7"})},
+         changes=[change("chg-1", ["MEMORY.md"], fixes=["t1", "t2"], risks=["t3"])])
+    plan(control, 2, **step2)
+    if step3_change:
+        plan(control, 3, append={"MEMORY.md": memory_lines({"t3": "9"})},
+             changes=[change("chg-3", ["MEMORY.md"], fixes=["t3"])])
+    for _ in range(3):
+        run_step(repo, control)
+    return control
+
+
+HARMFUL_STEP2 = dict(append={"MEMORY.md": memory_lines({"t2": "8"})},
+                     changes=[change("chg-2", ["MEMORY.md"], fixes=["t3"], risks=["t2"])])
+
+
+def test_verdict_notes_log_and_rollback_auto(repo):
+    _three_steps(repo, "auto", step2=HARMFUL_STEP2)
+    tip1, tip2, tip3 = (rev(repo, step_ref(n)) for n in (1, 2, 3))
+    # verdict notes on each change commit, written by the step that scored it
+    v1, v2 = note(repo, "verdicts", tip1), note(repo, "verdicts", tip2)
+    assert (v1["change_id"], v1["verdict"], v1["step"]) == ("chg-1", "EFFECTIVE", 2)
+    assert v1["actually_fixed"] == ["t1", "t2"]
+    assert (v2["change_id"], v2["verdict"], v2["risk_realized"], v2["actually_fixed"]) == \
+        ("chg-2", "HARMFUL", ["t2"], [])
+    # step 3: the rollback commit comes first, then the Evolve Agent's change
+    rollback, evolved = chain(repo, tip3, tip2)
+    assert git(repo, "rev-parse", f"{rollback}^").strip() == tip2
+    t = trailers(repo, rollback)
+    assert f"Hermit-Reverts: {tip2}" in t and "Hermit-Verdict: HARMFUL" in t
+    assert tree(repo, rollback) == tree(repo, tip1)                 # the files restored exactly
+    assert "Hermit-Change: chg-3" in trailers(repo, evolved)
+    analysis = note(repo, "analysis", tip3)
+    assert analysis["rollbacks"] == [{"change_id": "chg-2", "commit": tip2, "verdict": "HARMFUL"}]
+    assert analysis["rollbacks_undone"] == {}
+    # the log shows the verdicts and the rollback
+    r = hermit(repo, "log")
+    assert r.code == 0, r.err
+    assert "chg-1: EFFECTIVE" in r.out and "chg-2: HARMFUL" in r.out
+    assert f"rollback of {tip2[:10]} (HARMFUL)" in r.out
+    data = json.loads(hermit(repo, "log", "--json").out)
+    assert data["run"] == RUN and data["best"] == tip1
+    assert [s["step"] for s in data["steps"]] == [0, 1, 2, 3]
+    s1, s2, s3 = data["steps"][1:]
+    assert s1["commit"] == tip1 and s1["pass_at_1"] == pytest.approx(2 / 3, abs=1e-5)
+    assert [(c["id"], c["commit"], c["verdict"]["verdict"]) for c in s1["changes"]] == [("chg-1", tip1, "EFFECTIVE")]
+    assert [(c["id"], c["verdict"]["verdict"]) for c in s2["changes"]] == [("chg-2", "HARMFUL")]
+    assert s3["rollbacks"] == [{"commit": rollback, "reverts": tip2, "verdict": "HARMFUL"}]
+    assert [c["id"] for c in s3["changes"]] == ["chg-3"] and s3["changes"][0].get("verdict") is None
+    assert s3["pass_at_1"] is None and s3["analysis"]["verdicts"] == {"chg-2": "HARMFUL"}
+
+
+def test_rollback_agent_only_reports(repo):
+    _three_steps(repo, "agent", step2=HARMFUL_STEP2)
+    tip2, tip3 = rev(repo, step_ref(2)), rev(repo, step_ref(3))
+    assert note(repo, "verdicts", tip2)["verdict"] == "HARMFUL"
+    commits = chain(repo, tip3, tip2)
+    assert len(commits) == 1 and "Hermit-Reverts" not in trailers(repo, commits[0])
+    assert note(repo, "analysis", tip3)["rollbacks"] == []
+    query = (repo / ".hermit" / "runs" / RUN / "step-0003" / "evolve" / "workspace" / "QUERY.md").read_text()
+    assert "HARMFUL" in query
+
+
+def test_rollback_failing_check_spec_is_undone_and_recorded(repo):
+    # chg-2 declares AGENTS.md only; ADAPTER.md (kept equal to it) lands in the undeclared
+    # commit, so reverting chg-2's files alone breaks check_spec and the revert is undone.
+    rule = "\n- Double-check every answer.\n"
+    step2 = dict(append={"AGENTS.md": rule, "ADAPTER.md": rule, "MEMORY.md": memory_lines({"t2": "8"})},
+                 changes=[change("chg-2", ["AGENTS.md"], fixes=["t3"], risks=["t2"])])
+    _three_steps(repo, "auto", step2=step2, step3_change=False)
+    tip2, tip3 = rev(repo, step_ref(2)), rev(repo, step_ref(3))
+    step2_commits = chain(repo, tip2, rev(repo, step_ref(1)))
+    assert len(step2_commits) == 2 and "Hermit-Change: undeclared" in trailers(repo, step2_commits[1])
+    commits = chain(repo, tip3, tip2)
+    assert len(commits) == 1 and "Hermit-Reverts" not in trailers(repo, commits[0])
+    assert tree(repo, tip3) == tree(repo, tip2)
+    analysis = note(repo, "analysis", tip3)
+    assert analysis["rollbacks"] == []
+    assert list(analysis["rollbacks_undone"]) == ["chg-2"]
+    assert "check_spec" in analysis["rollbacks_undone"]["chg-2"]
+
+
+# --- the Evolve Agent's output -----------------------------------------------------------------
+GOOD = change("chg-1", ["MEMORY.md"], fixes=["t1"])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"manifest_text": "{not json"}, "state/change_manifest.json is not JSON"),
+    ({"iteration": 7, "changes": [GOOD]}, "has iteration 7, expected 1"),
+    ({"changes": [change("chg-1", ["MEMORY.md"], fixes=["nope"])]}, "unknown task(s): nope"),
+    ({"changes": [change("chg-1", ["../hermit.yaml"])]}, "outside the adapter"),
+    ({"changes": [change("chg-1", ["hook_runner.py"])]}, "not a learnable adapter file"),
+    ({"manifest": None}, "wrote no state/change_manifest.json"),
+], ids=["bad-json", "wrong-iteration", "unknown-task", "outside-adapter", "fixed-file", "no-manifest"])
+def test_malformed_manifest_is_rejected_with_exit_8(repo, spec, message):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"})}, **spec)
+    r = run_step(repo, control, expect=8)
+    assert "error: the Evolve Agent's output was rejected: " in r.err and message in r.err, r.err
+    assert "Traceback" not in r.err
+    seed, tip = rev(repo, step_ref(0)), rev(repo, step_ref(1))
+    assert chain(repo, tip, seed) == [tip]
+    assert tree(repo, tip) == tree(repo, seed)
+    assert git(repo, "log", "-1", "--format=%s", tip).strip().endswith("no adapter changes")
+    assert message in note(repo, "analysis", tip)["rejected"][0]
+
+
+def test_fixed_file_edit_reverted_and_undeclared_edits_committed_apart(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"}), "hook_runner.py": "\n# tampered\n"},
+         write={"scripts/helper.py": "print('help')\n"}, changes=[GOOD])
+    r = run_step(repo, control)
+    assert "hook_runner.py" in r.out + r.err
+    seed, tip = rev(repo, step_ref(0)), rev(repo, step_ref(1))
+    declared, undeclared = chain(repo, tip, seed)
+    assert git(repo, "diff", "--name-only", seed, declared).split() == ["adapter/MEMORY.md"]
+    assert "Hermit-Change: chg-1" in trailers(repo, declared)
+    assert note(repo, "manifest", declared)["changes"][0]["id"] == "chg-1"
+    assert git(repo, "diff", "--name-only", declared, undeclared).split() == ["adapter/scripts/helper.py"]
+    assert "Hermit-Change: undeclared" in trailers(repo, undeclared)
+    assert rev(repo, f"{tip}:adapter/hook_runner.py") == rev(repo, f"{seed}:adapter/hook_runner.py")
+    analysis = note(repo, "analysis", tip)
+    assert analysis["fixed_files_reverted"] == ["hook_runner.py"]
+    assert analysis["undeclared"] == ["scripts/helper.py"]
