@@ -337,6 +337,40 @@ def finalize(run: str | None, archive: Path | None) -> None:
     click.echo(f"warning: {outcome.warning}", err=True)
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("directory", required=False, default="hermit-demo", type=click.Path(path_type=Path))
+def demo(directory: Path) -> None:
+    """Run the AHE loop offline on a bundled benchmark, in a new repository DIRECTORY.
+
+    The acting agent and the learners are SIMULATED (scripted programs, no model, no network,
+    no keys); the adapter, hooks, commits, notes, verdicts and rollbacks are all real.
+    """
+    from git_hermit.core.demo import run_demo
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.demo import DEMO_NOTICE
+    from git_hermit.gitio import Repo
+    from git_hermit.render.views import log_lines
+    with _progress("rollouts") as update:
+        outcome = run_demo(directory, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+    for item in outcome.training.steps:
+        _print_step(item)
+    click.echo(f"training stopped: {outcome.training.reason}")
+    click.echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
+    click.echo("")
+    click.echo("$ git hermit log")
+    for line in log_lines(load_history(open_run(Repo.discover(outcome.directory), "demo"))):
+        click.echo(line)
+    click.echo("")
+    click.echo(f"Look at it:  cd {outcome.directory}")
+    click.echo("  git hermit log                      # steps, pass@1, changes and verdicts")
+    click.echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
+    click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
+    click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
+    click.echo("")
+    click.echo(DEMO_NOTICE)
+
+
 # ------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``git-hermit`` executable."""

@@ -408,3 +408,18 @@ def scripted_evolve(workspace: Path, iteration: int, *, max_fixes: int = 1) -> s
                        + " — not re-applied.")
     summary.append("Changes:" if lines else "No change: no fixable pattern left in the reports.")
     return "\n".join(summary + lines)
+
+
+# --- the learner-session entry points the step driver calls (ScriptedLearner: workspace, prompt, key)
+
+_TRACE_PATH = re.compile(r"trajectory `([^`]+)`")
+
+
+def debugger_session(workspace: Path, prompt: str, key: str) -> str:
+    """One Agent Debugger session: the trajectories named in the query, read by the script."""
+    return scripted_debugger(prompt, [Path(p) for p in _TRACE_PATH.findall(prompt)], workspace)
+
+
+def evolve_session(workspace: Path, prompt: str, key: str) -> str:
+    """One Evolve Agent session in the learner workspace (``key`` is ``step-N``)."""
+    return scripted_evolve(workspace, int(key.rsplit("-", 1)[1]))

@@ -598,17 +598,22 @@ class Repo:
         self.git("fetch", "--quiet", "--no-tags", str(Path(path).resolve()), f"+{ref}:{ref}")
 
 
-def open_cache_repo(path: Path) -> Repo:
-    """A private repository at ``path`` (created on first use) that workers fetch bundles into.
-
-    Safe to call from several processes at once: ``git init`` on an existing repository only
-    re-initialises it. The work tree stays empty; commits are read and materialised from it.
-    """
+def init_repository(path: Path) -> Repo:
+    """``git init`` at ``path`` (an existing repository is only re-initialised) and open it."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if not (path / ".git").exists():
         env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
         proc = run_git(["init", "-q", str(path)], cwd=path, env=env)
         if proc.returncode != 0 and not (path / ".git").exists():
-            raise GitStateError(f"cannot create the worker cache repository {path}: {first_error_line(proc.stderr)}")
+            raise GitStateError(f"cannot create a repository at {path}: {first_error_line(proc.stderr)}")
     return Repo.discover(path)
+
+
+def open_cache_repo(path: Path) -> Repo:
+    """A private repository at ``path`` (created on first use) that workers fetch bundles into.
+
+    Safe to call from several processes at once: ``git init`` on an existing repository only
+    re-initialises it. The work tree stays empty; commits are read and materialised from it.
+    """
+    return init_repository(path)

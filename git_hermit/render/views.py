@@ -35,6 +35,8 @@ def _score_bits(view: StepView) -> str:
 
 def log_lines(history: RunHistory) -> list[str]:
     lines = []
+    # Step N+1's analysis describes the evaluation of step N's commit (its flips, verdicts…).
+    evaluated_by = {view.step - 1: view.analysis.body for view in history.steps if view.analysis}
     for view in history.steps:
         marks = []
         if history.best == view.commit:
@@ -45,10 +47,12 @@ def log_lines(history: RunHistory) -> list[str]:
         if marks:
             head += "  [" + ", ".join(marks) + "]"
         analysis = view.analysis.body if view.analysis else {}
-        flips = analysis.get("flips")
+        flips = evaluated_by.get(view.step, {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
         usage = _usage_bits((view.scores.usage if view.scores else None))
+        if usage.startswith("tokens 0 "):
+            usage = ""
         if usage:
             head += "  " + usage
         lines.append(head)

@@ -306,6 +306,10 @@ class AHEEvolver:
         workspace = root / "workspace"
         done = root / "result.json"
         if done.is_file():
+            # resumed after the session: learn() has just rewritten this step's history block,
+            # so the cached Evolve output goes back under it (the session is never re-run)
+            text = json.loads(done.read_text()).get("text", "")
+            records.append_history(state / "evolution_history.md", ctx.step, records.render_history_after(text))
             return workspace
         if workspace.exists():
             shutil.rmtree(workspace)
