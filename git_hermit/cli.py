@@ -188,7 +188,7 @@ def doctor(run_hosts: bool, as_json: bool) -> None:
         repo = None
     report = doctor_report(repo, run_hosts)
     if as_json:
-        click.echo(report.to_json())
+        _echo_json(report.to_json())
     else:
         click.echo(render_text(report))
 

@@ -17,6 +17,10 @@ from typing import Any, Callable, Protocol
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
 
+# The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
+# a longer prompt goes to a file in the workspace and the session is told to read it.
+PROMPT_FILE_THRESHOLD = 100_000
+
 
 @dataclass(frozen=True)
 class LearnerResult:
@@ -60,6 +64,8 @@ class SessionLearner:
         if session_dir.exists():
             shutil.rmtree(session_dir)
         (session_dir / "home").mkdir(parents=True)
+        if len(prompt.encode()) > PROMPT_FILE_THRESHOLD * 1000:
+            prompt = _prompt_by_file(workspace, prompt, f"PROMPT-{_safe(self.role)}.md")
         ctx = AgentContext(rollout_dir=session_dir, workspace=workspace, home=session_dir / "home",
                            prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
         run = agent.run(ctx)
@@ -134,6 +140,14 @@ class ScriptedLearner:
             return LearnerResult("", Usage(), False, f"{type(exc).__name__}: {exc}", time.monotonic() - start)
         usage = Usage(input_tokens=len(prompt) // 4, output_tokens=len(text) // 4)
         return LearnerResult(text, usage, bool(text.strip()), None, time.monotonic() - start, "scripted")
+
+
+def _prompt_by_file(workspace: Path, prompt: str, name: str) -> str:
+    path = workspace / ".hermit" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(prompt, encoding="utf-8")
+    return (f"Your full instructions and task are in the file .hermit/{name} in the current directory "
+            f"({len(prompt):,} characters, too long to pass here). Read all of it first, then follow it exactly.")
 
 
 def _safe(key: str) -> str:

@@ -8,6 +8,7 @@ returns small JSON plus the trajectory and hook-log bytes. The driver writes the
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import tempfile
@@ -64,17 +65,25 @@ def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
         finally:
             repo.close()
     else:
-        with _cache_lock:   # one fetch per SHA per worker process
-            cache = open_cache_repo(Path(tempfile.gettempdir()) / "git-hermit-worker-cache")
+        cache_dir = Path(tempfile.gettempdir()) / "git-hermit-worker-cache"
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        # one fetch per SHA: the thread lock serialises a worker's threads, the file lock the
+        # worker processes of one machine, which share this cache (and would race on the fetch)
+        with _cache_lock, open(cache_dir.parent / "git-hermit-worker-cache.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cache = open_cache_repo(cache_dir)
             if cache.rev_parse(job.commit) is None:
                 bundle_file = cache.git_dir / f"incoming-{job.commit}.bundle"
                 if bundle is None:
+                    cache.close()
                     raise FileNotFoundError(f"no repository and no bundle for commit {job.commit[:12]}")
                 bundle_file.write_bytes(bundle)
                 cache.bundle_fetch(bundle_file, f"refs/hermit-bundle/{job.commit}")
                 bundle_file.unlink()
-        count = cache.materialise(job.commit, job.adapter_prefix, dest)
-        cache.close()
+        try:
+            count = cache.materialise(job.commit, job.adapter_prefix, dest)
+        finally:
+            cache.close()
     if count == 0:
         raise FileNotFoundError(f"commit {job.commit[:12]} has no {job.adapter_prefix}/ directory")
 

@@ -1,0 +1,98 @@
+"""The Evolve Agent as a real Codex CLI session against the scripted model server: the model's
+shell commands edit a skill and write the change manifest, and `git hermit step` commits the
+skill edit with its manifest note. Skipped (with the reason) when Codex is not installed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+import yaml
+
+from cli_helpers import hermit
+from conftest import git
+from git_hermit.hosts.locate import find_host_cli, find_node
+from git_hermit.hosts.model_server import ScriptedModelServer, Turn
+from git_hermit.learners import PROMPT_FILE_THRESHOLD, make_learner
+from step_support import RUN, calls, env_for, make_run
+
+SKILL = "adapter/.agents/skills/debug-failing-test/SKILL.md"
+RULE = "\n7. Before answering, read MEMORY.md for answers you learned earlier.\n"
+MANIFEST = {"iteration": 1, "changes": [{
+    "id": "chg-skill", "type": "improvement", "description": "teach the skill to read the memory first",
+    "files": [".agents/skills/debug-failing-test/SKILL.md"], "failure_pattern": "answers not looked up",
+    "predicted_fixes": ["t1"], "risk_tasks": [], "component": "skill"}]}
+
+
+def require_codex():
+    if find_node() is None:
+        pytest.skip("node is not installed")
+    cli = find_host_cli("codex")
+    if cli is None:
+        pytest.skip("the codex CLI is not installed (scripts/install-hosts.sh)")
+    return cli
+
+
+def _codex_evolver(repo, server: ScriptedModelServer) -> None:
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["evolver"].update(base="codex", model={
+        "name": "scripted-model", "provider": {"base_url": f"{server.base_url}/v1", "env_key": "SCRIPTED_API_KEY"}})
+    config["evolver"].pop("scripted")
+    config["evolver"]["params"]["debugger"] = {"enabled": False}
+    config["evolver"]["params"]["evolve_timeout_s"] = 120
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+@pytest.mark.hosts
+def test_evolve_session_through_real_codex_commits_the_skill_edit(repo):
+    require_codex()
+    control = make_run(repo, {"t1": "4"}, k=1)
+    script = [
+        Turn.shell(f"printf %s {shlex.quote(RULE)} >> {SKILL} && ./check_spec"),
+        Turn.shell(f"printf %s {shlex.quote(json.dumps(MANIFEST))} > state/change_manifest.json"),
+        Turn.say("Added a memory look-up step to the skill; manifest written."),
+    ]
+    with ScriptedModelServer(script) as server:
+        _codex_evolver(repo, server)
+        r = hermit(repo, "step", env={**env_for(control), "SCRIPTED_API_KEY": "test-key"}, timeout=300)
+        requests = server.model_requests()
+    assert r.code == 0, r.out + r.err
+    assert calls(control, "evolve") == [] and calls(control, "debugger") == []   # Codex ran, not the script
+    assert len(requests) >= 3
+    first = requests[0].text()
+    assert "state/change_manifest.json" in first and "check_spec" in first      # START.md + query reached it
+    assert "test-key" not in r.out + r.err
+    seed = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0000").strip()
+    tip = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0001").strip()
+    assert git(repo, "rev-list", f"{seed}..{tip}").split() == [tip]
+    assert git(repo, "diff", "--name-only", seed, tip).split() == [SKILL]
+    assert git(repo, "show", f"{tip}:{SKILL}").endswith(RULE)
+    assert "Hermit-Change: chg-skill" in git(repo, "log", "-1", "--format=%(trailers:only,unfold)", tip)
+    note = json.loads(git(repo, "notes", "--ref=hermit/manifest", "show", tip))
+    assert [(c["id"], c["files"], c["predicted_fixes"]) for c in note["changes"]] == \
+        [("chg-skill", [".agents/skills/debug-failing-test/SKILL.md"], ["t1"])]
+    result = json.loads((repo / ".hermit" / "runs" / RUN / "step-0001" / "evolve" / "result.json").read_text())
+    assert result["ok"] and "memory look-up" in result["text"]
+    ledger = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip))["ledger"]
+    assert ledger["evolve"]["input_tokens"] > 0
+
+
+@pytest.mark.hosts
+def test_a_prompt_too_long_for_argv_reaches_codex_through_a_file(tmp_path, monkeypatch):
+    require_codex()
+    monkeypatch.setenv("SCRIPTED_API_KEY", "test-key")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    prompt = "Follow these rules.\n" + "x" * (PROMPT_FILE_THRESHOLD * 2) + "\nEND-OF-PROMPT\n"
+    script = [Turn.shell("ls .hermit > seen.txt && tail -c 15 .hermit/*.md >> seen.txt"), Turn.say("read it")]
+    with ScriptedModelServer(script) as server:
+        learner = make_learner({"base": "codex", "model": {"name": "scripted-model", "provider": {
+            "base_url": f"{server.base_url}/v1", "env_key": "SCRIPTED_API_KEY"}}}, "evolve")
+        answer = learner.ask(workspace, prompt, timeout_s=120, key="step-1")
+        requests = server.model_requests()
+    assert answer.ok, answer.error
+    assert answer.text == "read it"
+    seen = (workspace / "seen.txt").read_text()
+    assert "END-OF-PROMPT" in seen
+    assert len(requests[0].text()) < PROMPT_FILE_THRESHOLD          # the instruction, not the prompt
