@@ -151,7 +151,11 @@ def rollback(target: str, reason: str, run: str | None) -> None:
     """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
     from git_hermit.core.rollback import rollback as do_rollback
     from git_hermit.core.runs import open_run
-    result = do_rollback(open_run(_repo(), run), target, reason)
+    from git_hermit.gitio import RunLock
+    repo = _repo()
+    ctx = open_run(repo, run)
+    with RunLock(repo, ctx.run, "git hermit rollback"):
+        result = do_rollback(open_run(repo, ctx.run), target, reason)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
     click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) restored in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")

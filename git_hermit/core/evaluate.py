@@ -162,11 +162,11 @@ def comparison_record(baseline_commit: str, comparison: stats.Comparison) -> CIR
 
 
 def step_of(ctx: RunContext, commit: str) -> int:
-    """The step whose branch tip is ``commit`` (else the run's latest step)."""
+    """The step whose rollouts evaluate ``commit``: step N evaluates the tip of step N-1."""
     for n, sha in ctx.steps:
         if sha == commit:
-            return n
-    return ctx.tip[0]
+            return n + 1
+    return ctx.tip[0] + 1
 
 
 def rollout_commit(ctx: RunContext, rev: str | None, split: str, *, k: int | None = None,

@@ -16,7 +16,8 @@ from typing import Callable
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import step_message
-from git_hermit.core.evaluate import (comparison_record, load_benchmark, read_scores, run_split, scores_record)
+from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, read_scores, run_split,
+                                     scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict
@@ -119,7 +120,9 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     here.mkdir(parents=True, exist_ok=True)
     say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
     bench = load_benchmark(config, "train", k=params.get("k"))
-    ev = run_split(repo, config, bench, evaluated, here, on_progress=on_progress, step=n)
+    # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
+    rollouts_home = eval_dir(ctx, evaluated, "train")
+    ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n)
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
     if history:
@@ -146,7 +149,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     template = load_template(config.template)
     step_ctx = StepContext(
         repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
-        results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=here / "rollouts",
+        results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
         best=best, ledger=ledger, learner=_learner_factory(ctx),
         revert_files=_revert_files(repo, config.adapter),
@@ -168,13 +171,13 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     for planned in result.commits:
         extra = list(planned.trailers)
         if planned.manifest is not None:
-            note = dumps("manifest", planned.manifest)
+            note = redact(dumps("manifest", planned.manifest))
             extra.append(("Hermit-Manifest", content_hash(note)))
         if planned.reverts:
             extra.append(("Hermit-Reverts", planned.reverts))
             if planned.verdict:
                 extra.append(("Hermit-Verdict", planned.verdict))
-        message = step_message(run=ctx.run, step=n, evolver=evolver, summary=planned.summary,
+        message = step_message(run=ctx.run, step=n, evolver=evolver, summary=redact(planned.summary),
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
         tip = repo.write_commit(tip, files, message)
@@ -269,6 +272,11 @@ class FinalizeOutcome:
 
 def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None) -> FinalizeOutcome:
     ctx = open_run(repo, run)
+    with RunLock(repo, ctx.run, "git hermit finalize"):
+        return _finalize_locked(repo, open_run(repo, ctx.run), archive)
+
+
+def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> FinalizeOutcome:
     mode = ctx.config.evolver_params().get("final", "best_ever")
     if mode not in ("best_ever", "last"):
         raise ConfigError(f"evolver.params.final must be best_ever or last, not {mode!r}")

@@ -64,7 +64,7 @@ class SessionLearner:
         if session_dir.exists():
             shutil.rmtree(session_dir)
         (session_dir / "home").mkdir(parents=True)
-        if len(prompt.encode()) > PROMPT_FILE_THRESHOLD * 1000:
+        if len(prompt.encode()) > PROMPT_FILE_THRESHOLD:
             prompt = _prompt_by_file(workspace, prompt, f"PROMPT-{_safe(self.role)}.md")
         ctx = AgentContext(rollout_dir=session_dir, workspace=workspace, home=session_dir / "home",
                            prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from git_hermit.model.rollout import RolloutResult
+from git_hermit.redact import redact
 from git_hermit.rollouts.executors import ExecutorHandle
 from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
 
@@ -64,11 +65,18 @@ def read_result(directory: Path, commit: str | None = None, agent: str | None = 
 
 
 def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
-    """Write the artefacts, then result.json last (so its presence means 'finished')."""
+    """Write the artefacts, then result.json last (so its presence means 'finished').
+
+    Everything is redacted first: learners read these files, and no secret from the
+    environment may reach a learner, a note or a report.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in output.files.items():
-        atomic_write(directory / name, data)
+        atomic_write(directory / name, redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
     result = RolloutResult.from_dict(output.result)
+    result = result.with_(final_answer=redact(result.final_answer) if result.final_answer else result.final_answer,
+                          verifier_output=redact(result.verifier_output),
+                          error=redact(result.error) if result.error else result.error)
     atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     return result
 
