@@ -21,7 +21,7 @@ from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts.locate import find_host_cli
 from git_hermit.hosts.model_server import ScriptedModelServer, Turn
 from git_hermit.rollouts.agents import AgentContext, make_agent
-from git_hermit.rollouts.process import run_process
+from git_hermit.rollouts.process import KILL_GRACE_S, run_process
 
 
 def run(argv: list[str], tmp_path: Path, timeout_s: float):
@@ -30,13 +30,15 @@ def run(argv: list[str], tmp_path: Path, timeout_s: float):
 
 
 def test_run_process_timeout_kills_children_that_ignore_sigterm(tmp_path):
+    # both the leader and its background child ignore SIGTERM: after the grace period the
+    # group's SIGKILL must reach the child too, before it wakes up at 3 s
     marker = tmp_path / "marker"
-    script = f"(trap '' TERM; sleep 1.5; touch {marker}) & trap '' TERM; sleep 30"
+    script = f"(trap '' TERM; sleep 3; touch {marker}) & trap '' TERM; sleep 30"
     started = time.monotonic()
     outcome = run(["sh", "-c", script], tmp_path, timeout_s=0.5)
     assert outcome.timed_out and outcome.returncode is None
-    assert time.monotonic() - started < 5       # SIGTERM grace (2 s) then SIGKILL, not 30 s
-    time.sleep(max(0.0, started + 2.0 - time.monotonic()))
+    assert KILL_GRACE_S <= time.monotonic() - started < 0.5 + KILL_GRACE_S + 2
+    time.sleep(max(0.0, started + 3.5 - time.monotonic()))
     assert not marker.exists()
 
 

@@ -230,3 +230,17 @@ def test_fixed_file_edit_reverted_and_undeclared_edits_committed_apart(repo):
     analysis = note(repo, "analysis", tip)
     assert analysis["fixed_files_reverted"] == ["hook_runner.py"]
     assert analysis["undeclared"] == ["scripts/helper.py"]
+
+
+@pytest.mark.parametrize("spelling", [".agents/skills/debug-failing-test/SKILL.md",
+                                      "./.agents/skills/debug-failing-test/SKILL.md",
+                                      "adapter/.agents/skills/debug-failing-test/SKILL.md"])
+def test_manifest_paths_name_the_same_adapter_file(repo, spelling):
+    skill = ".agents/skills/debug-failing-test/SKILL.md"
+    control = make_run(repo, {"t1": "4"}, k=1)
+    plan(control, 1, append={skill: "\n7. Read MEMORY.md first.\n"}, changes=[change("chg-1", [spelling])])
+    run_step(repo, control)
+    seed, tip = rev(repo, step_ref(0)), rev(repo, step_ref(1))
+    assert chain(repo, tip, seed) == [tip] and "Hermit-Change: chg-1" in trailers(repo, tip)
+    assert git(repo, "diff", "--name-only", seed, tip).split() == [f"adapter/{skill}"]
+    assert note(repo, "manifest", tip)["changes"][0]["files"] == [skill]
