@@ -185,3 +185,9 @@ def refs(repo: Path) -> str:
 
 def step_dir(repo: Path, step: int) -> Path:
     return repo / ".hermit" / "runs" / RUN / f"step-{step:04d}"
+
+
+def rollouts_dir(repo: Path, step: int) -> Path:
+    """Where step ``step`` runs its rollouts: the evaluated commit's (shared with `git hermit rollout`)."""
+    commit = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-{step - 1:04d}").strip()
+    return repo / ".hermit" / "runs" / RUN / "evals" / f"{commit[:12]}-train" / "rollouts"

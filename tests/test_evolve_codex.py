@@ -48,8 +48,9 @@ def _codex_evolver(repo, server: ScriptedModelServer) -> None:
 def test_evolve_session_through_real_codex_commits_the_skill_edit(repo):
     require_codex()
     control = make_run(repo, {"t1": "4"}, k=1)
+    (repo / "AGENTS.md").write_text("USER-PROJECT-RULES: this repository's own instructions\n")
     script = [
-        Turn.shell(f"printf %s {shlex.quote(RULE)} >> {SKILL} && ./check_spec"),
+        Turn.shell(f"printf %s {shlex.quote(RULE)} >> {SKILL}; ./check_spec > check.txt 2>&1; echo rc=$? >> check.txt"),
         Turn.shell(f"printf %s {shlex.quote(json.dumps(MANIFEST))} > state/change_manifest.json"),
         Turn.say("Added a memory look-up step to the skill; manifest written."),
     ]
@@ -62,6 +63,8 @@ def test_evolve_session_through_real_codex_commits_the_skill_edit(repo):
     assert len(requests) >= 3
     first = requests[0].text()
     assert "state/change_manifest.json" in first and "check_spec" in first      # START.md + query reached it
+    # the session is rooted in its own workspace, not in the user's repository around it
+    assert not any("USER-PROJECT-RULES" in q.text() for q in requests)
     assert "test-key" not in r.out + r.err
     seed = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0000").strip()
     tip = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0001").strip()
@@ -72,7 +75,9 @@ def test_evolve_session_through_real_codex_commits_the_skill_edit(repo):
     note = json.loads(git(repo, "notes", "--ref=hermit/manifest", "show", tip))
     assert [(c["id"], c["files"], c["predicted_fixes"]) for c in note["changes"]] == \
         [("chg-skill", [".agents/skills/debug-failing-test/SKILL.md"], ["t1"])]
-    result = json.loads((repo / ".hermit" / "runs" / RUN / "step-0001" / "evolve" / "result.json").read_text())
+    evolve = repo / ".hermit" / "runs" / RUN / "step-0001" / "evolve"
+    assert (evolve / "workspace" / "check.txt").read_text().strip().endswith("rc=0")   # its tool works
+    result = json.loads((evolve / "result.json").read_text())
     assert result["ok"] and "memory look-up" in result["text"]
     ledger = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip))["ledger"]
     assert ledger["evolve"]["input_tokens"] > 0

@@ -9,7 +9,6 @@ change nothing, and `eval --baseline` prints a paired CI and the flips.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess

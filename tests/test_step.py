@@ -5,6 +5,7 @@ files, undeclared edits). Real git and the real executable; only the learners ar
 from __future__ import annotations
 
 import json
+import tarfile
 
 import pytest
 
@@ -97,9 +98,13 @@ def test_best_ever_moves_only_on_strictly_higher_pass_rate(repo):
     run_step(repo, control)                                  # step 3: step 2's tip scores 0.5
     assert note(repo, "scores", rev(repo, step_ref(2)))["pass_at_1"] == 0.5
     assert rev(repo, BEST) == rev(repo, step_ref(2))
-    r = hermit(repo, "finalize", env=env_for(control))
+    archive = repo.parent / "final.tar.gz"
+    r = hermit(repo, "finalize", "--archive", str(archive), env=env_for(control))
     assert r.code == 0, r.err
     assert rev(repo, f"refs/tags/hermit/{RUN}/final") == rev(repo, step_ref(2))
+    with tarfile.open(archive) as tar:
+        memory = tar.extractfile("adapter/MEMORY.md").read().decode()
+    assert memory == git(repo, "show", f"{step_ref(2)}:adapter/MEMORY.md")
 
 
 # --- verdicts and rollback ---------------------------------------------------------------------
@@ -118,8 +123,8 @@ def _three_steps(repo, rollback: str, *, step2: dict, step3_change: bool = True)
     return control
 
 
-HARMFUL_STEP2 = dict(append={"MEMORY.md": memory_lines({"t2": "8"})},
-                     changes=[change("chg-2", ["MEMORY.md"], fixes=["t3"], risks=["t2"])])
+HARMFUL_STEP2 = dict(append={"MEMORY.md": memory_lines({"t2": "8"})}, write={"scripts/helper.py": "print(2)\n"},
+                     changes=[change("chg-2", ["MEMORY.md", "scripts/helper.py"], fixes=["t3"], risks=["t2"])])
 
 
 def test_verdict_notes_log_and_rollback_auto(repo):
@@ -136,7 +141,8 @@ def test_verdict_notes_log_and_rollback_auto(repo):
     assert git(repo, "rev-parse", f"{rollback}^").strip() == tip2
     t = trailers(repo, rollback)
     assert f"Hermit-Reverts: {tip2}" in t and "Hermit-Verdict: HARMFUL" in t
-    assert tree(repo, rollback) == tree(repo, tip1)                 # the files restored exactly
+    assert git(repo, "diff", "--name-only", tip1, tip2).split() == ["adapter/MEMORY.md", "adapter/scripts/helper.py"]
+    assert tree(repo, rollback) == tree(repo, tip1)                 # the files restored exactly (a new one deleted)
     assert "Hermit-Change: chg-3" in trailers(repo, evolved)
     analysis = note(repo, "analysis", tip3)
     assert analysis["rollbacks"] == [{"change_id": "chg-2", "commit": tip2, "verdict": "HARMFUL"}]
@@ -156,6 +162,11 @@ def test_verdict_notes_log_and_rollback_auto(repo):
     assert s3["rollbacks"] == [{"commit": rollback, "reverts": tip2, "verdict": "HARMFUL"}]
     assert [c["id"] for c in s3["changes"]] == ["chg-3"] and s3["changes"][0].get("verdict") is None
     assert s3["pass_at_1"] is None and s3["analysis"]["verdicts"] == {"chg-2": "HARMFUL"}
+    # show: the change with its manifest and the verdict the next step gave it
+    r = hermit(repo, "show", "step-2")
+    assert r.code == 0 and "verdict: HARMFUL (step 3)" in r.out and "risks realised: t2" in r.out
+    shown = json.loads(hermit(repo, "show", "step-2", "--json").out)
+    assert [(c["commit"], c["verdict"]["verdict"]) for c in shown["commits"]] == [(tip2, "HARMFUL")]
 
 
 def test_rollback_agent_only_reports(repo):

@@ -15,7 +15,7 @@ import pytest
 from cli_helpers import hermit
 from conftest import git
 from step_support import (RUN, calls, change, env_for, kill_group, make_run, memory_lines, plan, refs,
-                          start_step, step_dir, wait_for)
+                          rollouts_dir, start_step, step_dir, wait_for)
 
 ANSWERS = {"t1": "4", "t2": "7"}
 STEP1 = f"refs/heads/hermit/{RUN}/step-0001"
@@ -61,7 +61,7 @@ def _kill_in(repo: Path, control: Path, hold: str, ready) -> None:
 
 def test_kill_during_rollouts_resumes_without_rerunning_finished_ones(repo):
     control = _run(repo)
-    rollouts = step_dir(repo, 1) / "rollouts"
+    rollouts = rollouts_dir(repo, 1)
     _kill_in(repo, control, "agent-t2", lambda: all(
         (rollouts / "t1" / str(i) / "result.json").is_file() and (control / f"held-agent-t2#{i}").exists()
         for i in (1, 2)))

@@ -284,6 +284,12 @@ def _precompile(python: str, runtime: Path) -> None:
     PYTHONDONTWRITEBYTECODE set, and compiling the runner on every call doubles its cost.
     A middleware that does not compile is not an error here: its hooks fail open and log it,
     and check_spec reports it."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        # Same interpreter (the usual case, e.g. every rollout): same bytecode magic, so compile
+        # in-process and save a ~40 ms interpreter start per deployment.
+        import compileall
+        compileall.compile_dir(str(runtime), maxlevels=0, quiet=2)
+        return
     code = "import compileall,sys; compileall.compile_dir(sys.argv[1], maxlevels=0, quiet=2)"
     try:
         result = subprocess.run([python, "-S", "-c", code, str(runtime)], capture_output=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,11 +65,19 @@ class SessionLearner:
         if session_dir.exists():
             shutil.rmtree(session_dir)
         (session_dir / "home").mkdir(parents=True)
-        if len(prompt.encode()) > PROMPT_FILE_THRESHOLD:
-            prompt = _prompt_by_file(workspace, prompt, f"PROMPT-{_safe(self.role)}.md")
-        ctx = AgentContext(rollout_dir=session_dir, workspace=workspace, home=session_dir / "home",
-                           prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
-        run = agent.run(ctx)
+        # The workspace lives inside the user's repository (.hermit/runs/…); run the session in a
+        # copy outside it, so the CLI does not load that repository's AGENTS.md / CLAUDE.md or
+        # project .codex/.claude settings and hooks as its own. The edits are copied back.
+        with tempfile.TemporaryDirectory(prefix=f"hermit-{_safe(self.role)}-") as tmp:
+            place = Path(tmp) / "workspace"
+            shutil.copytree(workspace, place, symlinks=True)
+            if len(prompt.encode()) > PROMPT_FILE_THRESHOLD:
+                prompt = _prompt_by_file(place, prompt, f"PROMPT-{_safe(self.role)}.md")
+            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=session_dir / "home",
+                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
+            run = agent.run(ctx)
+            shutil.rmtree(workspace)
+            shutil.copytree(place, workspace, symlinks=True)
         ok = run.error is None and not run.timed_out and bool(run.final_answer)
         return LearnerResult(run.final_answer or "", run.usage, ok,
                              None if ok else (run.error or "the session gave no answer"), run.duration_s, run.model)

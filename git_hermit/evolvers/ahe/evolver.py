@@ -381,16 +381,12 @@ class AHEEvolver:
             if unknown:
                 return [], raw, [f"{change.id} names unknown task(s): {', '.join(unknown[:5])}"]
             for rel in change.files:
-                clean = rel.strip().lstrip("./") if rel.startswith("./") else rel.strip()
-                if clean.startswith("adapter/"):
-                    clean = clean[len("adapter/"):]
+                clean = _adapter_relative(rel)
                 if clean.startswith("/") or ".." in Path(clean).parts:
                     return [], raw, [f"{change.id} lists {rel!r}, outside the adapter"]
                 if is_fixed(template, clean) or not is_learnable(template, clean):
                     return [], raw, [f"{change.id} lists {rel!r}, which is not a learnable adapter file"]
-            changes.append(Change(**{**change.__dict__, "files": tuple(
-                (f[len("adapter/"):] if f.startswith("adapter/") else f.lstrip("./") if f.startswith("./") else f)
-                for f in change.files)}))
+            changes.append(Change(**{**change.__dict__, "files": tuple(_adapter_relative(f) for f in change.files)}))
         return changes, raw, []
 
     def _changes(self, ctx: StepContext, base_dir: Path, workspace: Path, rolled_back: list[_Rollback],
@@ -453,6 +449,15 @@ class AHEEvolver:
                 body="Edits the Evolve Agent made without declaring them in its manifest:\n"
                      + "\n".join(f"- {p}" for p in undeclared), change_id="undeclared"))
             result.analysis["undeclared"] = sorted(undeclared)
+
+
+def _adapter_relative(rel: str) -> str:
+    """A manifest path relative to the adapter: ``./x``, ``adapter/x`` and ``x`` are the same file
+    (only whole ``./`` prefixes go: ``.agents/…`` keeps its dot)."""
+    clean = rel.strip()
+    while clean.startswith("./"):
+        clean = clean[2:]
+    return clean[len("adapter/"):] if clean.startswith("adapter/") else clean
 
 
 def _safe(name: str) -> str:
