@@ -70,6 +70,22 @@ class HostCLIAgent:
         env_key = provider.get("env_key")
         return {env_key: os.environ[env_key]} if env_key and env_key in os.environ else {}
 
+    def _copy_login(self, default_dir: str, dest: Path, names: tuple[str, ...]) -> None:
+        """With ``login:`` (or ``home:``), the user's own login files go into the private home."""
+        if self.cfg.get("login") or self.cfg.get("home"):
+            source = Path(os.path.expanduser(self.cfg.get("home") or str(real_home() / default_dir)))
+            copy_login_files(source, dest, names)
+
+    def _command(self, ctx: AgentContext) -> tuple[list[str], dict[str, str]]:
+        """The host's argv and environment for one run (config written into ``ctx.home``)."""
+        raise NotImplementedError
+
+    def run(self, ctx: AgentContext) -> AgentRun:
+        argv, env = self._command(ctx)
+        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
+                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
+        return self._finish(ctx, outcome, ctx.trajectory_path)
+
     def _finish(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
         summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
         answer = summary.final_answer if summary else None
@@ -114,20 +130,15 @@ class CodexAgent(HostCLIAgent):
                 lines.append(f"env_key = {_toml_str(provider['env_key'])}")
         return "\n".join(lines) + "\n"
 
-    def run(self, ctx: AgentContext) -> AgentRun:
+    def _command(self, ctx: AgentContext) -> tuple[list[str], dict[str, str]]:
         codex_home = ctx.home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
         (codex_home / "config.toml").write_text(self._config_toml())
-        if self.cfg.get("login") or self.cfg.get("home"):
-            source = Path(os.path.expanduser(self.cfg.get("home") or str(real_home() / ".codex")))
-            copy_login_files(source, codex_home, CODEX_LOGIN_FILES)
+        self._copy_login(".codex", codex_home, CODEX_LOGIN_FILES)
         # The deployment's project-layer .codex/hooks.json runs under --dangerously-bypass-hook-trust;
         # copying it into CODEX_HOME too would make every hook fire twice.
         env = ctx.base_env() | self._auth_env() | {"CODEX_HOME": str(codex_home), "RUST_LOG": "warn"}
-        argv = [str(self.binary), *CODEX_EXEC_FLAGS, *self.cfg.get("args", []), ctx.prompt]
-        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
-                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
-        return self._finish(ctx, outcome, ctx.trajectory_path)
+        return [str(self.binary), *CODEX_EXEC_FLAGS, *self.cfg.get("args", []), ctx.prompt], env
 
 
 @dataclass
@@ -135,7 +146,7 @@ class ClaudeCodeAgent(HostCLIAgent):
     host: str = "claude-code"
     name: str = "claude-code"
 
-    def run(self, ctx: AgentContext) -> AgentRun:
+    def _command(self, ctx: AgentContext) -> tuple[list[str], dict[str, str]]:
         config_dir = ctx.home / ".claude"
         config_dir.mkdir(parents=True, exist_ok=True)
         env = ctx.base_env() | CLAUDE_ENV | {"CLAUDE_CONFIG_DIR": str(config_dir)}
@@ -147,15 +158,11 @@ class ClaudeCodeAgent(HostCLIAgent):
         env_key = provider.get("env_key") or "ANTHROPIC_API_KEY"
         if env_key in os.environ:
             env["ANTHROPIC_API_KEY"] = os.environ[env_key]
-        if self.cfg.get("login") or self.cfg.get("home"):
-            source = Path(os.path.expanduser(self.cfg.get("home") or str(real_home() / ".claude")))
-            copy_login_files(source, config_dir, CLAUDE_LOGIN_FILES)
+        self._copy_login(".claude", config_dir, CLAUDE_LOGIN_FILES)
         argv = [str(self.binary), "-p", ctx.prompt, *CLAUDE_FLAGS, *self.cfg.get("args", [])]
         if self.cfg.get("model"):
             argv += ["--model", self.cfg["model"]]
-        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
-                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
-        return self._finish(ctx, outcome, ctx.trajectory_path)
+        return argv, env
 
 
 @dataclass
@@ -163,7 +170,7 @@ class PiAgent(HostCLIAgent):
     host: str = "pi"
     name: str = "pi"
 
-    def run(self, ctx: AgentContext) -> AgentRun:
+    def _command(self, ctx: AgentContext) -> tuple[list[str], dict[str, str]]:
         agent_dir = ctx.home / ".pi" / "agent"
         agent_dir.mkdir(parents=True, exist_ok=True)
         provider = self.cfg.get("provider") or {}
@@ -182,7 +189,4 @@ class PiAgent(HostCLIAgent):
             argv += ["--model", f"hermit/{model}"]
         elif self.cfg.get("model"):
             argv += ["--model", model]
-        argv += [*self.cfg.get("args", []), ctx.prompt]
-        outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
-                              stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
-        return self._finish(ctx, outcome, ctx.trajectory_path)
+        return [*argv, *self.cfg.get("args", []), ctx.prompt], env
