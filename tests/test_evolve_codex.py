@@ -1,6 +1,7 @@
-"""The Evolve Agent as a real Codex CLI session against the scripted model server: the model's
+"""The learners as real Codex CLI sessions against the scripted model server: the Evolve Agent's
 shell commands edit a skill and write the change manifest, and `git hermit step` commits the
-skill edit with its manifest note. Skipped (with the reason) when Codex is not installed."""
+skill edit with its manifest note; the Agent Debugger's report reaches it; a prompt too long for
+argv goes through a file. Skipped (with the reason) when Codex is not installed."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ MANIFEST = {"iteration": 1, "changes": [{
     "id": "chg-skill", "type": "improvement", "description": "teach the skill to read the memory first",
     "files": [".agents/skills/debug-failing-test/SKILL.md"], "failure_pattern": "answers not looked up",
     "predicted_fixes": ["t1"], "risk_tasks": [], "component": "skill"}]}
+EVOLVE = [
+    Turn.shell(f"printf %s {shlex.quote(RULE)} >> {SKILL}; ./check_spec > check.txt 2>&1; echo rc=$? >> check.txt"),
+    Turn.shell(f"printf %s {shlex.quote(json.dumps(MANIFEST))} > state/change_manifest.json"),
+    Turn.say("Added a memory look-up step to the skill; manifest written."),
+]
 
 
 def require_codex():
@@ -34,12 +40,12 @@ def require_codex():
     return cli
 
 
-def _codex_evolver(repo, server: ScriptedModelServer) -> None:
+def _codex_evolver(repo, server: ScriptedModelServer, *, debugger: bool = False) -> None:
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     config["evolver"].update(base="codex", model={
         "name": "scripted-model", "provider": {"base_url": f"{server.base_url}/v1", "env_key": "SCRIPTED_API_KEY"}})
     config["evolver"].pop("scripted")
-    config["evolver"]["params"]["debugger"] = {"enabled": False}
+    config["evolver"]["params"]["debugger"] = {"enabled": debugger, "retries": 1, "timeout_s": 120}
     config["evolver"]["params"]["evolve_timeout_s"] = 120
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
@@ -49,12 +55,7 @@ def test_evolve_session_through_real_codex_commits_the_skill_edit(repo):
     require_codex()
     control = make_run(repo, {"t1": "4"}, k=1)
     (repo / "AGENTS.md").write_text("USER-PROJECT-RULES: this repository's own instructions\n")
-    script = [
-        Turn.shell(f"printf %s {shlex.quote(RULE)} >> {SKILL}; ./check_spec > check.txt 2>&1; echo rc=$? >> check.txt"),
-        Turn.shell(f"printf %s {shlex.quote(json.dumps(MANIFEST))} > state/change_manifest.json"),
-        Turn.say("Added a memory look-up step to the skill; manifest written."),
-    ]
-    with ScriptedModelServer(script) as server:
+    with ScriptedModelServer(EVOLVE) as server:
         _codex_evolver(repo, server)
         r = hermit(repo, "step", env={**env_for(control), "SCRIPTED_API_KEY": "test-key"}, timeout=300)
         requests = server.model_requests()
@@ -81,6 +82,32 @@ def test_evolve_session_through_real_codex_commits_the_skill_edit(repo):
     assert result["ok"] and "memory look-up" in result["text"]
     ledger = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip))["ledger"]
     assert ledger["evolve"]["input_tokens"] > 0
+
+
+@pytest.mark.hosts
+def test_debugger_and_evolve_sessions_both_through_real_codex(repo):
+    require_codex()
+    control = make_run(repo, {"t1": "4"}, k=1)
+    report = "DEBUGGER-MARK: the agent answered without looking the answer up."
+
+    def script(body: dict, tool_results: int) -> Turn:
+        if "change_manifest.json" in json.dumps(body):          # the Evolve Agent's session
+            return EVOLVE[min(tool_results, len(EVOLVE) - 1)]
+        return Turn.say(report + "\n\n## Fix\nLook the answer up in MEMORY.md.")
+
+    with ScriptedModelServer(script) as server:
+        _codex_evolver(repo, server, debugger=True)
+        r = hermit(repo, "step", env={**env_for(control), "SCRIPTED_API_KEY": "test-key"}, timeout=300)
+        requests = server.model_requests()
+    assert r.code == 0, r.out + r.err
+    step = repo / ".hermit" / "runs" / RUN / "step-0001"
+    assert json.loads((step / "debugger" / "t1.json").read_text())["response"].startswith(report)
+    evolve_requests = [q for q in requests if "change_manifest.json" in json.dumps(q.body)]
+    assert evolve_requests and "DEBUGGER-MARK" in evolve_requests[0].text()   # the report reached Evolve
+    tip = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0001").strip()
+    assert "Hermit-Change: chg-skill" in git(repo, "log", "-1", "--format=%(trailers:only,unfold)", tip)
+    ledger = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip))["ledger"]
+    assert ledger["debugger"]["input_tokens"] > 0 and ledger["evolve"]["input_tokens"] > 0
 
 
 @pytest.mark.hosts

@@ -255,3 +255,31 @@ def test_manifest_paths_name_the_same_adapter_file(repo, spelling):
     assert chain(repo, tip, seed) == [tip] and "Hermit-Change: chg-1" in trailers(repo, tip)
     assert git(repo, "diff", "--name-only", seed, tip).split() == [f"adapter/{skill}"]
     assert note(repo, "manifest", tip)["changes"][0]["files"] == [skill]
+
+
+def test_changes_declared_together_are_rolled_back_in_one_commit(repo):
+    # chg-a and chg-b both edit MEMORY.md, so they share one commit; both regress their risk
+    step2 = dict(append={"MEMORY.md": memory_lines({"t1": "5", "t2": "8"})},
+                 changes=[change("chg-a", ["MEMORY.md"], fixes=["t3"], risks=["t1"]),
+                          change("chg-b", ["MEMORY.md"], fixes=["t3"], risks=["t2"])])
+    _three_steps(repo, "auto", step2=step2, step3_change=False)
+    tip1, tip2, tip3 = (rev(repo, step_ref(n)) for n in (1, 2, 3))
+    assert chain(repo, tip2, tip1) == [tip2]
+    assert chain(repo, tip3, tip2) == [tip3]                           # one rollback, not one per change
+    assert git(repo, "log", "-1", "--format=%s", tip3).strip().endswith("rollback chg-a, chg-b (HARMFUL)")
+    assert f"Hermit-Reverts: {tip2}" in trailers(repo, tip3)
+    assert tree(repo, tip3) == tree(repo, tip1)
+    assert note(repo, "analysis", tip3)["verdicts"] == {"chg-a": "HARMFUL", "chg-b": "HARMFUL"}
+
+
+@pytest.mark.xfail(strict=True, reason="a verdicts note holds one Verdict per commit: changes declared "
+                                       "together share a commit, so all but the last one's verdict is lost")
+def test_every_change_of_a_shared_commit_keeps_its_verdict(repo):
+    control = make_run(repo, {"t1": "4", "t2": "7", "t3": "9"}, k=1, allow_early_stop=False)
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4", "t2": "7"})},
+         changes=[change("chg-a", ["MEMORY.md"], fixes=["t1"]), change("chg-b", ["MEMORY.md"], fixes=["t3"])])
+    run_step(repo, control)
+    run_step(repo, control)
+    step1 = json.loads(hermit(repo, "log", "--json").out)["steps"][1]
+    assert {c["id"]: (c.get("verdict") or {}).get("verdict") for c in step1["changes"]} == \
+        {"chg-a": "EFFECTIVE", "chg-b": "INEFFECTIVE"}

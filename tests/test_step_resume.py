@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
-
-import pytest
 
 from cli_helpers import hermit
 from conftest import git

@@ -220,15 +220,21 @@ class AHEEvolver:
             saved = self._read_json(ctx.step_dir / "evolve" / "rollbacks.json") or {}
             undone = saved.get("undone", {})
             kept = [r for r in kept if r.change_id in saved.get("kept", [])]
-        for r in kept:
+        by_commit: dict[str, list[_Rollback]] = {}
+        for r in kept:   # changes declared together share one commit: revert it once
+            by_commit.setdefault(r.commit, []).append(r)
+        for commit, group in by_commit.items():
+            judged = ", ".join(f"{r.change_id} {r.verdict}" for r in group)
+            verdicts = list(dict.fromkeys(r.verdict for r in group))
             result.commits.append(PlannedCommit(
-                files=r.files, summary=f"rollback {r.change_id} ({r.verdict})",
-                body=f"rollback: auto. Step {ctx.step}'s rollouts judged {r.change_id} {r.verdict}; "
-                     f"its files are restored to their state before {r.commit[:12]}.",
-                reverts=r.commit, verdict=r.verdict))
-            verdict = result.verdicts.get(r.commit)
+                files=group[0].files,
+                summary=f"rollback {', '.join(r.change_id for r in group)} ({', '.join(verdicts)})",
+                body=f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; "
+                     f"its files are restored to their state before {commit[:12]}.",
+                reverts=commit, verdict="HARMFUL" if "HARMFUL" in verdicts else verdicts[0]))
+            verdict = result.verdicts.get(commit)
             if verdict is not None:
-                result.verdicts[r.commit] = Verdict(**{**verdict.__dict__, "rollback_note": "rollback: auto"})
+                result.verdicts[commit] = Verdict(**{**verdict.__dict__, "rollback_note": "rollback: auto"})
         for change_id, why in undone.items():
             ctx.say(f"rollback of {change_id} dropped: {why}")
         return kept, undone
