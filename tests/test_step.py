@@ -164,7 +164,7 @@ def test_verdict_notes_log_and_rollback_auto(repo):
     assert s3["pass_at_1"] is None and s3["analysis"]["verdicts"] == {"chg-2": "HARMFUL"}
     # show: the change with its manifest and the verdict the next step gave it
     r = hermit(repo, "show", "step-2")
-    assert r.code == 0 and "verdict: HARMFUL (step 3)" in r.out and "risks realised: t2" in r.out
+    assert r.code == 0 and "verdict on chg-2: HARMFUL (step 3)" in r.out and "risks realised: t2" in r.out
     shown = json.loads(hermit(repo, "show", "step-2", "--json").out)
     assert [(c["commit"], c["verdict"]["verdict"]) for c in shown["commits"]] == [(tip2, "HARMFUL")]
 
@@ -272,8 +272,6 @@ def test_changes_declared_together_are_rolled_back_in_one_commit(repo):
     assert note(repo, "analysis", tip3)["verdicts"] == {"chg-a": "HARMFUL", "chg-b": "HARMFUL"}
 
 
-@pytest.mark.xfail(strict=True, reason="a verdicts note holds one Verdict per commit: changes declared "
-                                       "together share a commit, so all but the last one's verdict is lost")
 def test_every_change_of_a_shared_commit_keeps_its_verdict(repo):
     control = make_run(repo, {"t1": "4", "t2": "7", "t3": "9"}, k=1, allow_early_stop=False)
     plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4", "t2": "7"})},

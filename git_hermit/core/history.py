@@ -101,8 +101,8 @@ def load_history(ctx: RunContext) -> RunHistory:
         if step is None:
             continue
         manifest = manifests.get(info.sha)
-        changes = tuple(ChangeView(info.sha, ch, verdicts.get(info.sha) if verdicts.get(info.sha)
-                                   and verdicts[info.sha].change_id == ch.id else None)
+        note = verdicts.get(info.sha)
+        changes = tuple(ChangeView(info.sha, ch, note.for_change(ch.id) if note else None)
                         for ch in (manifest.changes if manifest else ()))
         by_step.setdefault(step, []).append(CommitView(
             info=info, changes=changes, reverts=_trailer(info, "Hermit-Reverts"),

@@ -9,7 +9,7 @@ step killed anywhere leaves no half-written ref or note, and rerunning resumes i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -183,6 +183,8 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         tip = repo.write_commit(tip, files, message)
         if planned.manifest is not None:
             manifest_notes[tip] = note
+        if planned.reverts and planned.reverts in result.verdicts:   # the verdict names its rollback
+            result.verdicts[planned.reverts] = replace(result.verdicts[planned.reverts], rollback_commit=tip)
     if result.stop is None and tip == evaluated:
         # every step gets its own tip (the home of its analysis note), even with no edits
         why = "; ".join(result.rejected) or "the Evolve Agent made no edits"
@@ -195,6 +197,8 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     analysis_note = None
     if result.stop is None:
         analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
+    if result.stop:
+        scores = replace(scores, stop=result.stop)
     for attempt in range(MAX_PUBLISH_ATTEMPTS):
         store = NotesStore(repo)
         updates: list[RefUpdate] = []

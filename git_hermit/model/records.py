@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from git_hermit.model.schema import validate
@@ -99,12 +99,19 @@ class Verdict:
     evaluated_commit: str | None = None
     rollback_commit: str | None = None
     rollback_note: str | None = None
+    also: tuple["Verdict", ...] = ()   # the other changes declared on the same commit
     v: int = SCHEMA_VERSION
+
+    _OWN = ("change_id", "verdict", "actually_fixed", "still_failed", "risk_realized", "predicted_fixes",
+            "predicted_risks", "hit_rate")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for key in ("actually_fixed", "still_failed", "risk_realized", "predicted_fixes", "predicted_risks"):
             data[key] = list(data[key])
+        data["also"] = [{k: v for k, v in other.to_dict().items() if k in self._OWN} for other in self.also]
+        if not data["also"]:
+            del data["also"]
         return _drop_none(data)
 
     @classmethod
@@ -112,7 +119,17 @@ class Verdict:
         fields = dict(data)
         for key in ("actually_fixed", "still_failed", "risk_realized", "predicted_fixes", "predicted_risks"):
             fields[key] = tuple(fields.get(key, ()))
+        fields["also"] = tuple(cls.from_dict({**entry, "run": data["run"], "step": data["step"]})
+                               for entry in data.get("also", ()))
         return cls(**fields)
+
+    def for_change(self, change_id: str) -> "Verdict | None":
+        """This note's verdict on ``change_id`` (a shared commit's note holds one per change)."""
+        if self.change_id == change_id:
+            return self
+        other = next((o for o in self.also if o.change_id == change_id), None)
+        return None if other is None else replace(other, evaluated_commit=self.evaluated_commit,
+                                                  rollback_commit=self.rollback_commit, rollback_note=self.rollback_note)
 
 
 @dataclass(frozen=True)
@@ -161,6 +178,7 @@ class Scores:
     usage: dict[str, Any] | None = None
     duration_s: float | None = None
     splits: dict[str, Any] = field(default_factory=dict)   # other splits' scores of this commit
+    stop: str | None = None                                # training stopped after this evaluation
     v: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,6 +197,8 @@ class Scores:
             data["duration_s"] = self.duration_s
         if self.splits:
             data["splits"] = self.splits
+        if self.stop:
+            data["stop"] = self.stop
         return data
 
     def split_summary(self) -> dict[str, Any]:
@@ -197,7 +217,7 @@ class Scores:
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
-                   duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), v=data["v"])
+                   duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), stop=data.get("stop"), v=data["v"])
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,8 @@ def log_lines(history: RunHistory) -> list[str]:
             if commit.reverts:
                 why = f" ({commit.reverts_verdict})" if commit.reverts_verdict else ""
                 lines.append(f"    {commit.sha[:10]} rollback of {commit.reverts[:10]}{why}")
-        if analysis.get("stop"):
-            lines.append(f"    stop: {analysis['stop']}")
+        if view.scores is not None and view.scores.stop:
+            lines.append(f"    stop: {view.scores.stop}")
         for problem in view.bad_notes:
             lines.append(f"    warning: {problem}")
     return lines
@@ -118,10 +118,11 @@ def show_lines(records: CommitRecords) -> list[str]:
             lines.append(f"    risks: {', '.join(ch.risk_tasks) or '—'}")
     if records.verdict:
         v = records.verdict
-        lines.append(f"verdict: {v.verdict} (step {v.step})")
-        lines.append(f"    fixed: {', '.join(v.actually_fixed) or '—'}")
-        lines.append(f"    still failing: {', '.join(v.still_failed) or '—'}")
-        lines.append(f"    risks realised: {', '.join(v.risk_realized) or '—'}")
+        for one in (v, *v.also):
+            lines.append(f"verdict on {one.change_id}: {one.verdict} (step {v.step})")
+            lines.append(f"    fixed: {', '.join(one.actually_fixed) or '—'}")
+            lines.append(f"    still failing: {', '.join(one.still_failed) or '—'}")
+            lines.append(f"    risks realised: {', '.join(one.risk_realized) or '—'}")
         if v.rollback_commit:
             lines.append(f"    rolled back by {v.rollback_commit[:12]}: {v.rollback_note or ''}")
     if records.scores:

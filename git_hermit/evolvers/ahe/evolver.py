@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -92,12 +92,16 @@ class AHEEvolver:
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
             for cv in evaluation.changes:
-                result.verdicts[commit_of[cv.change_id]] = Verdict(
+                verdict = Verdict(
                     run=ctx.run, step=ctx.step, change_id=cv.change_id, verdict=cv.verdict,
                     actually_fixed=tuple(cv.actually_fixed), still_failed=tuple(cv.still_failed),
                     risk_realized=tuple(cv.risk_realized), predicted_fixes=tuple(cv.predicted_fixes),
                     predicted_risks=tuple(cv.predicted_risks), hit_rate=cv.hit_rate,
                     evaluated_commit=ctx.commit)
+                commit = commit_of[cv.change_id]
+                first = result.verdicts.get(commit)
+                # changes declared together share a commit: one note holds each one's verdict
+                result.verdicts[commit] = verdict if first is None else replace(first, also=(*first.also, verdict))
         records.write_stats(state / "stats", ctx.step, stats, step_diff)
         records.write_task_history(state, history)
 
@@ -142,12 +146,15 @@ class AHEEvolver:
         result.analysis["rollbacks_undone"] = undone
 
         # the Agent Debugger
-        reports = self._debugger(ctx, stats)
-        analysis_dir = state / "analysis" / queries.step_dir(ctx.step)
-        overview_path = overview.write_analysis(analysis_dir, ctx.step, reports,
-                                                detail_dir=f"state/analysis/{queries.step_dir(ctx.step)}/detail/")
-        overview_text = overview_path.read_text()
-        result.analysis["overview"] = overview_text
+        overview_text = ""
+        if (p.get("debugger") or {}).get("enabled", True):
+            reports = self._debugger(ctx, stats)
+            analysis_dir = state / "analysis" / queries.step_dir(ctx.step)
+            overview_path = overview.write_analysis(
+                analysis_dir, ctx.step, reports, detail_dir=f"state/analysis/{queries.step_dir(ctx.step)}/detail/")
+            overview_text = overview_path.read_text()
+            result.analysis["overview"] = overview_text
+        # else: no analysis section at all, as upstream, rather than a fallback text per task
 
         # the Evolve Agent
         query = queries.build_evolution_query(
@@ -213,8 +220,10 @@ class AHEEvolver:
                     continue
             kept.append(rollback)
         if not done_marker.exists():
-            write_json_atomic(ctx.step_dir / "evolve" / "rollbacks.json",
-                              {"kept": [r.change_id for r in kept], "undone": undone})
+            decision = {"kept": [r.change_id for r in kept], "undone": undone}
+            write_json_atomic(ctx.step_dir / "evolve" / "rollbacks.json", decision)
+            write_json_atomic(ctx.run_dir / "state" / "rollbacks" / f"{queries.step_dir(ctx.step)}.json",
+                              {**decision, "commits": {r.change_id: r.commit for r in kept}})
             done_marker.write_text("")
         else:   # resumed: the base already holds the kept reverts; reuse the recorded decision
             saved = self._read_json(ctx.step_dir / "evolve" / "rollbacks.json") or {}
@@ -252,8 +261,8 @@ class AHEEvolver:
         out = ctx.step_dir / "debugger"
         out.mkdir(parents=True, exist_ok=True)
         debugger.write_jobs(out, jobs)
-        if not cfg.get("enabled", True) or not jobs:
-            return debugger.finish(jobs, {})
+        if not jobs:
+            return []
         learner = ctx.learner("debugger")
         rules = queries.debugger_rules()
         retries = max(1, int(cfg.get("retries", 3)))
@@ -401,13 +410,17 @@ class AHEEvolver:
         adapter = workspace / "adapter"
         before, after = _adapter_files(base_dir), _adapter_files(adapter)
         edits = _changed(before, after)
-        # edits to fixed files are reverted and reported, never committed
+        # edits to fixed files, and files outside the template's learnable set, are reverted and
+        # reported, never committed (a manifest that declares them is rejected the same way)
         fixed = sorted(p for p in edits if is_fixed(template, p))
-        if fixed:
-            _apply(adapter, {p: before.get(p) for p in fixed})
-            result.analysis["fixed_files_reverted"] = fixed
-            ctx.say(f"reverted the Evolve Agent's edits to fixed files: {', '.join(fixed)}")
-            edits = {p: c for p, c in edits.items() if p not in fixed}
+        unlearnable = sorted(p for p in edits if p not in fixed and not is_learnable(template, p))
+        for paths, key, what in ((fixed, "fixed_files_reverted", "fixed files"),
+                                 (unlearnable, "unlearnable_files_reverted", "files that are not learnable")):
+            if paths:
+                _apply(adapter, {p: before.get(p) for p in paths})
+                result.analysis[key] = paths
+                ctx.say(f"reverted the Evolve Agent's edits to {what}: {', '.join(paths)}")
+        edits = {p: c for p, c in edits.items() if p not in fixed and p not in unlearnable}
         changes, raw, problems = self._validate_manifest(ctx, workspace)
         result.analysis["learner_manifest"] = raw
         summary = json.loads((ctx.step_dir / "evolve" / "result.json").read_text())
@@ -422,6 +435,8 @@ class AHEEvolver:
             result.rejected.extend(problems)
             result.analysis["rejected"] = problems
             return
+        if raw is not None:   # the accepted manifest, for the next Evolve Agent's history
+            write_json_atomic(ctx.run_dir / "state" / "manifests" / f"{queries.step_dir(ctx.step)}.json", raw)
         claimed: set[str] = set()
         commit_for: dict[str, int] = {}
         planned: list[tuple[list[Change], dict[str, FileChange | None]]] = []
