@@ -25,7 +25,7 @@ from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
 from git_hermit.model.records import Change, Manifest, Verdict
 from git_hermit.model.schema import schema_errors
-from git_hermit.redact import redact, redact_tree
+from git_hermit.redact import redact
 from git_hermit.rollouts.trajectories import explode
 
 SCRIPTED_DEBUGGER = "git_hermit.demo.learners:debugger_session"
@@ -295,7 +295,8 @@ class AHEEvolver:
         return debugger.finish(jobs, responses)
 
     def _explode(self, ctx: StepContext) -> None:
-        """One file per step of every trajectory, redacted, beside it (``steps/``)."""
+        """One file per step of every trajectory beside it (``steps/``), built aside and renamed
+        into place so a killed step never leaves a half-exploded directory that looks done."""
         for attempts in ctx.results.values():
             for r in attempts:
                 if not r.trajectory:
@@ -305,16 +306,15 @@ class AHEEvolver:
                 dest = Path(directory) / "steps"
                 if dest.is_dir() or not source.is_file() or source.suffix != ".jsonl":
                     continue
+                partial = dest.with_name("steps.partial")
+                if partial.exists():
+                    shutil.rmtree(partial)
                 try:
-                    explode(source, dest)
+                    explode(source, partial)
+                    partial.rename(dest)
                 except Exception as exc:   # an unreadable trace is reported, never fatal
                     ctx.say(f"could not explode {source}: {exc}")
-                    continue
-                redact_tree(dest)
-                hook_log = Path(directory) / "hook-calls.jsonl"
-                if hook_log.is_file():
-                    from git_hermit.redact import redact_file
-                    redact_file(hook_log)
+        # (no redaction needed here: the runner stored every rollout artefact redacted)
 
     def _evolve(self, ctx: StepContext, base_dir: Path, state: Path, query: str) -> Path:
         root = ctx.step_dir / "evolve"
@@ -354,20 +354,19 @@ class AHEEvolver:
 
     @staticmethod
     def _evolver_notes(workspace: Path) -> None:
-        """.hermit/EVOLVER.md: what middleware can do on each host (the seed's table)."""
+        """.hermit/EVOLVER.md: what middleware can do on each host (the seed's table, as
+        hook_hosts.CAPABILITIES[host][row] ships it)."""
+        import importlib
         from git_hermit.resources import hooks_dir
-        sys.path.insert(0, str(hooks_dir() / "agent"))
+        agent_dir = str(hooks_dir() / "agent")
+        sys.path.insert(0, agent_dir)   # hook_hosts imports its sibling hermit_hooks by name
         try:
-            import hook_hosts   # stdlib-only module shipped in hooks/agent
-            table = getattr(hook_hosts, "CAPABILITIES", {})
+            module = importlib.import_module("hook_hosts")
         finally:
-            sys.path.pop(0)
+            sys.path.remove(agent_dir)
         lines = ["# What the middleware can do on each host", ""]
-        for row, cells in table.items():
-            lines.append(f"## {row}")
-            for host, text in (cells.items() if isinstance(cells, dict) else [("all", cells)]):
-                lines.append(f"- **{host}**: {text}")
-            lines.append("")
+        for host, rows in module.CAPABILITIES.items():
+            lines += [f"## {host}", ""] + [f"- **{row}**: {text}" for row, text in rows.items()] + [""]
         write_text_atomic(workspace / ".hermit" / "EVOLVER.md", "\n".join(lines))
 
     def _validate_manifest(self, ctx: StepContext, workspace: Path) -> tuple[list[Change], dict | None, list[str]]:
