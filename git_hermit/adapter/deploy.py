@@ -17,6 +17,9 @@ Layout of a deployment (DEST is usually the rollout's workspace):
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import py_compile
+import threading
 import json
 import os
 import shlex
@@ -279,6 +282,30 @@ def _remove_stale(dest: Path, owned: dict[str, str], written: dict[str, str]) ->
             parent = parent.parent
 
 
+_PYC_BY_SOURCE: dict[bytes, bytes] = {}
+_PYC_LOCK = threading.Lock()
+
+
+def _precompile_cached(runtime: Path) -> None:
+    for source in sorted(runtime.glob("*.py")):
+        data = source.read_bytes()
+        key = hashlib.sha256(data).digest()
+        target = Path(importlib.util.cache_from_source(str(source)))
+        with _PYC_LOCK:
+            cached = _PYC_BY_SOURCE.get(key)
+        if cached is None:
+            try:
+                py_compile.compile(str(source), cfile=str(target), doraise=True,
+                                   invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+            except py_compile.PyCompileError:
+                continue   # fails open at hook time and is reported by check_spec
+            with _PYC_LOCK:
+                _PYC_BY_SOURCE[key] = target.read_bytes()
+            continue
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(cached)   # importlib sets co_filename to the real source on load
+
+
 def _precompile(python: str, runtime: Path) -> None:
     """Write the runtime's bytecode with the hook interpreter: hosts often run hooks with
     PYTHONDONTWRITEBYTECODE set, and compiling the runner on every call doubles its cost.
@@ -286,9 +313,9 @@ def _precompile(python: str, runtime: Path) -> None:
     and check_spec reports it."""
     if os.path.realpath(python) == os.path.realpath(sys.executable):
         # Same interpreter (the usual case, e.g. every rollout): same bytecode magic, so compile
-        # in-process and save a ~40 ms interpreter start per deployment.
-        import compileall
-        compileall.compile_dir(str(runtime), maxlevels=0, quiet=2)
+        # in-process, once per distinct source (hash-checked .pyc files stay valid whatever the
+        # copy's mtime), and save a ~40 ms interpreter start plus ~8 ms of compiling per deployment.
+        _precompile_cached(runtime)
         return
     code = "import compileall,sys; compileall.compile_dir(sys.argv[1], maxlevels=0, quiet=2)"
     try:
