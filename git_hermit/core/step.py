@@ -197,8 +197,9 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     analysis_note = None
     if result.stop is None:
         analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
-    if result.stop:
-        scores = replace(scores, stop=result.stop)
+    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall")
+                  if result.analysis.get(k)}
+    scores = replace(scores, stop=result.stop, evaluation=json.loads(redact(json.dumps(evaluation))) or None)
     for attempt in range(MAX_PUBLISH_ATTEMPTS):
         store = NotesStore(repo)
         updates: list[RefUpdate] = []

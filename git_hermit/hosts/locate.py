@@ -1,4 +1,4 @@
-"""Find the installed host CLIs (codex, claude) and their versions.
+"""Find the installed host CLIs (codex, claude, pi) and their versions.
 
 Order: ``$GIT_HERMIT_HOSTS_DIR/node/node_modules/.bin``, the default cache dir of the
 *real* user (tests replace HOME, so it is computed from the password database), then PATH.
@@ -13,9 +13,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-HOSTS = ("codex", "claude-code")
-PINNED_PACKAGES = {"codex": "@openai/codex@0.164.0", "claude-code": "@anthropic-ai/claude-code@2.1.317"}
-_BINARY = {"codex": "codex", "claude-code": "claude", "claude": "claude"}
+HOSTS = ("codex", "claude-code")   # the hook hosts doctor checks; Pi runs no hooks
+PINNED_PACKAGES = {"codex": "@openai/codex@0.164.0", "claude-code": "@anthropic-ai/claude-code@2.1.317",
+                   "pi": "@mariozechner/pi-coding-agent@0.73.1"}
+_BINARY = {"codex": "codex", "claude-code": "claude", "claude": "claude", "pi": "pi"}
 
 
 def default_hosts_dir() -> Path:
@@ -35,11 +36,11 @@ def binary_name(host: str) -> str:
     try:
         return _BINARY[host]
     except KeyError:
-        raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}") from None
+        raise ValueError(f"unknown host {host!r}; known: {', '.join(PINNED_PACKAGES)}") from None
 
 
 def find_host_cli(host: str) -> Path | None:
-    """The host's CLI ('codex' or 'claude-code'/'claude'), or None when it is not installed."""
+    """The host's CLI ('codex', 'claude-code'/'claude' or 'pi'), or None when it is not installed."""
     name = binary_name(host)
     for base in hosts_dirs():
         candidate = base / "node" / "node_modules" / ".bin" / name
@@ -61,5 +62,6 @@ def cli_version(path: Path | str) -> str:
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    match = re.search(r"\d+\.\d+\.\d+(?:[-+.][0-9A-Za-z.]+)?", proc.stdout or "")
+    # pi prints its version on stderr
+    match = re.search(r"\d+\.\d+\.\d+(?:[-+.][0-9A-Za-z.]+)?", proc.stdout or proc.stderr or "")
     return match.group(0) if match else ""

@@ -179,6 +179,7 @@ class Scores:
     duration_s: float | None = None
     splits: dict[str, Any] = field(default_factory=dict)   # other splits' scores of this commit
     stop: str | None = None                                # training stopped after this evaluation
+    evaluation: dict[str, Any] | None = None               # flips, verdicts, precision/recall it found
     v: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +200,8 @@ class Scores:
             data["splits"] = self.splits
         if self.stop:
             data["stop"] = self.stop
+        if self.evaluation:
+            data["evaluation"] = self.evaluation
         return data
 
     def split_summary(self) -> dict[str, Any]:
@@ -217,7 +220,8 @@ class Scores:
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
-                   duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), stop=data.get("stop"), v=data["v"])
+                   duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), stop=data.get("stop"),
+                   evaluation=data.get("evaluation"), v=data["v"])
 
 
 @dataclass(frozen=True)

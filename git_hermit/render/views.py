@@ -35,8 +35,6 @@ def _score_bits(view: StepView) -> str:
 
 def log_lines(history: RunHistory) -> list[str]:
     lines = []
-    # Step N+1's analysis describes the evaluation of step N's commit (its flips, verdicts…).
-    evaluated_by = {view.step - 1: view.analysis.body for view in history.steps if view.analysis}
     for view in history.steps:
         marks = []
         if history.best == view.commit:
@@ -47,7 +45,7 @@ def log_lines(history: RunHistory) -> list[str]:
         if marks:
             head += "  [" + ", ".join(marks) + "]"
         analysis = view.analysis.body if view.analysis else {}
-        flips = evaluated_by.get(view.step, {}).get("flips")
+        flips = ((view.scores.evaluation or {}) if view.scores else {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
         usage = _usage_bits((view.scores.usage if view.scores else None))
@@ -70,7 +68,35 @@ def log_lines(history: RunHistory) -> list[str]:
             lines.append(f"    stop: {view.scores.stop}")
         for problem in view.bad_notes:
             lines.append(f"    warning: {problem}")
+    footer = prediction_line(history)
+    if footer:
+        lines.append(footer)
     return lines
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def run_predictions(history: RunHistory) -> dict[str, Any] | None:
+    """The run's prediction precision/recall, as the latest evaluation sums them."""
+    for view in reversed(history.steps):
+        evaluation = (view.scores.evaluation or {}) if view.scores else {}
+        run = (evaluation.get("precision_recall") or {}).get("run")
+        if run:
+            return run
+    return None
+
+
+def prediction_line(history: RunHistory) -> str | None:
+    run = run_predictions(history)
+    if not run:
+        return None
+    counts = run.get("counts", {})
+    return (f"predictions so far: fixes precision {_pct(run.get('fix_precision'))} "
+            f"({counts.get('fixes_confirmed', 0)}/{counts.get('fixes_predicted', 0)}), "
+            f"recall {_pct(run.get('fix_recall'))}; regressions precision "
+            f"{_pct(run.get('regression_precision'))}, recall {_pct(run.get('regression_recall'))}")
 
 
 def log_json(history: RunHistory) -> dict[str, Any]:
@@ -88,7 +114,8 @@ def log_json(history: RunHistory) -> dict[str, Any]:
             "analysis": view.analysis.to_dict() if view.analysis else None,
             "warnings": list(view.bad_notes),
         })
-    return {"run": history.run, "best": history.best, "final": history.final, "steps": steps}
+    return {"run": history.run, "best": history.best, "final": history.final,
+            "predictions": run_predictions(history), "steps": steps}
 
 
 def show_json(records: CommitRecords) -> dict[str, Any]:
