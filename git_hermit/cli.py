@@ -240,7 +240,6 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     """pass@1 and pass@k of REV on a held-out split, with a CI against --baseline."""
     from git_hermit.core.evaluate import eval_commits
     from git_hermit.core.runs import open_run
-    from git_hermit.rollouts.stats import per_task_pass_at_1
     ctx = open_run(_repo(), run)
     with _progress(f"eval {split}") as update:
         report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update)

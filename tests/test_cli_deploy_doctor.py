@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cli_helpers import hermit
-from conftest import git, snapshot_state
+from conftest import snapshot_state
 
 
 def test_deploy_work_tree_and_rev_for_each_host(repo, tmp_path):

@@ -19,7 +19,6 @@ from git_hermit.core.init import init_run
 from git_hermit.core.step import FinalizeOutcome, TrainOutcome, finalize, train
 from git_hermit.demo.benchmark import write_benchmark
 from git_hermit.errors import InputError
-from git_hermit.gitio import Repo
 
 DEMO_RUN = "demo"
 DEMO_EPOCHS = 8

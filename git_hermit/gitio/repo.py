@@ -598,6 +598,12 @@ class Repo:
         self.git("fetch", "--quiet", "--no-tags", str(Path(path).resolve()), f"+{ref}:{ref}")
 
 
+def git_version() -> str:
+    """The installed git's version (e.g. ``2.39.5``), without needing a repository."""
+    proc = run_git(["version"], cwd=Path.cwd(), env=dict(os.environ))
+    return proc.stdout.decode(errors="replace").strip().removeprefix("git version ").strip()
+
+
 def init_repository(path: Path) -> Repo:
     """``git init`` at ``path`` (an existing repository is only re-initialised) and open it."""
     path = Path(path)

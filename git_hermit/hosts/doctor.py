@@ -8,7 +8,6 @@ of each installed host on the scripted model, row by row against the seed host t
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,14 +68,8 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def _git_version(repo: "Repo | None") -> str:
-    if repo is not None:
-        out = repo.git("version")
-    else:
-        # No repository to run in: gitio's process wrapper is the one way to start git.
-        from git_hermit.gitio._process import run_git
-
-        out = run_git(("version",), cwd=Path.cwd(), env=os.environ).stdout.decode(errors="replace")
-    return out.strip().removeprefix("git version ").strip()
+    from git_hermit.gitio import git_version
+    return git_version()
 
 
 def _covers(patterns: list[str], ref: str) -> bool:

@@ -44,7 +44,6 @@ def log_lines(history: RunHistory) -> list[str]:
         head = f"step {view.step:>4}  {view.commit[:10]}  {_score_bits(view)}"
         if marks:
             head += "  [" + ", ".join(marks) + "]"
-        analysis = view.analysis.body if view.analysis else {}
         flips = ((view.scores.evaluation or {}) if view.scores else {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"

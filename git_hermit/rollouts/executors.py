@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from git_hermit.errors import ConfigError
-from git_hermit.gitio import RefUpdate, Repo, ZERO_SHA
+from git_hermit.gitio import RefUpdate, Repo
 
 
 @dataclass

@@ -165,24 +165,43 @@ class ClaudeCodeAgent(HostCLIAgent):
         return argv, env
 
 
+# Pi's models.json ``api`` for each agent.provider.wire_api (unset: Anthropic Messages).
+PI_APIS = {None: "anthropic-messages", "messages": "anthropic-messages", "chat": "openai-completions",
+           "responses": "openai-responses"}
+PI_LOGIN_FILES = ("auth.json",)
+
+
 @dataclass
 class PiAgent(HostCLIAgent):
+    """``pi --mode json --no-session`` with a private PI_CODING_AGENT_DIR.
+
+    With ``provider.base_url`` the provider goes into that dir's models.json. Pi's SDKs append
+    their own path, as Claude Code's does: anthropic-messages posts to ``{base_url}/v1/messages``
+    (give the server's root), openai-completions to ``{base_url}/chat/completions`` (give …/v1).
+    models.json's ``apiKey`` holds the *name* of the key's variable, which Pi reads from its
+    environment (measured on Pi 0.73.1), so the key itself is never written to a file.
+    """
+
     host: str = "pi"
     name: str = "pi"
 
     def _command(self, ctx: AgentContext) -> tuple[list[str], dict[str, str]]:
         agent_dir = ctx.home / ".pi" / "agent"
         agent_dir.mkdir(parents=True, exist_ok=True)
+        self._copy_login(".pi/agent", agent_dir, PI_LOGIN_FILES)
         provider = self.cfg.get("provider") or {}
         model = self.cfg.get("model") or "default"
         env = ctx.base_env() | {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
         argv = [str(self.binary), "--mode", "json", "--no-session"]
         if provider.get("base_url"):
-            env_key = provider.get("env_key")
+            wire = provider.get("wire_api")
+            if wire not in PI_APIS:
+                raise ConfigError(f"agent.provider.wire_api {wire!r} is not supported by Pi",
+                                  hint="use messages (the default), chat or responses")
+            # Pi requires an apiKey for a custom provider; a literal that names no variable is sent as is.
             models = {"providers": {"hermit": {
-                "baseUrl": provider["base_url"],
-                "api": "openai-completions" if provider.get("wire_api") == "chat" else "anthropic-messages",
-                "apiKey": f"${env_key}" if env_key else "none",
+                "baseUrl": provider["base_url"], "api": PI_APIS[wire],
+                "apiKey": provider.get("env_key") or "none",
                 "models": [{"id": model}]}}}
             (agent_dir / "models.json").write_text(json.dumps(models, indent=2))
             env |= self._auth_env()

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from git_hermit.adapter.deploy import read_record
 from git_hermit.adapter.hookcall import fire, installed_commands, merged_output
-from git_hermit.errors import AgentError, ConfigError
+from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.agents.base import AgentContext, AgentRun
 from git_hermit.rollouts.trajectories import summarize
