@@ -375,9 +375,19 @@ def demo(directory: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+def _on_interrupt(signum, frame) -> None:
+    """Ctrl-C: end every agent and learner process now (they run in their own sessions, out
+    of the terminal's reach), then unwind; nothing half-done is published and a rerun resumes."""
+    from git_hermit.rollouts.process import kill_all
+    kill_all()
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``git-hermit`` executable."""
     args = list(sys.argv[1:] if argv is None else argv)
+    import signal
+    signal.signal(signal.SIGINT, _on_interrupt)
     debug = "--debug" in args
     try:
         code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)

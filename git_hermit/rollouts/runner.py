@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
+from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.executors import ExecutorHandle
 from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
 
@@ -132,6 +133,25 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
     per_host: dict[str, int] = {}
     queue = list(pending)
 
+    try:
+        _drive(queue, in_flight, per_host, limits, handle, out_dir, results, progress)
+    except KeyboardInterrupt:
+        # Ctrl-C: end every agent now (they run in their own sessions, out of the terminal's
+        # reach); their rollouts stay unfinished (no result.json) and rerun on resume.
+        for future in in_flight:
+            future.cancel()
+        kill_all()
+        raise
+    grouped: dict[str, list[RolloutResult]] = {}
+    for job in jobs:
+        grouped.setdefault(job.task.id, []).append(results[(job.task.id, job.attempt)])
+    return grouped
+
+
+def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_host: dict[str, int],
+           limits: dict[str, int], handle: ExecutorHandle, out_dir: Path,
+           results: dict[tuple[str, int], RolloutResult], progress: Progress) -> None:
+    """Submit within the worker and per-host limits; store each result as it completes."""
     def can_start(job: RolloutJob) -> bool:
         limit = limits.get(job.host)
         return limit is None or per_host.get(job.host, 0) < limit
@@ -168,7 +188,3 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
             progress.done += 1
             progress.failed += result.outcome != "pass"
             progress.changed()
-    grouped: dict[str, list[RolloutResult]] = {}
-    for job in jobs:
-        grouped.setdefault(job.task.id, []).append(results[(job.task.id, job.attempt)])
-    return grouped

@@ -1,0 +1,62 @@
+"""Ctrl-C ends every agent at once (they run in their own sessions), publishes nothing, and
+the same command resumes: finished rollouts are reused, the interrupted ones run again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from cli_helpers import GIT_HERMIT, hermit
+from conftest import git
+from test_rollouts_e2e import make_project
+
+SLOW_UNLESS_FLAG = """
+log(f"start {os.getpid()}")
+if task_id != "t0" and not os.path.exists(os.path.join(os.path.dirname(LOG), "fast")):
+    time.sleep(60)
+log("end")
+print(task_id[1:])
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_kills_agents_and_the_rerun_resumes(repo):
+    log = make_project(repo, SLOW_UNLESS_FLAG, n_tasks=3, k=1)
+    refs_before = git(repo, "for-each-ref")
+    proc = subprocess.Popen([*GIT_HERMIT, "rollout"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=os.environ.copy())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:   # t0 finished, t1 and t2 are sleeping
+        lines = log.read_text().splitlines() if log.exists() else []
+        if sum(" start " in line for line in lines) >= 3 and any(line.startswith("t0#1 end") for line in lines):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)   # let the driver store t0's result
+    interrupted_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - interrupted_at < 10          # did not wait for the 60 s agents
+    pids = [int(line.split()[2]) for line in log.read_text().splitlines() if " start " in line]
+    time.sleep(0.2)
+    assert not any(_alive(pid) for pid in pids)             # every agent is gone
+    assert "Traceback" not in err
+    assert git(repo, "for-each-ref") == refs_before         # no scores note was published
+    (log.parent / "fast").write_text("")
+    r = hermit(repo, "rollout", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["reused"] == 1                 # t0 was finished: reused, not re-run
+    starts = [line.split()[0] for line in log.read_text().splitlines() if " start " in line]
+    assert starts.count("t0#1") == 1 and starts.count("t1#1") == 2 and starts.count("t2#1") == 2
+    assert sys.executable
