@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -209,3 +209,13 @@ class PiAgent(HostCLIAgent):
         elif self.cfg.get("model"):
             argv += ["--model", model]
         return [*argv, *self.cfg.get("args", []), ctx.prompt], env
+
+    def _finish(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
+        run = super()._finish(ctx, outcome, trajectory)
+        # Pi exits 0 even when the model could not be reached (measured on 0.73.1: three
+        # retries, then an assistant message with stopReason "error"); only its stream says so.
+        if run.error is None and not run.timed_out and run.final_answer is None and trajectory.is_file():
+            errors = summarize(trajectory).errors
+            if errors:
+                return replace(run, error=f"pi ended on a model error: {errors[-1][:200]}")
+        return run
