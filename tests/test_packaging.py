@@ -1,4 +1,4 @@
-"""A non-editable install of the built wheel, in a fresh venv, runs init/check/log.
+"""A non-editable install of the built wheel, in a fresh venv, runs init/check/log and the demo.
 
 This proves hooks/, schemas/ and templates/ ship inside the wheel. It builds the wheel and
 installs its dependencies from the package index, so it needs the network; it is skipped
@@ -27,7 +27,7 @@ def _run(argv, cwd, env=None, timeout=600):
 
 
 @pytest.mark.slow
-def test_wheel_in_fresh_venv_runs_init_check_log(tmp_path):
+def test_wheel_in_fresh_venv_runs_init_check_log_demo(tmp_path):
     dist = tmp_path / "dist"
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dist), str(ROOT)], ROOT)
     if built.returncode != 0:
@@ -59,4 +59,8 @@ def test_wheel_in_fresh_venv_runs_init_check_log(tmp_path):
     for name in ("hooks/agent/hook_runner.py", "schemas/config.schema.json", "templates/ahe/template.yaml"):
         assert (data_dir / name).is_file(), name
     assert exe.is_file()
+    # the offline demo runs from the fresh install (its benchmark data ships in the wheel)
+    demo = _run(["git", "hermit", "demo", str(tmp_path / "demo")], tmp_path, env=path_env)
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert "training stopped" in demo.stdout and "simulated" in demo.stdout
     assert list((Path(where.stdout.strip()).parent / "evolvers" / "ahe" / "prompts").glob("*.md"))
