@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from git_hermit.evolvers.ahe.analysis import StepDiff, StepStats
 from git_hermit.evolvers.ahe.attribution import SUGGESTED_ACTIONS, ChangeEvaluation
-from git_hermit.evolvers.ahe.records import diff_bucket_lines, pct
+from git_hermit.evolvers.ahe.records import diff_bucket_lines, pct, regression_lines
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 STATE = "state"
@@ -63,11 +63,7 @@ def _overview(step: int, stats: StepStats, d: StepDiff | None) -> list[str]:
     if stats.tokens_per_trial is not None:
         lines.append(f"- Tokens per trial: {stats.tokens_per_trial:,.0f}")
     if d is not None:
-        lines.append(f"- Regressions: {len(d.regressed)}")
-        if d.retention is not None:
-            kept = len(d.stable_pass)
-            lines.append(f"- Retention rate: {pct(d.retention)} ({kept}/{kept + len(d.regressed)} "
-                         "previously passing tasks still pass)")
+        lines += regression_lines(d)
     return lines
 
 

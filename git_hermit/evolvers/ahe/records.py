@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from git_hermit.evolvers.ahe.analysis import StepDiff, StepStats, TaskRollouts
 from git_hermit.evolvers.ahe.attribution import ChangeEvaluation
@@ -212,6 +212,16 @@ def diff_bucket_lines(d: StepDiff, k: int) -> list[str]:
     return lines
 
 
+def regression_lines(d: StepDiff, *, rate: Callable[[float], str] = pct) -> list[str]:
+    """The regressions count and the retention rate (§2.5), as history and query show them."""
+    lines = [f"- Regressions: {len(d.regressed)}"]
+    if d.retention is not None:
+        kept = len(d.stable_pass)
+        lines.append(f"- Retention rate: {rate(d.retention)} ({kept}/{kept + len(d.regressed)} "
+                     "previously passing tasks still pass)")
+    return lines
+
+
 def render_history_block(step: int, stats: StepStats, d: StepDiff | None, *, timestamp: str,
                          rollouts_ref: str = "") -> str:
     """The block ``update_history_before`` appends for a step (``timestamp``: YYYY-MM-DD HH:MM)."""
@@ -238,11 +248,7 @@ def render_history_block(step: int, stats: StepStats, d: StepDiff | None, *, tim
     if stats.tokens_per_trial is not None:
         lines.append(f"- Tokens per trial: {stats.tokens_per_trial:,.0f}")
     if d is not None:
-        lines.append(f"- Regressions: {len(d.regressed)}")
-        if d.retention is not None:
-            kept = len(d.stable_pass)
-            lines.append(f"- Retention rate: {d.retention:.3f} ({kept}/{kept + len(d.regressed)} "
-                         "previously passing tasks still pass)")
+        lines += regression_lines(d, rate=lambda r: f"{r:.3f}")
     exc = ", ".join(f"{name}: {n}" for name, n in sorted(stats.exception_types.items())) or "None"
     lines.append(f"- Exception stats: {exc}")
     if rollouts_ref:
