@@ -18,6 +18,9 @@ from git_hermit.errors import ConfigError
 from git_hermit.gitio import RefUpdate, Repo
 
 
+PREPARE_AHEAD = 2   # jobs in flight per agent slot: one running its agent, one preparing
+
+
 @dataclass
 class ExecutorHandle:
     executor: Executor
@@ -43,10 +46,11 @@ def _bundle_bytes(repo: Repo, commit: str) -> bytes:
 def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle]:
     kind = (executor_cfg or {}).get("kind", "local")
     if kind == "local":
-        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hermit-rollout")
+        # twice the threads, half of them preparing the next workspaces; agents capped at concurrency
+        pool = ThreadPoolExecutor(max_workers=PREPARE_AHEAD * concurrency, thread_name_prefix="hermit-rollout")
         try:
-            yield ExecutorHandle(pool, "local", concurrency,
-                                 lambda commit: ({"repo_path": str(repo.work_tree)}, ()))
+            yield ExecutorHandle(pool, "local", PREPARE_AHEAD * concurrency,
+                                 lambda commit: ({"repo_path": str(repo.work_tree), "agent_slots": concurrency}, ()))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return
@@ -58,9 +62,11 @@ def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) ->
         raise ConfigError("executor.kind dask needs the dask extra", hint="pip install 'git-hermit[dask]'") from None
     address = executor_cfg.get("address", "local")
     cluster = None
+    agent_slots = None   # a remote cluster's threads are its own; each runs one agent
     if address == "local":
         workers = int(executor_cfg.get("workers", 2))
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=max(1, concurrency // workers),
+        agent_slots = max(1, concurrency // workers)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=PREPARE_AHEAD * agent_slots,
                                processes=True, dashboard_address=None, host="127.0.0.1")
         client = Client(cluster)
     else:
@@ -73,7 +79,7 @@ def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) ->
             # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
             if commit not in handle._bundles:
                 handle._bundles[commit] = client.scatter(_bundle_bytes(repo, commit), broadcast=True)
-            return {"repo_path": None}, (handle._bundles[commit],)
+            return {"repo_path": None, "agent_slots": agent_slots}, (handle._bundles[commit],)
 
         handle.ship = ship
         yield handle

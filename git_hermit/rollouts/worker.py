@@ -8,6 +8,7 @@ returns small JSON plus the trajectory and hook-log bytes. The driver writes the
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import shutil
@@ -43,6 +44,7 @@ class RolloutJob:
     timeout_s: float
     timeout_as: str = "exception"
     repo_path: str | None = None          # a local repository holding ``commit``; else a bundle is passed
+    agent_slots: int | None = None        # agents running at once in this worker process (None: no cap)
     prices: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -58,6 +60,17 @@ class RolloutOutput:
 
 _repos: dict[str, Any] = {}
 _repos_lock = threading.Lock()
+_gates: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _agent_gate(slots: int | None):
+    """The worker process's cap on running agents. Executors run more jobs than slots, so the
+    next workspaces are prepared while agents run and an agent starts the moment a slot frees
+    (without it, a wave of finishing agents queues a wave of preparations behind the GIL)."""
+    if slots is None:
+        return contextlib.nullcontext()
+    with _repos_lock:
+        return _gates.setdefault(slots, threading.BoundedSemaphore(slots))
 
 
 def _local_repo(path: str):
@@ -135,7 +148,8 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         agent.check_available()
         ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,
                            timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host)
-        run = agent.run(ctx)
+        with _agent_gate(job.agent_slots):
+            run = agent.run(ctx)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
                             timed_out=run.timed_out, error=run.error, trajectory=run.trajectory)
         if run.timed_out:
