@@ -16,6 +16,18 @@ def _usage_bits(usage: dict[str, Any] | None) -> str:
     return text + (f" ${cost:.2f}" if cost is not None else " cost unknown")
 
 
+def _learner_usage(view: StepView) -> str:
+    """Tokens and cost of this step's learner sessions (Debugger, Evolve Agent)."""
+    ledger = (view.analysis.body.get("ledger") or {}) if view.analysis else {}
+    roles = [usage for role, usage in ledger.items() if role not in ("acting", "judge")]
+    tokens = sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in roles)
+    if not tokens:
+        return ""
+    costs = [u.get("cost_usd") for u in roles]
+    cost = f" ${sum(costs):.2f}" if all(c is not None for c in costs) else " cost unknown"
+    return f"{_si(tokens)} tokens{cost}"
+
+
 def _si(n: float) -> str:
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= size:
@@ -48,10 +60,11 @@ def log_lines(history: RunHistory) -> list[str]:
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
         usage = _usage_bits((view.scores.usage if view.scores else None))
-        if usage.startswith("tokens 0 "):
-            usage = ""
-        if usage:
+        if usage and not usage.startswith("tokens 0 "):
             head += "  " + usage
+        learners = _learner_usage(view)
+        if learners:
+            head += f"  (learners: {learners})"
         lines.append(head)
         for change in view.changes:
             verdict = change.verdict.verdict if change.verdict else "pending"
