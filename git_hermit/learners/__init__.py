@@ -85,7 +85,9 @@ class SessionLearner:
 
 @dataclass
 class OneShotLearner:
-    """One chat call (OpenAI-compatible or Anthropic); it cannot edit files, only answer."""
+    """One chat call (OpenAI-compatible or Anthropic). It cannot open or edit files, so an
+    editing role (the Evolve Agent) gets the files in its prompt and answers with its edits
+    (``oneshot_edits``); a reading role (the Debugger) answers from the prompt alone."""
 
     role: str
     api: str                      # "openai" | "anthropic"
@@ -100,6 +102,18 @@ class OneShotLearner:
                              hint=f"pip install 'git-hermit[{module}]'") from None
 
     def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+        from git_hermit.learners import oneshot_edits
+        edits = self.role == "evolve"
+        result = self._complete(oneshot_edits.edit_prompt(workspace, prompt) if edits else prompt, timeout_s)
+        if edits and result.ok:
+            problems = oneshot_edits.apply_reply(workspace, result.text)
+            if problems:
+                return LearnerResult(result.text, result.usage, False, "; ".join(problems),
+                                     result.duration_s, result.model)
+        return result
+
+    def _complete(self, prompt: str, timeout_s: float) -> LearnerResult:
+        """One call to the model: its text and usage (a failure is a LearnerResult, not raised)."""
         import os
         provider = self.cfg.get("provider") or {}
         env_key = provider.get("env_key") or ("OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY")
