@@ -20,7 +20,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
                                      scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict
+from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict, StreamSpent
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
 from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
 from git_hermit.learners import make_learner
@@ -52,6 +52,20 @@ def make_evolver(name: str):
     if name == "ahe":
         from git_hermit.evolvers.ahe.evolver import AHEEvolver
         return AHEEvolver()
+    if name == "continual-harness":
+        try:
+            from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
+        except ImportError:
+            pass
+        else:
+            return ContinualHarnessEvolver()
+    if name == "evo-harness":
+        try:
+            from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
+        except ImportError:
+            pass
+        else:
+            return EvoHarnessEvolver()
     raise ConfigError(f"evolver {name!r} is not available in this version",
                       hint="use evolver: {name: ahe}; continual-harness and evo-harness have templates "
                            "and checks but no step driver yet")
@@ -120,6 +134,12 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     here.mkdir(parents=True, exist_ok=True)
     say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
     bench = load_benchmark(config, "train", k=params.get("k"))
+    chosen = evolver.step_tasks(bench.split.tasks, n, params)
+    if chosen is not None and not chosen:
+        raise StreamSpent(f"run {ctx.run!r} has used its whole training stream ({len(bench.split.tasks)} tasks)",
+                          hint="add training rows, or `git hermit finalize` the run")
+    if chosen is not None:
+        bench = load_benchmark(config, "train", k=params.get("k"), only_tasks=list(chosen))
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
     rollouts_home = eval_dir(ctx, evaluated, "train")
     ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n)
@@ -260,7 +280,10 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         ctx = open_run(repo, ctx.run)
         if ctx.tip[0] >= limit:
             return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
-        outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
+        try:
+            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
+        except StreamSpent:
+            return TrainOutcome(tuple(done), "the training stream is spent")
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)

@@ -87,4 +87,13 @@ class StepResult:
 class Evolver(Protocol):
     name: str
 
+    def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> tuple[str, ...] | None:
+        """The training tasks step ``step`` rolls out: None for all of them (ahe), a window
+        of the stream for the streaming evolvers; an empty tuple means the stream is spent."""
+
     def learn(self, ctx: StepContext) -> StepResult: ...
+
+
+def window(tasks: tuple[str, ...], step: int, size: int) -> tuple[str, ...]:
+    """Step N's window of ``size`` tasks in stream order (steps count from 1; empty past the end)."""
+    return tasks[(step - 1) * size: step * size]

@@ -69,6 +69,9 @@ def _changed(before: dict[str, FileChange], after: dict[str, FileChange]) -> dic
 class AHEEvolver:
     name = "ahe"
 
+    def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> None:
+        return None   # one AHE iteration = every training row, every step
+
     # -------------------------------------------------------------------------------- step
     def learn(self, ctx: StepContext) -> StepResult:
         p = ctx.params
