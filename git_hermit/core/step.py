@@ -188,6 +188,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     evolver = config.evolver_name
     tip = evaluated
     manifest_notes: dict[str, str] = {}
+    provenance_notes: dict[str, str] = {}
     for planned in result.commits:
         extra = list(planned.trailers)
         if planned.manifest is not None:
@@ -203,6 +204,8 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         tip = repo.write_commit(tip, files, message)
         if planned.manifest is not None:
             manifest_notes[tip] = note
+        if planned.provenance is not None:
+            provenance_notes[tip] = redact(dumps("provenance", planned.provenance))
         if planned.reverts and planned.reverts in result.verdicts:   # the verdict names its rollback
             result.verdicts[planned.reverts] = replace(result.verdicts[planned.reverts], rollback_commit=tip)
     if result.stop is None and tip == evaluated:
@@ -224,7 +227,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         store = NotesStore(repo)
         updates: list[RefUpdate] = []
         batches = {"scores": {evaluated: _merge_scores(repo, scores)}, "manifest": manifest_notes,
-                   "verdicts": verdict_notes}
+                   "verdicts": verdict_notes, "provenance": provenance_notes}
         if analysis_note is not None:
             batches["analysis"] = {tip: analysis_note}
         for kind, notes in batches.items():

@@ -15,7 +15,7 @@ from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
 from git_hermit.gitio import FileChange, Repo
 from git_hermit.learners import Learner
-from git_hermit.model.records import Change, Manifest, Scores, Verdict
+from git_hermit.model.records import Change, Manifest, Provenance, Scores, Verdict
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.ledger import Ledger
 
@@ -70,6 +70,7 @@ class PlannedCommit:
     change_id: str | None = None
     trailers: tuple[tuple[str, str], ...] = ()
     manifest: Manifest | None = None               # the manifest note for this commit
+    provenance: Provenance | None = None           # evo-harness: the provenance note for this commit
     reverts: str | None = None                     # Hermit-Reverts target
     verdict: str | None = None                     # Hermit-Verdict on a rollback
 
