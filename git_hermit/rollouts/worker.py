@@ -26,6 +26,9 @@ from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.tasks import Task
 
 TASK_FILE = "task.md"
+# Memory the acting agent itself writes while it works (continual-harness's notes): handed back
+# with the trajectory when a session changed it, wherever the agent wrote it.
+SESSION_MEMORY = "memory/NOTES.md"
 HOOK_LOG = ".hermit-hooks/hook-calls.jsonl"
 STDERR_TAIL_BYTES = 20_000
 _cache_lock = threading.Lock()
@@ -172,9 +175,24 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         if hook_log.is_file():
             files["hook-calls.jsonl"] = hook_log.read_bytes()
             result = result.with_(hook_log="hook-calls.jsonl")
+        notes = _session_memory(root / "adapter", workspace)
+        if notes is not None:
+            files[SESSION_MEMORY] = notes
         if ctx.stderr_path.is_file() and ctx.stderr_path.stat().st_size:
             files["agent.stderr"] = ctx.stderr_path.read_bytes()[-STDERR_TAIL_BYTES:]
         return RolloutOutput(result.to_dict(), files)
+
+
+def _session_memory(adapter: Path, workspace: Path) -> bytes | None:
+    """The session's memory notes if it changed them (at the workspace root or in the deployed copy)."""
+    original = adapter / SESSION_MEMORY
+    if not original.is_file():
+        return None
+    before = original.read_bytes()
+    for candidate in (workspace / SESSION_MEMORY, workspace / ".hermit-adapter" / SESSION_MEMORY):
+        if candidate.is_file() and candidate.read_bytes() != before:
+            return candidate.read_bytes()
+    return None
 
 
 def result_from_output(output: RolloutOutput) -> RolloutResult:

@@ -1,0 +1,273 @@
+"""The continual-harness evolver: its answer parser and delta validation, memory folding, the
+window reader, and end to end through `git hermit step`/`train` with a `command` acting agent
+and a scripted Refiner (per-pass commits, a dropped pass, windows, the spent stream, resume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli_helpers import GIT_HERMIT
+from conftest import git
+from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.templates import load_template, write_seed
+from git_hermit.errors import ConfigError
+from git_hermit.evolvers.continual_harness import deltas, evidence
+from git_hermit.evolvers.continual_harness.deltas import DeltaError, Layout
+from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
+from git_hermit.model.rollout import RolloutResult
+from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
+
+SUPPORT = Path(__file__).parent / "support"
+TEMPLATE = "continual-harness@1.0"
+
+
+# ---------------------------------------------------------------------------------- parser units
+def test_policy_answer_is_unfenced_unechoed_and_size_checked():
+    assert deltas.parse_policy("```markdown\n# P\n\nbe brief\n```", 100) == "# P\n\nbe brief\n"
+    assert deltas.parse_policy("IMPROVED BASE PROMPT:\n# P\n", 100) == "# P\n"
+    with pytest.raises(DeltaError, match="empty"):
+        deltas.parse_policy("```\n```", 100)
+    with pytest.raises(DeltaError, match="over the limit of 8000"):
+        deltas.parse_policy("x" * 8000, 8000)        # 8000 + the final newline
+    assert len(deltas.parse_policy("x" * 7999, 8000)) == 8000
+
+
+def test_json_answer_fenced_or_embedded_and_bad_json_rejected():
+    assert deltas.parse_json_answer('```json\n{"a": 1}\n```') == {"a": 1}
+    assert deltas.parse_json_answer('Here you go: {"a": [1]} hope it helps') == {"a": [1]}
+    with pytest.raises(DeltaError, match="no JSON object"):
+        deltas.parse_json_answer("no idea")
+    with pytest.raises(DeltaError, match="does not parse"):
+        deltas.parse_json_answer('{"a": [1,}')
+    with pytest.raises(DeltaError, match="not an object"):
+        deltas.parse_json_answer("[1, 2]")
+
+
+def test_subagent_delta_shapes():
+    d = deltas.parse_subagents(json.dumps({
+        "analysis": "a", "create": [{"name": "triage", "description": "d", "instructions": "i"}],
+        "update": [{"name": "reviewer", "instructions": "new"}], "retire": ["old"]}))
+    assert [e.name for e in d.create] == ["triage"] and d.update[0].description is None and d.retire == ("old",)
+    for bad, why in [({"create": [{"name": "Bad Name", "description": "d", "instructions": "i"}]}, "lowercase"),
+                     ({"create": [{"name": "x", "instructions": "i"}]}, "description"),
+                     ({"update": [{"name": "x"}]}, "changes nothing"),
+                     ({"create": {"name": "x"}}, "must be a list"),
+                     ({"retire": [3]}, "retire")]:
+        with pytest.raises(DeltaError, match=why):
+            deltas.parse_subagents(json.dumps(bad))
+
+
+def test_skill_delta_scripts_validated():
+    d = deltas.parse_skills(json.dumps({"add": [{"name": "s", "description": "d", "body": "b",
+                                                 "scripts": {"scripts/a.py": "print(1)", "b.sh": "echo"}}],
+                                        "update": [{"name": "t", "scripts": {"old.py": None}}]}))
+    assert d.create[0].scripts == {"scripts/a.py": "print(1)", "scripts/b.sh": "echo"}
+    assert d.update[0].scripts == {"scripts/old.py": None}
+    with pytest.raises(DeltaError, match="inside the skill"):
+        deltas.parse_skills(json.dumps({"add": [{"name": "s", "description": "d", "body": "b",
+                                                 "scripts": {"../evil.py": "x"}}]}))
+    with pytest.raises(DeltaError, match="has no text"):
+        deltas.parse_skills(json.dumps({"add": [{"name": "s", "description": "d", "body": "b",
+                                                 "scripts": {"a.py": None}}]}))
+
+
+def test_memory_delta_limit_and_headings():
+    d = deltas.parse_memory(json.dumps({"add": [{"topic": "T", "note": "n"}], "update": []}), 1)
+    assert d.add == (("T", "n"),)
+    two = {"add": [{"topic": "A", "note": "n"}], "update": [{"topic": "B", "note": "n"}]}
+    with pytest.raises(DeltaError, match="memory_max_changes=1"):
+        deltas.parse_memory(json.dumps(two), 1)
+    with pytest.raises(DeltaError, match="headings"):
+        deltas.parse_memory(json.dumps({"add": [{"topic": "A", "note": "x\n## B\ny"}]}), 5)
+
+
+def test_notes_fold_replaces_known_topics_and_appends_new():
+    harness = "# Notes\n\nintro\n\n## Tests\n\nrun pytest\n\n## Build\n\nmake\n"
+    session_a = harness.replace("run pytest", "run pytest -x (stop at first)") + "\n## Ports\n\nuse 8123\n"
+    session_b = harness                                   # wrote nothing new
+    text, folded = deltas.fold_session_notes(harness, harness, [session_a, session_b])
+    assert folded == ["Tests", "Ports"]
+    notes = deltas.Notes.parse(text)
+    assert notes.header == "# Notes\n\nintro"
+    assert [t for t, _ in notes.notes] == ["Tests", "Build", "Ports"]
+    assert notes.topics()["tests"] == "run pytest -x (stop at first)"
+    assert deltas.fold_session_notes(harness, harness, [session_b]) == (harness, [])
+
+
+def test_deltas_applied_to_the_seed_keep_check_spec(tmp_path):
+    template = load_template(TEMPLATE)
+    root = tmp_path / "adapter"
+    write_seed(template, root)
+    layout = Layout.of(template)
+    assert (layout.agents_root, layout.skills_root, layout.policy_copy) == ("sub_agents", ".agents/skills", "ADAPTER.md")
+    deltas.apply_policy(root, layout, deltas.parse_policy("# Policy\n\nnew\n", layout.policy_chars))
+    done = deltas.apply_component(root, layout.agents_root, layout.agent_file, deltas.parse_subagents(json.dumps({
+        "create": [{"name": "triage", "description": "Sorts failures: first look.", "instructions": "Look."}],
+        "update": [{"name": "reviewer", "description": "Reviews diffs."}, {"name": "ghost", "description": "x"}],
+        "retire": ["nobody"]})), verb="created")
+    assert done == ["created triage", "updated reviewer", "skipped update ghost: no such entry",
+                    "skipped retire nobody: no such entry"]
+    assert "You review a code change" in (root / "sub_agents/reviewer/AGENT.md").read_text()   # body kept
+    deltas.apply_component(root, layout.skills_root, layout.skill_file, deltas.parse_skills(json.dumps({
+        "add": [{"name": "probe", "description": "Probe it.", "body": "Run it.", "scripts": {"p.py": "print(1)"}}],
+        "retire": ["run-tests"]})), verb="added")
+    assert os.access(root / ".agents/skills/probe/scripts/p.py", os.X_OK)
+    assert not (root / ".agents/skills/run-tests").exists()
+    deltas.apply_memory(root, layout, deltas.parse_memory(json.dumps({
+        "add": [{"topic": "Ports", "note": "8123"}], "update": [{"topic": "running commands", "note": "use timeout"}]}), 5))
+    notes = deltas.Notes.parse((root / layout.memory).read_text()).topics()
+    assert notes == {"running commands": "use timeout", "ports": "8123"}
+    assert [v for v in check_adapter(root, template) if v.severity == "error"] == []
+
+
+def test_window_reader_signatures_feedback_and_session_notes(tmp_path):
+    root = tmp_path / "rollouts"
+    ok = root / "t1" / "1"
+    ok.mkdir(parents=True)
+    (ok / "trajectory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"type": "thread.started", "thread_id": "x"},
+        {"type": "item.completed", "item": {"id": "1", "type": "command_execution", "command": "make test",
+                                            "aggregated_output": "boom", "exit_code": 2, "status": "failed"}},
+        {"type": "item.completed", "item": {"id": "2", "type": "agent_message", "text": "done"}}]))
+    (ok / "memory").mkdir()
+    (ok / "memory" / "NOTES.md").write_text("# Notes\n\n## T\n\nx\n")
+    crashed = root / "t2" / "1"
+    crashed.mkdir(parents=True)
+    results = {"t1": [RolloutResult("t1", 1, "fail", 0.0, final_answer="done", verifier_output="expected 42",
+                                    trajectory="trajectory.jsonl")],
+               "t2": [RolloutResult("t2", 1, "exception", None, exception_type="AgentTimeout", timed_out=True)]}
+    with_feedback = evidence.read_window(results, root, feedback=True)
+    a, b = with_feedback
+    assert any("make test" in s and "exited 2" in s for s in a.signatures), a.signatures
+    assert a.verdict == "reward 0.0: expected 42" and a.session_notes.startswith("# Notes")
+    assert b.signatures == ("the session timed out (AgentTimeout)", "no answer came") and b.session_notes is None
+    assert evidence.read_window(results, root, feedback=False)[0].verdict is None
+    text = evidence.render_window(with_feedback)
+    assert "### Task t1, attempt 1: fail" in text and "expected 42" in text
+
+
+def test_step_tasks_windows_the_stream():
+    ev = ContinualHarnessEvolver()
+    tasks = tuple(f"t{i}" for i in range(1, 8))
+    assert ev.step_tasks(tasks, 1, {}) == ("t1", "t2", "t3")
+    assert ev.step_tasks(tasks, 3, {"step_size": 3}) == ("t7",)
+    assert ev.step_tasks(tasks, 2, {"step_size": 5}) == ("t6", "t7")
+    assert ev.step_tasks(tasks, 4, {}) == ()
+    with pytest.raises(ConfigError, match="step_size"):
+        ev.step_tasks(tasks, 1, {"step_size": "three"})
+
+
+# ---------------------------------------------------------------------------------- end to end
+def _env(control: Path) -> dict[str, str]:
+    path = os.pathsep.join([str(SUPPORT), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "HERMIT_TEST_CONTROL": str(control)}
+
+
+def _hermit(repo: Path, control: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*GIT_HERMIT, *args], cwd=repo, env=_env(control), capture_output=True, text=True,
+                          timeout=120)
+
+
+def _make_run(repo: Path, tasks: int = 6) -> Path:
+    control = repo.parent / "control"
+    control.mkdir()
+    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    ids = [f"t{i}" for i in range(1, tasks + 1)]
+    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Task {t}?", "answer": "42"}) + "\n"
+                                              for t in ids))
+    (repo / "rows").mkdir(exist_ok=True)
+    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in ids))
+    agent = control / "agent.py"
+    agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(control)))
+    agent.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["agent"] = {"backend": "command", "timeout_s": 60,
+                       "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
+    config["evolver"] = {"name": "continual-harness", "base": "scripted",
+                         "scripted": {p: f"continual_learners:{p}" for p in ("policy", "subagents", "skills", "memory")},
+                         "params": {"k": 1, "step_size": 3}}
+    config["trainer"] = {"epochs": 10, "allow_early_stop": True, "concurrency": 3}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return control
+
+
+def _step_commits(repo: Path, step: int) -> list[str]:
+    """Subjects of step ``step``'s commits, oldest first."""
+    lo, hi = f"refs/heads/hermit/r/step-{step - 1:04d}", f"refs/heads/hermit/r/step-{step:04d}"
+    return git(repo, "log", "--reverse", "--format=%s", f"{lo}..{hi}").splitlines()
+
+
+def test_two_steps_commit_per_pass_drop_a_broken_pass_and_spend_the_stream(repo):
+    control = _make_run(repo)
+    # step 1's skills pass writes a helper that is not Python (check_spec fails it), and step 2's
+    # memory pass answers no JSON: each is dropped with its reason, the other passes commit
+    (control / "refiner.json").write_text(json.dumps({
+        "1": {"skills": json.dumps({"analysis": "broken", "add": [{"name": "bad", "description": "Bad.", "body": "b",
+                                                                  "scripts": {"bad.py": "def (:\n"}}]})},
+        "2": {"memory": "I would rather not."}}))
+    first = _hermit(repo, control, "step")
+    assert first.returncode == 0, first.stderr + first.stdout
+    assert sorted(calls(control, "agent")) == ["t1#1", "t2#1", "t3#1"]
+    subjects = _step_commits(repo, 1)
+    assert [s.split(": ", 1)[1].split(":")[0] for s in subjects] == ["policy", "subagents", "memory"], subjects
+    assert all(s.startswith("hermit(continual-harness) step 1: ") for s in subjects)
+    tip = "refs/heads/hermit/r/step-0001"
+    trailers = git(repo, "log", "-1", "--format=%(trailers)", tip)
+    assert "Hermit-Evolver: continual-harness" in trailers and "Hermit-Pass: memory" in trailers
+    tree = git(repo, "ls-tree", "-r", "--name-only", tip, "adapter/").split()
+    assert "adapter/sub_agents/planner-1/AGENT.md" in tree
+    assert not any("skills/bad" in p for p in tree)
+    assert git(repo, "show", f"{tip}:adapter/AGENTS.md") == git(repo, "show", f"{tip}:adapter/ADAPTER.md")
+    assert "Lesson of step 1" in git(repo, "show", f"{tip}:adapter/AGENTS.md")
+    analysis = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/analysis", "show", tip))
+    passes = analysis["passes"]
+    assert passes["skills"]["status"] == "dropped" and "python-syntax" in passes["skills"]["reason"]
+    assert git(repo, "for-each-ref", "refs/tags/hermit/r/best") == ""       # nothing is scored best
+    prompt = (control / "prompt-step-1-subagents.md").read_text()
+    assert "### Task t1, attempt 1: fail" in prompt and "reward 0.0" in prompt   # feedback on by default
+
+    second = _hermit(repo, control, "step")
+    assert second.returncode == 0, second.stderr + second.stdout
+    assert sorted(calls(control, "agent"))[3:] == ["t4#1", "t5#1", "t6#1"]
+    assert [s.split(": ", 1)[1].split(":")[0] for s in _step_commits(repo, 2)] == ["policy", "subagents", "skills"]
+    analysis = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/analysis", "show", "refs/heads/hermit/r/step-0002"))
+    assert analysis["passes"]["memory"] == {"status": "dropped", "changes": [], "reason": "the answer holds no JSON object"}
+    tree = git(repo, "ls-tree", "-r", "--name-only", "refs/heads/hermit/r/step-0002", "adapter/").split()
+    assert "adapter/.agents/skills/check-answer-2/scripts/check.py" in tree
+    assert "Lesson of step 2" in git(repo, "show", "refs/heads/hermit/r/step-0002:adapter/ADAPTER.md")
+
+    spent = _hermit(repo, control, "train")
+    assert spent.returncode == 0, spent.stderr
+    assert "the training stream is spent" in spent.stdout + spent.stderr
+    assert len(calls(control, "refiner")) == 8
+
+
+def test_a_killed_step_resumes_with_the_cached_pass_answers(repo):
+    control = _make_run(repo, tasks=3)
+    (control / "hold-refiner-memory").write_text("")
+    proc = subprocess.Popen([*GIT_HERMIT, "step"], cwd=repo, env=_env(control), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for(lambda: (control / "held-refiner-memory").exists(), "the memory pass", proc)
+    finally:
+        kill_group(proc)
+    (control / "hold-refiner-memory").unlink()
+    assert calls(control, "refiner") == ["step-1-policy", "step-1-subagents", "step-1-skills", "step-1-memory"]
+    assert git(repo, "for-each-ref", "refs/heads/hermit/r/step-0001") == ""
+    resumed = _hermit(repo, control, "step")
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    # only the pass that never answered is asked again
+    assert calls(control, "refiner") == ["step-1-policy", "step-1-subagents", "step-1-skills",
+                                         "step-1-memory", "step-1-memory"]
+    assert len(_step_commits(repo, 1)) == 4
+    assert sorted(calls(control, "agent")) == ["t1#1", "t2#1", "t3#1"]       # rollouts reused too

@@ -1,0 +1,40 @@
+"""The memory an acting agent writes during a rollout (continual-harness notes) is handed back."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import yaml
+
+from cli_helpers import hermit
+
+
+AGENT = """
+import sys, pathlib
+workspace = pathlib.Path(sys.argv[2])
+task = sys.argv[3]
+if task == "t1":   # this session learns something and writes it down where its context file says
+    notes = workspace / ".hermit-adapter" / "memory" / "NOTES.md"
+    notes.write_text(notes.read_text() + "\\n## csv files\\nSkip the header row before summing.\\n")
+print(1)
+"""
+
+
+def test_changed_session_memory_is_stored_beside_the_result(repo):
+    assert hermit(repo, "init", "--template", "continual-harness@1.0").code == 0
+    (repo / "agent.py").write_text(AGENT)
+    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": "?", "answer": "1"}) + "\n"
+                                              for t in ("t1", "t2")))
+    (repo / "rows").mkdir()
+    (repo / "rows" / "train.txt").write_text("t1\nt2\n")
+    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+    cfg["agent"] = {"backend": "command", "command": [sys.executable, str(repo / "agent.py"), "{prompt_file}",
+                                                      "{workspace}", "{task_id}"]}
+    cfg["tasks"] = {"path": "tasks.jsonl"}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    r = hermit(repo, "rollout")
+    assert r.code == 0, r.err
+    rollouts = next((repo / ".hermit" / "runs").glob("*/evals/*-train/rollouts"))
+    assert "Skip the header row" in (rollouts / "t1" / "1" / "memory" / "NOTES.md").read_text()
+    assert not (rollouts / "t2" / "1" / "memory").exists()      # unchanged memory is not copied
