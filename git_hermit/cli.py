@@ -288,7 +288,7 @@ def _print_step(outcome) -> None:
     elif outcome.tip:
         click.echo(f"  hermit step-{outcome.step:04d} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
     for problem in outcome.rejected:
-        click.echo(f"error: the Evolve Agent's output was rejected: {problem}", err=True)
+        click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
         click.echo("hint: the step kept the adapter as it was; see `git hermit show "
                    f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)

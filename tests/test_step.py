@@ -215,7 +215,7 @@ def test_malformed_manifest_is_rejected_with_exit_8(repo, spec, message):
     control = make_run(repo, {"t1": "4"}, k=1)
     plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"})}, **spec)
     r = run_step(repo, control, expect=8)
-    assert "error: the Evolve Agent's output was rejected: " in r.err and message in r.err, r.err
+    assert "error: the learners' output was rejected: " in r.err and message in r.err, r.err
     assert "Traceback" not in r.err
     seed, tip = rev(repo, step_ref(0)), rev(repo, step_ref(1))
     assert chain(repo, tip, seed) == [tip]

@@ -56,15 +56,9 @@ def make_evolver(name: str):
         from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
         return ContinualHarnessEvolver()
     if name == "evo-harness":
-        try:
-            from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
-        except ImportError:
-            pass
-        else:
-            return EvoHarnessEvolver()
-    raise ConfigError(f"evolver {name!r} is not available in this version",
-                      hint="use evolver: {name: ahe}; continual-harness and evo-harness have templates "
-                           "and checks but no step driver yet")
+        from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
+        return EvoHarnessEvolver()
+    raise ConfigError(f"unknown evolver {name!r}", hint="use ahe, continual-harness or evo-harness")
 
 
 def _previous_evaluations(repo: Repo, ctx: RunContext, current_step: int) -> list[PastEvaluation]:

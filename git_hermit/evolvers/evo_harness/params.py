@@ -1,0 +1,50 @@
+"""The seed's parameters of evo-harness with their defaults, read once from ``evolver.params``
+(a bad value is one ConfigError line, never a traceback deep inside a step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from git_hermit.errors import ConfigError
+
+DEFAULTS: dict[str, Any] = {
+    "batch_size": 4, "max_steps": None, "success_threshold": 1.0, "general_min_tasks": 3,
+    "max_general_skills": 10, "max_topic_skills": 30, "max_skill_chars": 2000,
+    "max_library_chars": 48000, "max_evidence_chars": 24000,
+}
+# the params that are also check_spec limits of the evo-harness template (check_adapter(limits=…))
+LIMIT_KEYS = ("general_min_tasks", "max_general_skills", "max_topic_skills", "max_skill_chars", "max_library_chars")
+
+
+@dataclass(frozen=True)
+class EvoParams:
+    batch_size: int
+    max_steps: int | None
+    success_threshold: float
+    general_min_tasks: int
+    max_general_skills: int
+    max_topic_skills: int
+    max_skill_chars: int
+    max_library_chars: int
+    max_evidence_chars: int
+
+    @classmethod
+    def read(cls, raw: Mapping[str, Any]) -> "EvoParams":
+        values = {key: raw.get(key, default) for key, default in DEFAULTS.items()}
+        for key, value in values.items():
+            if key == "max_steps" and value is None:
+                continue
+            if key == "success_threshold":
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, int) and not isinstance(value, bool) and value >= (1 if key in (
+                    "batch_size", "max_steps") else 0)
+            if not ok:
+                raise ConfigError(f"evolver.params.{key} is {value!r}, which is not valid for evo-harness",
+                                  hint=f"use a {'number' if key == 'success_threshold' else 'non-negative integer'}"
+                                       f" (default {DEFAULTS[key]!r})")
+        return cls(**values)
+
+    def limits(self) -> dict[str, int]:
+        return {key: getattr(self, key) for key in LIMIT_KEYS}

@@ -1,0 +1,346 @@
+"""The evo-harness evolver: level validation (each rejection reason, on real directories),
+reflection parsing and evidence, stream windows, and end to end on the real `git hermit`
+executable with a `command` acting agent and scripted learners (tests/support/evo_learners.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli_helpers import hermit
+from conftest import git
+from git_hermit.adapter.templates import load_template
+from git_hermit.core.commits import files_from_dir
+from git_hermit.errors import ConfigError
+from git_hermit.evolvers.evo_harness import reflection
+from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
+from git_hermit.evolvers.evo_harness.params import EvoParams
+from git_hermit.evolvers.evo_harness.validate import validate_level
+from git_hermit.model.rollout import RolloutResult
+from git_hermit.model.schema import schema_errors
+from git_hermit.resources import templates_dir
+
+SUPPORT = Path(__file__).parent / "support"
+TEMPLATE = "evo-harness@1.0"
+RUN = "r"
+
+
+def skill(name: str, level: str | None, tasks: list[str] = (), body: str = "- Check the format.\n",
+          description: str = "Use when the answer is a single value.") -> str:
+    head = f"---\nname: {name}\ndescription: {description}\n"
+    if level is not None:
+        head += f"flashrsi:\n  algorithm: evo_harness\n  level: {level}\n  source_task_ids: {json.dumps(list(tasks))}\n"
+    return head + "---\n\n" + body
+
+
+# --- validation ------------------------------------------------------------------------------
+@pytest.fixture
+def dirs(tmp_path):
+    before = tmp_path / "before"
+    shutil.copytree(templates_dir() / "evo-harness", before, ignore=shutil.ignore_patterns("template.yaml"))
+    (before / "skills" / "old-topic").mkdir()
+    (before / "skills" / "old-topic" / "SKILL.md").write_text(skill("old-topic", "topic", ["t0"]))
+    after = tmp_path / "after"
+    shutil.copytree(before, after)
+    return before, after
+
+
+SUPPORTED = {"t1": ("t1#1",), "t2": ("t2#1",), "t3": ("t3#1",)}
+
+
+def judge(before: Path, after: Path, level: str = "topic", **limits):
+    merged = {**EvoParams.read({}).limits(), **limits}
+    return validate_level(level=level, before=files_from_dir(before), after=files_from_dir(after), after_dir=after,
+                          template=load_template(TEMPLATE), supported=SUPPORTED, limits=merged)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_text(text)
+
+
+def test_a_valid_topic_level_is_accepted_with_its_provenance(dirs):
+    before, after = dirs
+    write(after, "skills/short-answers/SKILL.md", skill("short-answers", "topic", ["t1", "t2"]))
+    write(after, "skills/old-topic/SKILL.md", skill("old-topic", "topic", ["t3"], body="- revised\n"))
+    v = judge(before, after)
+    assert v.accepted, v.reasons
+    assert sorted(v.files) == ["skills/old-topic/SKILL.md", "skills/short-answers/SKILL.md"]
+    assert v.written["short-answers"] == {"level": "topic", "source_task_ids": ["t1", "t2"],
+                                          "experiences": ["t1#1", "t2#1"]}
+
+
+def test_citing_a_task_outside_the_batch_rejects_the_whole_level(dirs):
+    before, after = dirs
+    write(after, "skills/good/SKILL.md", skill("good", "topic", ["t1"]))
+    write(after, "skills/bad/SKILL.md", skill("bad", "topic", ["t1", "t9"]))
+    v = judge(before, after)
+    assert not v.accepted and v.written == {}
+    assert any("provenance" in r and "t9" in r for r in v.reasons)
+
+
+def test_a_revision_must_cite_this_batch_not_the_old_evidence(dirs):
+    before, after = dirs
+    write(after, "skills/old-topic/SKILL.md", skill("old-topic", "topic", ["t0"], body="- revised\n"))
+    assert any("t0" in r for r in judge(before, after).reasons)
+
+
+def test_a_general_skill_needs_general_min_tasks_distinct_tasks(dirs):
+    before, after = dirs
+    write(after, "skills/cross/SKILL.md", skill("cross", "general", ["t1", "t2"]))
+    assert any("general_min_tasks is 3" in r for r in judge(before, after, "general").reasons)
+    assert judge(before, after, "general", general_min_tasks=2).accepted
+
+
+def test_a_level_writes_only_its_own_level(dirs):
+    before, after = dirs
+    write(after, "skills/cross/SKILL.md", skill("cross", "general", ["t1", "t2", "t3"]))
+    assert any(r.startswith("level:") for r in judge(before, after, "topic").reasons)
+    shutil.rmtree(after / "skills" / "cross")
+    shutil.rmtree(after / "skills" / "old-topic")          # the general curator deletes a topic skill
+    assert any("deleted skills/old-topic" in r for r in judge(before, after, "general").reasons)
+    assert judge(before, after, "topic").deleted == ("old-topic",)
+
+
+def test_char_budgets_reject_the_level(dirs):
+    before, after = dirs
+    write(after, "skills/long/SKILL.md", skill("long", "topic", ["t1"], body="- x\n" * 600))
+    assert any("skill-size" in r for r in judge(before, after).reasons)
+    write(after, "skills/long/SKILL.md", skill("long", "topic", ["t1"]))
+    assert judge(before, after).accepted
+    assert any("library-size" in r for r in judge(before, after, max_library_chars=300).reasons)
+
+
+def test_the_skill_count_rejects_the_level(dirs):
+    before, after = dirs
+    write(after, "skills/one/SKILL.md", skill("one", "topic", ["t1"]))
+    assert any("library-count" in r for r in judge(before, after, max_topic_skills=1).reasons)
+    assert judge(before, after, max_topic_skills=2).accepted
+
+
+def test_native_skills_are_protected(dirs):
+    before, after = dirs
+    native = "skills/verify-before-finishing/SKILL.md"
+    text = (after / native).read_text()
+    # taking a native skill over by adding provenance
+    write(after, native, text.replace("---\n\n", "flashrsi:\n  algorithm: evo_harness\n  level: topic\n"
+                                      "  source_task_ids: [t1]\n---\n\n", 1))
+    assert any("native skill and cannot gain provenance" in r for r in judge(before, after).reasons)
+    write(after, native, text + "\n- one more step\n")     # editing it
+    assert any("native skill" in r for r in judge(before, after).reasons)
+    (after / native).unlink()                                # deleting it
+    assert any("native skill" in r for r in judge(before, after).reasons)
+
+
+def test_stripping_provenance_or_adding_an_unmanaged_skill_is_rejected(dirs):
+    before, after = dirs
+    write(after, "skills/old-topic/SKILL.md", skill("old-topic", None))
+    assert any("provenance was stripped" in r for r in judge(before, after).reasons)
+    shutil.copy(before / "skills/old-topic/SKILL.md", after / "skills/old-topic/SKILL.md")
+    write(after, "skills/fresh/SKILL.md", skill("fresh", None))
+    assert any("left unmanaged" in r for r in judge(before, after).reasons)
+
+
+def test_edits_outside_skills_are_rejected(dirs):
+    before, after = dirs
+    write(after, "skills/good/SKILL.md", skill("good", "topic", ["t1"]))
+    (after / "AGENTS.md").write_text((after / "AGENTS.md").read_text() + "\nAlways use skills.\n")
+    v = judge(before, after)
+    assert not v.accepted and any(r.startswith("permissions:") and "AGENTS.md" in r for r in v.reasons)
+
+
+def test_symlinks_are_rejected(dirs):
+    before, after = dirs
+    (after / "skills" / "linked").mkdir()
+    (after / "skills" / "linked" / "SKILL.md").symlink_to("../../AGENTS.md")
+    assert any("symbolic links" in r for r in judge(before, after).reasons)
+
+
+def test_a_new_folder_may_not_shadow_a_flat_skill(dirs):
+    before, after = dirs
+    for root in dirs:
+        write(root, "skills/flat.md", skill("flat", None))
+    write(after, "skills/flat/SKILL.md", skill("flat", "topic", ["t1"]))
+    assert any("skill-shadow" in r for r in judge(before, after).reasons)
+
+
+def test_a_flat_skill_file_is_not_a_curator_skill(dirs):
+    before, after = dirs
+    write(after, "skills/flat.md", skill("flat", "topic", ["t1"]))
+    assert any("flat skill file" in r for r in judge(before, after).reasons)
+
+
+# --- reflection, windows, params -------------------------------------------------------------
+def test_reflection_parsing():
+    ok = reflection.parse('noise ```json\n{"lesson": "L", "trigger": "T", "evidence": "' + "e" * 50
+                          + '", "scope_hint": "topic"}\n``` more', evidence_limit=40)
+    assert ok.experience["lesson"] == "L" and len(ok.experience["evidence"]) <= 40
+    assert "truncated" in ok.experience["evidence"]
+    assert reflection.parse('{"skip": true}', 100).skip
+    assert reflection.parse('{"lesson": ""}', 100).problem
+    assert reflection.parse("no json here", 100).problem
+
+
+def test_evidence_is_redacted_and_cut(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_API_KEY", "sk-verysecretvalue123456789")
+    run = RolloutResult("t1", 1, "fail", 0.0, final_answer="sk-verysecretvalue123456789 " + "x" * 500,
+                        verifier_output="expected 4")
+    text = reflection.evidence(run, tmp_path, 300)
+    assert "verysecret" not in text and "expected 4" in text
+    assert len(text) <= 300 and "truncated" in text
+    assert reflection.failed(run, 1.0) and not reflection.failed(RolloutResult("t", 1, "pass", 1.0), 1.0)
+    assert reflection.failed(RolloutResult("t", 1, "pass", 0.5), 0.8)
+
+
+def test_step_tasks_windows_and_max_steps():
+    evolver, tasks = EvoHarnessEvolver(), tuple(f"t{i}" for i in range(1, 8))
+    assert evolver.step_tasks(tasks, 1, {}) == ("t1", "t2", "t3", "t4")
+    assert evolver.step_tasks(tasks, 2, {}) == ("t5", "t6", "t7")
+    assert evolver.step_tasks(tasks, 3, {}) == ()
+    assert evolver.step_tasks(tasks, 2, {"batch_size": 2, "max_steps": 1}) == ()
+    with pytest.raises(ConfigError):
+        evolver.step_tasks(tasks, 1, {"batch_size": 0})
+
+
+# --- end to end ------------------------------------------------------------------------------
+# The acting agent answers 42 to everything; it logs each task and the skills deployed to it.
+AGENT = """#!{python}
+import os, sys
+task, workspace = sys.argv[1:3]
+skills = sorted({{d for _, dirs, _ in os.walk(workspace) for d in dirs if d in ("short-answers", "cross")}})
+open({log!r}, "a").write(task + "\\n")
+open({seen!r}, "a").write(task + ":" + ",".join(skills) + "\\n")
+print("42")
+"""
+
+
+def make_evo_run(repo: Path, answers: dict[str, str], params: dict) -> Path:
+    control = repo.parent / "control"
+    control.mkdir()
+    r = hermit(repo, "init", "--template", TEMPLATE, "--run", RUN)
+    assert r.code == 0, r.err
+    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Answer of {t}?", "answer": a}) + "\n"
+                                              for t, a in answers.items()))
+    (repo / "rows").mkdir()
+    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in answers))
+    agent = control / "agent.py"
+    agent.write_text(AGENT.format(python=sys.executable, log=str(control / "agent.log"),
+                                  seen=str(control / "seen.log")))
+    agent.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["agent"] = {"backend": "command", "timeout_s": 60, "command": [str(agent), "{task_id}", "{workspace}"]}
+    config["evolver"] = {"name": "evo-harness", "base": "scripted", "params": {"k": 1, **params}, "scripted": {
+        role: f"evo_learners:{role}" for role in ("reflect", "topic_curator", "general_curator")}}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return control
+
+
+def env(control: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
+            "HERMIT_TEST_CONTROL": str(control)}
+
+
+def log(control: Path, name: str) -> list[str]:
+    path = control / f"{name}.log"
+    return path.read_text().split() if path.is_file() else []
+
+
+def plan(control: Path, **entries: dict) -> None:
+    (control / "plan.json").write_text(json.dumps({k.replace("_", "-", 1): v for k, v in entries.items()}))
+
+
+def tip(repo: Path, n: int) -> str:
+    return git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-{n:04d}").strip()
+
+
+ANSWERS = {"t1": "1", "t2": "42", "t3": "3", "t4": "4", "t5": "5", "t6": "42"}
+
+
+def test_train_end_to_end(repo):
+    control = make_evo_run(repo, ANSWERS, {})
+    plan(control, **{
+        "1_topic_curator": {"write": {"skills/short-answers/SKILL.md": skill("short-answers", "topic", ["t1", "t3"])}},
+        # one valid and one invalid general skill: the level is rejected whole
+        "1_general_curator": {"write": {
+            "skills/good-general/SKILL.md": skill("good-general", "general", ["t1", "t3", "t4"]),
+            "skills/bad-general/SKILL.md": skill("bad-general", "general", ["t1", "t3", "t9"])}},
+        "reflect": {"skip": ["t5"]}})
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 0, r.out + r.err                     # a rejected level is a normal, recorded outcome
+    assert "general curator" in r.err and "t9" in r.err
+    assert sorted(log(control, "agent")) == ["t1", "t2", "t3", "t4"]        # the first window of 4
+    assert sorted(log(control, "reflect")) == ["t1#1", "t3#1", "t4#1"]      # only the failures
+    prompt = (control / "prompts" / "reflect-t1_1.txt").read_text()
+    assert "Task: t1 (attempt 1)" in prompt and "Outcome: fail" in prompt
+    assert "- verify-before-finishing [native]:" in prompt
+    curator = (control / "prompts" / "topic_curator-step-1-topic.txt").read_text()
+    assert "### t4#1 (task t4)" in curator and "Cite only these task ids: t1, t3, t4." in curator
+    step1, seed = tip(repo, 1), tip(repo, 0)
+    commits = git(repo, "rev-list", "--reverse", f"{seed}..{step1}").split()
+    assert len(commits) == 1
+    assert git(repo, "log", "-1", "--format=%s", step1).strip().endswith("topic curator: 1 skill(s) written")
+    tree = git(repo, "ls-tree", "-r", "--name-only", step1, "adapter/skills").split()
+    assert "adapter/skills/short-answers/SKILL.md" in tree
+    assert not any("general" in path for path in tree)
+    analysis = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", step1))
+    assert analysis["levels"]["topic"]["status"] == "accepted"
+    assert analysis["levels"]["general"]["status"] == "rejected"
+    assert any("bad-general" in r and "t9" in r for r in analysis["levels"]["general"]["reasons"])
+    assert [e["id"] for e in analysis["experiences"]] == ["t1#1", "t3#1", "t4#1"]
+    provenance = json.loads(git(repo, "notes", "--ref=hermit/provenance", "show", step1))   # on the level's commit
+    assert schema_errors("provenance", provenance) == [] and provenance["step"] == 1
+    assert provenance["skills"]["short-answers"] == {
+        "level": "topic", "source_task_ids": ["t1", "t3"], "experiences": ["t1#1", "t3#1"]}
+    assert git(repo, "rev-parse", "-q", "--verify", f"refs/tags/hermit/{RUN}/best", check=False).strip() == ""
+
+    r = hermit(repo, "train", env=env(control))
+    assert r.code == 0, r.out + r.err
+    assert "the training stream is spent" in r.out
+    assert sorted(log(control, "agent")[4:]) == ["t5", "t6"]                # the window advanced by 4
+    # the batch ran one fixed snapshot: step 1 without the skill, step 2 with it deployed natively
+    assert sorted(log(control, "seen")) == ["t1:", "t2:", "t3:", "t4:", "t5:short-answers", "t6:short-answers"]
+    assert sorted(log(control, "reflect")) == ["t1#1", "t3#1", "t4#1", "t5#1"]
+    assert log(control, "topic_curator") == ["step-1-topic"]               # t5 skipped: nothing to compile
+    assert log(control, "general_curator") == ["step-1-general"]
+    step2 = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip(repo, 2)))
+    assert step2["reflections"] == {"t5#1": "skip"} and step2["levels"]["topic"]["status"] == "skipped"
+    assert git(repo, "log", "-1", "--format=%s", tip(repo, 2)).strip().endswith("no adapter changes")
+    assert git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-0003",
+               check=False).strip() == ""
+
+
+def test_a_failed_curator_stops_the_step_and_the_rerun_reuses_the_checkpoints(repo):
+    control = make_evo_run(repo, {"t1": "1", "t2": "2", "t3": "3"}, {"batch_size": 3})
+    plan(control, **{
+        "1_topic_curator": {"write": {"skills/short-answers/SKILL.md": skill("short-answers", "topic", ["t2"])}},
+        "1_general_curator": {"write": {"skills/cross/SKILL.md": skill("cross", "general", ["t1", "t2", "t3"])}}})
+    (control / "fail-general_curator").write_text("")
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 12, r.out + r.err                    # AgentError: the Worker's error propagates
+    assert "general curator session failed" in r.err
+    assert git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-0001", check=False).strip() == ""
+    (control / "fail-general_curator").unlink()
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 0, r.out + r.err
+    assert sorted(log(control, "reflect")) == ["t1#1", "t2#1", "t3#1"]     # not re-called
+    assert log(control, "topic_curator") == ["step-1-topic"]
+    assert log(control, "general_curator") == ["step-1-general", "step-1-general"]
+    subjects = git(repo, "log", "--format=%s", f"{tip(repo, 0)}..{tip(repo, 1)}").splitlines()
+    assert len(subjects) == 2
+    assert subjects[0].endswith("general curator: 1 skill(s) written")
+    assert subjects[1].endswith("topic curator: 1 skill(s) written")
+
+
+def test_a_one_shot_learner_is_refused(repo):
+    control = make_evo_run(repo, {"t1": "1"}, {})
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["evolver"]["base"] = "llm"
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 5 and "needs a learner that edits files" in r.err, r.out + r.err
