@@ -59,6 +59,8 @@ class RunConfig:
     def evolver_params(self) -> dict[str, Any]:
         """The evolver's params over its defaults (nested dicts merged one level deep)."""
         params = dict(AHE_DEFAULT_PARAMS) if self.evolver_name == "ahe" else {}
+        if self.evolver_name == "continual-harness" and self.data.get("step_size"):
+            params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the Refiner's window
         for key, value in (self.evolver.get("params") or {}).items():
             if isinstance(value, dict) and isinstance(params.get(key), dict):
                 params[key] = {**params[key], **value}
