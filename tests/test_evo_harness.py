@@ -188,8 +188,8 @@ def test_reflection_parsing():
 
 
 def test_evidence_is_redacted_and_cut(tmp_path, monkeypatch):
-    monkeypatch.setenv("MY_API_KEY", "sk-verysecretvalue123456789")
-    run = RolloutResult("t1", 1, "fail", 0.0, final_answer="sk-verysecretvalue123456789 " + "x" * 500,
+    monkeypatch.setenv("MY_API_KEY", "hermit-fake-secret-value-123456789")
+    run = RolloutResult("t1", 1, "fail", 0.0, final_answer="hermit-fake-secret-value-123456789 " + "x" * 500,
                         verifier_output="expected 4")
     text = reflection.evidence(run, tmp_path, 300)
     assert "verysecret" not in text and "expected 4" in text
