@@ -47,9 +47,3 @@ def redact_file(path: Path) -> None:
     cleaned = redact(text)
     if cleaned != text:
         path.write_bytes(cleaned.encode("utf-8", errors="surrogateescape"))
-
-
-def redact_tree(root: Path) -> None:
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            redact_file(path)

@@ -16,7 +16,7 @@ import yaml
 from cli_helpers import hermit
 from conftest import git
 from git_hermit.adapter.templates import load_template
-from git_hermit.core.commits import files_from_dir
+from git_hermit.gitio import files_in_directory
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
@@ -56,7 +56,7 @@ SUPPORTED = {"t1": ("t1#1",), "t2": ("t2#1",), "t3": ("t3#1",)}
 
 def judge(before: Path, after: Path, level: str = "topic", **limits):
     merged = {**EvoParams.read({}).limits(), **limits}
-    return validate_level(level=level, before=files_from_dir(before), after=files_from_dir(after), after_dir=after,
+    return validate_level(level=level, before=files_in_directory(before), after=files_in_directory(after), after_dir=after,
                           template=load_template(TEMPLATE), supported=SUPPORTED, limits=merged)
 
 

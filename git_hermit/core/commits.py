@@ -1,4 +1,4 @@
-"""Commit messages and file sets for adapter commits (subject, body, Hermit-* trailers).
+"""Commit messages for adapter commits (subject, body, Hermit-* trailers).
 
 Every commit git-hermit makes goes through ``step_message`` so subjects and trailers are
 uniform: ``hermit(<evolver>) step N: <id>: <summary>`` plus Hermit-Run/Step/Evolver….
@@ -6,11 +6,7 @@ uniform: ``hermit(<evolver>) step N: <id>: <summary>`` plus Hermit-Run/Step/Evol
 
 from __future__ import annotations
 
-import os
-import stat
-from pathlib import Path
-
-from git_hermit.gitio import FileChange, format_message
+from git_hermit.gitio import format_message
 
 
 def step_message(*, run: str, step: int, evolver: str, summary: str, body: str = "",
@@ -22,19 +18,3 @@ def step_message(*, run: str, step: int, evolver: str, summary: str, body: str =
         trailers.append(("Hermit-Change", change_id))
     trailers += extra or []
     return format_message(subject, body, trailers)
-
-
-def files_from_dir(directory: Path) -> dict[str, FileChange]:
-    """Every file under ``directory`` as a FileChange keyed by its relative POSIX path."""
-    out: dict[str, FileChange] = {}
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        for name in sorted(files):
-            path = Path(root) / name
-            rel = path.relative_to(directory).as_posix()
-            if path.is_symlink():
-                out[rel] = FileChange(os.readlink(path).encode(), "120000")
-            else:
-                mode = "100755" if path.stat().st_mode & stat.S_IXUSR else "100644"
-                out[rel] = FileChange(path.read_bytes(), mode)
-    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -128,13 +128,12 @@ def scores_record(run: str, step: int, ev: EvalRun, *, timeout_as: str = "except
                   usage=usage.to_dict(), duration_s=round(ev.duration_s, 3))
 
 
-def write_scores(repo: Repo, scores: Scores) -> None:
-    """Write the commit's scores note; another split's existing scores are kept beside it.
+def merged_scores_text(repo: Repo, scores: Scores) -> str:
+    """The commit's scores note text with ``scores`` in it, keeping the other splits' scores.
 
     The note's top level is the training split a step evaluated (what `log` shows); a
     held-out split lands under ``splits.<name>`` of the same note.
     """
-    from dataclasses import replace
     existing = read_scores(repo, scores.commit)
     if existing is not None and existing.split != scores.split:
         if scores.split == "train":
@@ -143,7 +142,11 @@ def write_scores(repo: Repo, scores: Scores) -> None:
             scores = replace(existing, splits={**existing.splits, scores.split: scores.split_summary()})
     elif existing is not None:
         scores = replace(scores, splits=existing.splits)
-    NotesStore(repo).write(NOTES_REFS["scores"], scores.commit, dumps("scores", scores),
+    return dumps("scores", scores)
+
+
+def write_scores(repo: Repo, scores: Scores) -> None:
+    NotesStore(repo).write(NOTES_REFS["scores"], scores.commit, merged_scores_text(repo, scores),
                            f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")
 
 

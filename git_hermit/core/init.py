@@ -15,10 +15,10 @@ from pathlib import Path
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.config import CONFIG_FILE, RUNS_DIR, config_paths, parse_config, render_default_config, write_schema_copy
-from git_hermit.core.commits import files_from_dir, step_message
+from git_hermit.core.commits import step_message
 from git_hermit.core.runs import check_run_name, list_runs, step_ref
 from git_hermit.errors import CheckFailed, InputError
-from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite
+from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
         if problems:   # a shipped template that fails its own checks is a packaging bug
             raise CheckFailed(f"the {template.id} seed fails check_spec: {problems[0]}")
         changes: dict[str, FileChange | None] = {
-            f"{adapter_rel}/{rel}": change for rel, change in files_from_dir(seed).items()}
+            f"{adapter_rel}/{rel}": change for rel, change in files_in_directory(seed).items()}
         changes[config_rel] = FileChange(config_text.encode())
         head = repo.rev_parse("HEAD")
         message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",

@@ -16,8 +16,8 @@ from typing import Callable
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import step_message
-from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, read_scores, run_split,
-                                     scores_record)
+from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
+                                     run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict, StreamSpent
@@ -107,6 +107,10 @@ def _learner_factory(ctx: RunContext):
     return learner
 
 
+def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
+    repo.materialise(commit, adapter, dest)
+
+
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
              on_progress: Callable[[Progress], None] | None = None) -> StepOutcome:
     ctx = open_run(repo, run)
@@ -163,7 +167,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
         best=best, ledger=ledger, learner=_learner_factory(ctx),
         revert_files=_revert_files(repo, config.adapter),
-        materialise=lambda dest: repo.materialise(evaluated, config.adapter, dest) and None,
+        materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
         say=say)
     result = evolver.learn(step_ctx)
@@ -216,7 +220,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     for attempt in range(MAX_PUBLISH_ATTEMPTS):
         store = NotesStore(repo)
         updates: list[RefUpdate] = []
-        batches = {"scores": {evaluated: _merge_scores(repo, scores)}, "manifest": manifest_notes,
+        batches = {"scores": {evaluated: merged_scores_text(repo, scores)}, "manifest": manifest_notes,
                    "verdicts": verdict_notes, "provenance": provenance_notes}
         if analysis_note is not None:
             batches["analysis"] = {tip: analysis_note}
@@ -243,17 +247,6 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
                        rollbacks=rollbacks, best=result.best)
-
-
-def _merge_scores(repo: Repo, scores) -> str:
-    """The scores note text, keeping another split's scores already on the commit."""
-    from dataclasses import replace
-    existing = read_scores(repo, scores.commit)
-    if existing is not None and existing.split != scores.split:
-        scores = replace(scores, splits={**existing.splits, existing.split: existing.split_summary()})
-    elif existing is not None:
-        scores = replace(scores, splits=existing.splits)
-    return dumps("scores", scores)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -490,23 +490,7 @@ class Repo:
         prefix = prefix.strip("/")
         base = f"{self._check_path(prefix)}/" if prefix else ""
         existing = self.ls_tree(parent, prefix) if parent else {}
-        wanted: dict[str, tuple[str, bytes]] = {}
-        directory = Path(directory)
-        for root, dirs, files in os.walk(directory):
-            # os.walk lists symlinks to directories among dirs; they are committed as links.
-            linked = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-            dirs[:] = sorted(d for d in dirs if d != ".git" and d not in linked)
-            for name in [*files, *linked]:
-                if name == ".git":
-                    continue
-                full = os.path.join(root, name)
-                rel = os.path.relpath(full, directory).replace(os.sep, "/")
-                info = os.lstat(full)
-                if stat.S_ISLNK(info.st_mode):
-                    wanted[rel] = ("120000", os.fsencode(os.readlink(full)))
-                elif stat.S_ISREG(info.st_mode):
-                    mode = "100755" if info.st_mode & stat.S_IXUSR else "100644"
-                    wanted[rel] = (mode, Path(full).read_bytes())
+        wanted = {rel: (f.mode, f.content) for rel, f in files_in_directory(directory).items()}
         changes: dict[str, tuple[str, str] | None] = {}
         to_write: list[tuple[str, str, bytes]] = []
         for rel, (mode, content) in wanted.items():
@@ -596,6 +580,28 @@ class Repo:
     def bundle_fetch(self, path: Path, ref: str) -> None:
         """Fetch ``ref`` from the bundle at ``path`` into the same ref name here (forced)."""
         self.git("fetch", "--quiet", "--no-tags", str(Path(path).resolve()), f"+{ref}:{ref}")
+
+
+def files_in_directory(directory: Path) -> dict[str, FileChange]:
+    """Every file under ``directory`` (not ``.git``) as it would be committed: POSIX relative
+    path → bytes and mode (100755 for executables, 120000 for symlinks, a linked directory too)."""
+    found: dict[str, FileChange] = {}
+    directory = Path(directory)
+    for root, dirs, files in os.walk(directory):
+        # os.walk lists symlinks to directories among dirs; they are committed as links.
+        linked = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = sorted(d for d in dirs if d != ".git" and d not in linked)
+        for name in sorted([*files, *linked]):
+            if name == ".git":
+                continue
+            full = os.path.join(root, name)
+            rel = os.path.relpath(full, directory).replace(os.sep, "/")
+            info = os.lstat(full)
+            if stat.S_ISLNK(info.st_mode):
+                found[rel] = FileChange(os.fsencode(os.readlink(full)), "120000")
+            elif stat.S_ISREG(info.st_mode):
+                found[rel] = FileChange(Path(full).read_bytes(), "100755" if info.st_mode & stat.S_IXUSR else "100644")
+    return found
 
 
 def git_version() -> str:

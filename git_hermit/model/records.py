@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from git_hermit.model.schema import validate
 
-VERDICTS: tuple[str, ...] = ("EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL")
 VerdictName = Literal["EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL"]
 SCHEMA_VERSION = 1
 
@@ -268,9 +267,6 @@ RECORD_KINDS: dict[str, tuple[str, type]] = {
     "provenance": ("provenance", Provenance),
     "analysis": ("analysis", Analysis),
 }
-
-R = TypeVar("R")
-
 
 def dumps(kind: str, record: Any) -> str:
     """Canonical JSON of a record for notes ref ``kind``, validated before it is written."""

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 Outcome = Literal["pass", "fail", "exception"]
-OUTCOMES: tuple[str, ...] = ("pass", "fail", "exception")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import shutil
 import tempfile
 import threading
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from git_hermit.adapter.deploy import deploy
-from git_hermit.model.rollout import RolloutResult, Usage
+from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.tasks import Task
@@ -193,10 +192,3 @@ def _session_memory(adapter: Path, workspace: Path) -> bytes | None:
         if candidate.is_file() and candidate.read_bytes() != before:
             return candidate.read_bytes()
     return None
-
-
-def result_from_output(output: RolloutOutput) -> RolloutResult:
-    return RolloutResult.from_dict(json.loads(json.dumps(output.result)))
-
-
-__all__ = ["RolloutJob", "RolloutOutput", "execute_rollout", "prepare_workspace", "result_from_output", "Usage"]

@@ -28,8 +28,6 @@ from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
 from git_hermit.rollouts.trajectories import explode
 
-SCRIPTED_DEBUGGER = "git_hermit.demo.learners:debugger_session"
-SCRIPTED_EVOLVE = "git_hermit.demo.learners:evolve_session"
 
 
 @dataclass(frozen=True)
@@ -41,8 +39,8 @@ class _Rollback:
 
 
 def _adapter_files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.core.commits import files_from_dir   # one definition of "the files of a dir"
-    return files_from_dir(root)
+    from git_hermit.gitio import files_in_directory
+    return files_in_directory(root)
 
 
 def _apply(root: Path, files: dict[str, FileChange | None]) -> None:

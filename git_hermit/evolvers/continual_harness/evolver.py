@@ -70,8 +70,8 @@ def render_prompt(name: str, values: dict[str, Any]) -> str:
 
 
 def _files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.core.commits import files_from_dir   # one definition of "the files of a dir"
-    return files_from_dir(root)
+    from git_hermit.gitio import files_in_directory
+    return files_in_directory(root)
 
 
 def _diff(before: dict[str, FileChange], after: dict[str, FileChange]) -> dict[str, FileChange | None]:

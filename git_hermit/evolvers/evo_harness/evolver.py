@@ -40,8 +40,8 @@ def _prompt(name: str, **values: Any) -> str:
 
 
 def _files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.core.commits import files_from_dir   # one definition of "the files of a dir"
-    return files_from_dir(root)
+    from git_hermit.gitio import files_in_directory
+    return files_in_directory(root)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Mapping, Protocol
 
 from git_hermit.model.rollout import Usage
 
@@ -103,8 +103,3 @@ def last_nonempty_line(text: str) -> str | None:
 def real_home() -> Path:
     """The invoking user's home (login files are copied from here)."""
     return Path(os.path.expanduser("~"))
-
-
-def agent_setting(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    value = cfg.get(key)
-    return default if value is None else value
