@@ -15,10 +15,10 @@ from typing import Any
 import click
 
 from git_hermit import __version__
+from git_hermit.completer import COMPLETE_VAR
 from git_hermit.errors import INTERNAL_ERROR_EXIT, INTERRUPTED_EXIT, USAGE_EXIT, HermitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-COMPLETE_VAR = "_GIT_HERMIT_COMPLETE"   # click's shell-completion protocol (see `completion`)
 
 
 def _repo():
@@ -394,15 +394,23 @@ def demo(directory: Path) -> None:
     click.echo(DEMO_NOTICE)
 
 
+def _complete_command(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return [name for name in cli.list_commands(ctx) if name.startswith(incomplete)]
+
+
 @cli.command(name="help", context_settings=CONTEXT)
-@click.argument("command", required=False, shell_complete=lambda ctx, param, inc: [
-    name for name in cli.list_commands(ctx) if name.startswith(inc)])
+@click.argument("command", required=False, shell_complete=_complete_command)
 @click.option("--man", "as_roff", is_flag=True, help="Print the whole manual page as roff (what `man git-hermit` shows).")
+@click.option("--completion-table", "as_table", is_flag=True, hidden=True,
+              help="Print the table shell completion reads (git_hermit/completion.json).")
 @click.pass_context
-def help_command(ctx: click.Context, command: str | None, as_roff: bool) -> None:
+def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_table: bool) -> None:
     """Help for COMMAND (or the overview); `git help hermit` opens the manual page."""
     if as_roff:
         click.echo(manpage_text(), nl=False)
+        return
+    if as_table:
+        click.echo(json.dumps(completion_table(), indent=1, sort_keys=True))
         return
     parent = ctx.parent
     if command is None:
@@ -432,6 +440,47 @@ def _command_docs() -> list:
         docs.append(CommandDoc(name=name, usage=f"git hermit {name} {usage}".replace("  ", " ").strip(),
                                help=command.help or "", options=tuple(options)))
     return docs
+
+
+def _param_kind(param: click.Parameter) -> dict[str, Any]:
+    """How completion offers a value of ``param``: its choices, a path kind, or a named source."""
+    kind: dict[str, Any] = {}
+    if isinstance(param.type, click.Choice):
+        kind["choices"] = [str(c) for c in param.type.choices]
+    elif isinstance(param.type, click.Path):
+        kind["path"] = "dir" if not param.type.file_okay else "file"
+    callback = getattr(param, "_custom_shell_complete", None)
+    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command"}
+    if callback in sources:
+        kind["source"] = sources[callback]
+    return kind
+
+
+def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    arguments = []
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            if param.hidden:
+                continue
+            for name in [*param.opts, *param.secondary_opts]:
+                options[name] = {"help": param.help or "", "takes_value": not (param.is_flag or param.count),
+                                 **_param_kind(param)}
+        elif isinstance(param, click.Argument):
+            arguments.append({"many": param.nargs == -1, **_param_kind(param)})
+    return {"help": (command.short_help or command.help or "").split("\n")[0], "options": options,
+            "arguments": arguments}
+
+
+def completion_table() -> dict[str, Any]:
+    """The commands, options and argument kinds that completer.py answers from."""
+    root = click.Context(cli, info_name="git hermit")
+    commands = {}
+    for name in cli.list_commands(root):
+        command = cli.get_command(root, name)
+        if command is not None and not command.hidden:
+            commands[name] = _scope(command, click.Context(command, info_name=name, parent=root))
+    return {"group": _scope(cli, root), "commands": commands}
 
 
 def manpage_text() -> str:
@@ -489,7 +538,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, _on_interrupt)
     debug, as_json = "--debug" in args, "--json" in args
     try:
-        code = cli.main(args=args, prog_name="git hermit", standalone_mode=False, complete_var=COMPLETE_VAR)
+        code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         _fail("interrupted", RESUME_HINT, INTERRUPTED_EXIT, as_json=as_json)
     except click.exceptions.Exit as exc:
