@@ -2,34 +2,43 @@
 
 The shells' scripts (render/completion.py) call ``git-hermit`` with ``_GIT_HERMIT_COMPLETE`` set;
 the launcher hands that here before anything heavy is imported. Commands, options, choices and
-argument kinds come from ``completion.json``, generated from the click commands
+argument kinds come from ``_completion_table.py``, generated from the click commands
 (`git hermit help --completion-table`; a test keeps it equal to the CLI and holds this
 module's answers to click's own completion). Run names and ``step-N`` are read from the
 repository's step branches, through gitio, only when such a value is asked for.
+Only ``os`` and ``sys`` are imported on the way (no typing, dataclasses, json, re or pathlib: each
+costs milliseconds that a TAB pays every time).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 COMPLETE_VAR = "_GIT_HERMIT_COMPLETE"
-TABLE_PATH = Path(__file__).with_name("completion.json")
 
 
-@dataclass(frozen=True)
 class Candidate:
-    value: str
-    help: str = ""
-    type: str = "plain"        # plain | file | dir (the shell then completes paths itself)
+    """One value to offer; ``type`` plain, or file / dir (the shell then completes paths itself)."""
+
+    __slots__ = ("value", "help", "type")
+
+    def __init__(self, value: str, help: str = "", type: str = "plain"):
+        self.value, self.help, self.type = value, help, type
 
 
 def _load_table() -> dict:
-    return json.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    from git_hermit._completion_table import TABLE
+    return TABLE
+
+
+def _split_words(text: str) -> list[str]:
+    if not any(c in text for c in "\'\"\\"):
+        return text.split()
+    import shlex   # quotes on the line: split as the shell does
+    try:
+        return shlex.split(text)
+    except ValueError:   # an unclosed quote while typing
+        return text.split()
 
 
 def _runs() -> list[str]:
@@ -122,10 +131,7 @@ def answer(environ: dict[str, str] | None = None) -> int:
     """Answer one completion request from the environment (the shell scripts' protocol)."""
     environ = environ if environ is not None else dict(os.environ)
     shell = environ[COMPLETE_VAR].removesuffix("_complete")
-    try:
-        words = shlex.split(environ.get("COMP_WORDS", ""))
-    except ValueError:   # an unclosed quote while typing
-        words = environ.get("COMP_WORDS", "").split()
+    words = _split_words(environ.get("COMP_WORDS", ""))
     if shell == "fish":
         incomplete = environ.get("COMP_CWORD", "")
         args = words[1:]
