@@ -24,6 +24,7 @@ from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflic
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
 from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
 from git_hermit.learners import make_learner
+from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.model.records import Analysis, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
@@ -116,6 +117,7 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit step"):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
+        clean_stale()                        # workspaces and login copies of a killed run
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
 
 

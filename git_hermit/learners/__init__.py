@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Callable, Protocol
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.scratch import scratch
 
 # The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
 # a longer prompt goes to a file in the workspace and the session is told to read it.
@@ -49,6 +49,7 @@ class SessionLearner:
     role: str
     backend: str
     cfg: dict[str, Any]
+    sandbox: Any = None           # a rollouts.sandbox.SandboxSpec, or None: unsandboxed
 
     def _agent(self):
         from git_hermit.rollouts.agents import make_agent
@@ -64,17 +65,20 @@ class SessionLearner:
         session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"
         if session_dir.exists():
             shutil.rmtree(session_dir)
-        (session_dir / "home").mkdir(parents=True)
+        session_dir.mkdir(parents=True)
         # The workspace lives inside the user's repository (.hermit/runs/…); run the session in a
         # copy outside it, so the CLI does not load that repository's AGENTS.md / CLAUDE.md or
-        # project .codex/.claude settings and hooks as its own. The edits are copied back.
-        with tempfile.TemporaryDirectory(prefix=f"hermit-{_safe(self.role)}-") as tmp:
-            place = Path(tmp) / "workspace"
+        # project .codex/.claude settings and hooks as its own. The edits are copied back. The
+        # private home (copied login files) lives in private scratch, removed after the session.
+        with scratch(f"{_safe(self.role)}-") as tmp:
+            place = tmp / "workspace"
             shutil.copytree(workspace, place, symlinks=True)
+            (tmp / "home").mkdir()
             if len(prompt.encode()) > PROMPT_FILE_THRESHOLD:
                 prompt = _prompt_by_file(place, prompt, f"PROMPT-{_safe(self.role)}.md")
-            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=session_dir / "home",
-                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
+            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=tmp / "home",
+                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend,
+                               sandbox=self.sandbox)
             run = agent.run(ctx)
             shutil.rmtree(workspace)
             shutil.copytree(place, workspace, symlinks=True)

@@ -22,6 +22,7 @@ from git_hermit.adapter.deploy import deploy
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.judges import make_judge
+from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
 
 TASK_FILE = "task.md"
@@ -132,8 +133,7 @@ def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) 
 def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutput:
     """Run one rollout in a scratch directory; never raises for the agent's or judge's failures."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hermit-rollout-") as tmp:
-        root = Path(tmp)
+    with scratch("rollout-") as root:
         out = root / "out"
         out.mkdir()
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",

@@ -11,7 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from git_hermit.model.rollout import Usage
 
@@ -50,6 +50,7 @@ class AgentContext:
     task_id: str
     host: str
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    sandbox: Any = None                    # a sandbox.SandboxSpec to run the agent in, or None
 
     @property
     def trajectory_path(self) -> Path:
