@@ -67,6 +67,15 @@ class AgentContext:
         return env
 
 
+def in_sandbox(ctx: AgentContext, argv: list[str], env: dict[str, str], *,
+               readable: tuple[Path | str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+    """``argv``/``env`` unchanged without a sandbox, else wrapped in bubblewrap (rollouts.sandbox)."""
+    if ctx.sandbox is None:
+        return argv, env
+    from git_hermit.rollouts.sandbox import wrap
+    return wrap(argv, spec=ctx.sandbox, workspace=ctx.workspace, home=ctx.home, env=env, readable=readable)
+
+
 class AgentBackend(Protocol):
     name: str
 
