@@ -205,3 +205,35 @@ def test_doctor_says_whether_the_sandbox_works(repo, tmp_path):
     assert report["sandbox_ok"] == sandbox.probe()[0] and report["sandbox"]
     r = hermit(repo, "doctor", env={"GIT_HERMIT_BWRAP": str(tmp_path / "no-bwrap")})
     assert "!! sandbox: " in r.out and "no-bwrap" in r.out
+
+
+FAKE_CODEX = """#!{python}
+import json, os, shutil
+found = sorted(os.listdir("."))
+config = open(os.path.join(os.environ["CODEX_HOME"], "config.toml")).read()
+open("seen.json", "w").write(json.dumps({{"files": found, "config": config}}))
+print(json.dumps({{"type": "item.completed", "item": {{"id": "i", "type": "agent_message", "text": "ok"}}}}))
+"""
+
+
+def test_learner_sessions_apply_web_search_false_and_hide(tmp_path, repo):
+    """seed 000's learner params: hosted web search off in the session's config, ``hide`` paths
+    absent from its workspace and kept as they were after it (a fake codex `bin` reports both)."""
+    fake = tmp_path / "codex"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable))
+    fake.chmod(0o755)
+    workspace = tmp_path / "ws"
+    (workspace / "hidden-dir").mkdir(parents=True)
+    (workspace / "hidden-dir" / "answers.txt").write_text("the answers\n")
+    (workspace / "tests.py").write_text("assert True\n")
+    (workspace / "adapter.md").write_text("visible\n")
+    from git_hermit.learners import SessionLearner
+    learner = SessionLearner("evolve", "codex", {"model": "m", "bin": str(fake), "args": [], "web_search": False},
+                             hide=("hidden-dir", "*.py"))
+    answer = learner.ask(workspace, "look around", timeout_s=60, key="step-1")
+    assert answer.ok, answer.error
+    seen = json.loads((workspace / "seen.json").read_text())
+    assert seen["files"] == ["adapter.md"]
+    assert 'web_search = "disabled"' in seen["config"]
+    assert (workspace / "hidden-dir" / "answers.txt").read_text() == "the answers\n"
+    assert (workspace / "tests.py").read_text() == "assert True\n"
