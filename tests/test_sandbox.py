@@ -237,3 +237,38 @@ def test_learner_sessions_apply_web_search_false_and_hide(tmp_path, repo):
     assert 'web_search = "disabled"' in seen["config"]
     assert (workspace / "hidden-dir" / "answers.txt").read_text() == "the answers\n"
     assert (workspace / "tests.py").read_text() == "assert True\n"
+
+
+@pytest.mark.hosts
+def test_step_with_seed_000_sandbox_runs_codex_learners_inside_it(repo):
+    """`git hermit step` with seed 000's block: the rollout and the Evolve Agent's real Codex
+    session run sandboxed, its check_spec tool works there, and the step commits its edit."""
+    require_bwrap()
+    require_codex()
+    from test_evolve_codex import EVOLVE, SKILL, _codex_evolver
+    from step_support import RUN, env_for
+    from conftest import git
+    control = make_run(repo, {"t1": "4"}, k=1)
+    agent = control / "answer.py"
+    agent.write_text(f"#!{sys.executable}\nprint('I do not know')\n")   # fails: the learners run
+    agent.chmod(0o755)
+    calls = repo.parent / "bwrap-calls.txt"                # which processes went through bwrap
+    spy = repo.parent / "bwrap-spy"
+    spy.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {sandbox.bwrap_path()} "$@"\n')
+    spy.chmod(0o755)
+    with ScriptedModelServer(EVOLVE) as server:
+        _codex_evolver(repo, server)
+        config = yaml.safe_load((repo / "hermit.yaml").read_text())
+        config["agent"]["command"] = [str(agent)]
+        config["sandbox"] = SEED_000
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        r = hermit(repo, "step", env={**env_for(control), "SCRIPTED_API_KEY": "test-key",
+                                      "GIT_HERMIT_BWRAP": str(spy)}, timeout=300)
+    assert r.code == 0, r.out + r.err
+    wrapped = calls.read_text().splitlines()
+    assert any(line.endswith(f"-- {agent}") for line in wrapped)                  # the rollout
+    assert any(" exec --json " in line and "--unshare-all" in line for line in wrapped)   # the Evolve Agent
+    evolve = repo / ".hermit" / "runs" / RUN / "step-0001" / "evolve"
+    assert (evolve / "workspace" / "check.txt").read_text().strip().endswith("rc=0")
+    tip = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0001").strip()
+    assert git(repo, "show", f"{tip}:{SKILL}").endswith("read MEMORY.md for answers you learned earlier.\n")
