@@ -39,11 +39,10 @@ def kill_all() -> int:
     """SIGKILL every process tree the runner started that is still running, and refuse to
     start new ones from now on (queued work must not begin after Ctrl-C); how many."""
     _interrupted.set()
-    with _live_lock:
-        controls = list(_live.values())
-    for fd in controls:
-        _send(fd, b"K")
-    return len(controls)
+    with _live_lock:        # held while writing: a closed fd number must not be reused meanwhile
+        for fd in _live.values():
+            _send(fd, b"K")
+        return len(_live)
 
 
 def _send(fd: int, command: bytes) -> None:
@@ -72,15 +71,15 @@ class Guarded:
 
     def terminate(self) -> None:
         """SIGTERM the tree, SIGKILL it after the grace period (done by the guard)."""
-        _send(self.control, b"T")
+        with _live_lock:
+            if self.process.pid in _live:
+                _send(self.control, b"T")
 
     def close(self) -> None:
         with _live_lock:
-            _live.pop(self.process.pid, None)
-        try:
+            if _live.pop(self.process.pid, None) is None:
+                return
             os.close(self.control)   # a guard still running reads EOF and kills its tree
-        except OSError:
-            pass
 
 
 def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin=subprocess.DEVNULL,
