@@ -340,7 +340,7 @@ def step(run: str | None) -> int:
     from git_hermit.core.step import run_step
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_step(_repo(), run, say=update.say, on_progress=update)
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
 
@@ -353,7 +353,7 @@ def train(run: str | None, epochs: int | None) -> int:
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = do_train(_repo(), run, epochs=epochs, say=lambda msg: click.echo(msg, err=True),
+        outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
                            on_progress=update)
     for item in outcome.steps:
         _print_step(item)
@@ -390,7 +390,7 @@ def demo(directory: Path) -> None:
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_demo(directory, say=update.say, on_progress=update)
     for item in outcome.training.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.training.reason}")
