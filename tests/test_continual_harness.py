@@ -271,3 +271,55 @@ def test_a_killed_step_resumes_with_the_cached_pass_answers(repo):
                                          "step-1-memory", "step-1-memory"]
     assert len(_step_commits(repo, 1)) == 4
     assert sorted(calls(control, "agent")) == ["t1#1", "t2#1", "t3#1"]       # rollouts reused too
+
+
+# ---------------------------------------------------------------------------------- issue 9
+PLANTED = "PLANTED-JUDGE-7731"
+# A verifier that writes its planted text on every task: t1 passes, t2 fails, t3 gives no
+# reward (a judge exception, whose error line is the planted text).
+JUDGE = """#!{python}
+import json, os, sys
+task = os.environ["HERMIT_TASK_ID"]
+print("{planted} verdict on " + task + ": expected 42, reward follows")
+if task != "t3":
+    print(json.dumps({{"reward": 1.0 if task == "t1" else 0.0}}))
+"""
+
+
+def test_feedback_false_hides_every_outcome_from_every_refiner_pass(repo):
+    control = _make_run(repo, tasks=3)
+    judge = control / "judge.py"
+    judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
+    judge.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
+    config["evolver"]["params"]["feedback"] = False
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "step")
+    assert r.returncode == 0, r.stderr + r.stdout
+    scores = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/scores", "show", "refs/heads/hermit/r/step-0000"))
+    assert {t: s["outcome"] for t, s in scores["tasks"].items()} == {"t1": "pass", "t2": "fail", "t3": "exception"}
+    prompts = sorted(control.glob("prompt-step-1-*.md"))
+    assert [p.name for p in prompts] == [f"prompt-step-1-{n}.md" for n in sorted(("policy", "subagents", "skills",
+                                                                                    "memory"))]
+    for path in prompts:
+        text = path.read_text()
+        assert "### Task t1, attempt 1\n" in text and "### Task t3, attempt 1\n" in text, path.name
+        for leak in (PLANTED, "expected 42", "reward", "verdict", "judge", ": pass", ": fail", ": exception",
+                     "RewardFileNotFound"):
+            assert leak.lower() not in text.lower(), (path.name, leak)
+
+
+def test_feedback_true_shows_the_verdict_of_tasks_below_one(repo):
+    control = _make_run(repo, tasks=3)
+    judge = control / "judge.py"
+    judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
+    judge.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "step")
+    assert r.returncode == 0, r.stderr + r.stdout
+    text = (control / "prompt-step-1-skills.md").read_text()
+    assert "### Task t2, attempt 1: fail" in text and f"{PLANTED} verdict on t2" in text
+    assert f"{PLANTED} verdict on t1" not in text        # a pass shows no verdict
