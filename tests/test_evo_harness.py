@@ -117,6 +117,34 @@ def test_char_budgets_reject_the_level(dirs):
     assert any("library-size" in r for r in judge(before, after, max_library_chars=300).reasons)
 
 
+def test_budgets_count_every_file_of_a_skill_folder(dirs):
+    """Seed 001: the budgets bound what is deployed, so helpers and references count too."""
+    before, after = dirs
+    write(after, "skills/short/SKILL.md", skill("short", "topic", ["t1"]))
+    write(after, "skills/other/SKILL.md", skill("other", "topic", ["t2"]))
+    assert judge(before, after).accepted
+    write(after, "skills/short/references/blob.txt", "x" * 100_000)
+    v = judge(before, after)
+    assert not v.accepted and v.written == {}
+    assert any("skill-size" in r and "skills/short" in r for r in v.reasons), v.reasons
+    (after / "skills/short/references/blob.txt").unlink()
+    write(after, "skills/short/scripts/helper.py", "print('x')\n" * 200)     # 2,200 characters
+    assert any("skill-size" in r for r in judge(before, after).reasons)
+    write(after, "skills/short/scripts/helper.py", "print('x')\n" * 30)
+    assert judge(before, after).accepted
+    # the library budget sums the helpers too: a budget the three skills' files fit without the
+    # 330-character helper rejects the level once it is there
+    with_helper = judge(before, after, max_library_chars=100_000)
+    assert with_helper.accepted
+    (after / "skills/short/scripts/helper.py").unlink()
+    for budget in range(200, 2000, 10):
+        if judge(before, after, max_library_chars=budget).accepted:
+            break
+    write(after, "skills/short/scripts/helper.py", "print('x')\n" * 30)
+    assert any("library-size" in r for r in judge(before, after, max_library_chars=budget + 300).reasons)
+    assert judge(before, after, max_library_chars=budget + 330).accepted
+
+
 def test_the_skill_count_rejects_the_level(dirs):
     before, after = dirs
     write(after, "skills/one/SKILL.md", skill("one", "topic", ["t1"]))
