@@ -166,6 +166,36 @@ def test_native_skills_are_protected(dirs):
     assert any("native skill" in r for r in judge(before, after).reasons)
 
 
+def test_a_baseline_skill_whose_front_matter_does_not_parse_is_protected(dirs):
+    before, after = dirs
+    broken = "skills/legacy/SKILL.md"
+    for root in dirs:
+        write(root, broken, "name: legacy\nno front matter here\n")
+        write(root, "skills/loose/notes.md", "a baseline folder without SKILL.md\n")
+    write(after, broken, skill("legacy", "topic", ["t1"]))          # adopted by adding provenance
+    assert any("ownership" in r and "skills/legacy" in r for r in judge(before, after).reasons)
+    write(after, broken, "name: legacy\nno front matter here, edited\n")
+    assert any("ownership" in r and "skills/legacy" in r for r in judge(before, after).reasons)
+    (after / broken).unlink()
+    assert any("ownership" in r and "skills/legacy" in r for r in judge(before, after).reasons)
+    write(after, broken, "name: legacy\nno front matter here\n")
+    write(after, "skills/loose/SKILL.md", skill("loose", "topic", ["t1"]))   # taking over a baseline folder
+    assert any("ownership" in r and "skills/loose" in r for r in judge(before, after).reasons)
+
+
+def test_duplicate_front_matter_keys_are_a_validation_error(dirs, tmp_path):
+    before, after = dirs
+    text = skill("dup", "topic", ["t1"]).replace("---\n\n", "flashrsi:\n  algorithm: evo_harness\n  level: general\n"
+                                                   "  source_task_ids: [t1, t2, t3]\n---\n\n", 1)
+    write(after, "skills/dup/SKILL.md", text)
+    v = judge(before, after)
+    assert not v.accepted and any("duplicate" in r and "flashrsi" in r for r in v.reasons), v.reasons
+    (after / "skills/dup/SKILL.md").write_text(skill("dup", "topic", ["t1"]).replace("name: dup\n", "name: dup\nname: x\n"))
+    assert any("duplicate" in r and "'name'" in r for r in judge(before, after).reasons)
+    r = hermit(tmp_path, "check", "--dir", str(after), "--template", TEMPLATE)
+    assert r.code == 1 and "duplicate key 'name'" in r.out, r.out + r.err
+
+
 def test_stripping_provenance_or_adding_an_unmanaged_skill_is_rejected(dirs):
     before, after = dirs
     write(after, "skills/old-topic/SKILL.md", skill("old-topic", None))

@@ -120,6 +120,26 @@ class FrontMatterError(ValueError):
         self.line = line
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping: PyYAML silently keeps the last,
+    so a second provenance block (or name) could hide behind the first."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _DuplicateKey(str(key), key_node.start_mark.line)
+            seen.add(key if isinstance(key, (str, int, float, bool)) else id(key_node))
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_front_matter(text: str) -> FrontMatter:
     """Parse ``---\\n<yaml mapping>\\n---\\n<body>``; raise FrontMatterError(line, message)."""
     lines = text.splitlines()
@@ -129,7 +149,10 @@ def parse_front_matter(text: str) -> FrontMatter:
     if end is None:
         raise FrontMatterError(1, "the front matter is not closed by a '---' line")
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
+        data = yaml.load("\n".join(lines[1:end]), Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise FrontMatterError(exc.line + 2, f"the front matter has a duplicate key {exc.key!r}: "
+                                             "YAML keeps only the last one, so say it once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
