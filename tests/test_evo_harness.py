@@ -404,5 +404,8 @@ def test_a_one_shot_learner_is_refused(repo):
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     config["evolver"]["base"] = "llm"
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    r = hermit(repo, "step", env=env(control))
-    assert r.code == 5 and "needs a learner that edits files" in r.err, r.out + r.err
+    for command in ("step", "train"):
+        r = hermit(repo, command, env=env(control))
+        assert r.code == 5 and "needs a learner that edits files" in r.err, r.out + r.err
+    assert log(control, "agent") == []                      # refused before any rollout was paid for
+    assert not (repo / ".hermit" / "runs" / RUN / "evals").exists()

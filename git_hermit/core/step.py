@@ -124,6 +124,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
+    if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
+        evolver.check_config(config)
     here = step_dir(repo, ctx.run, n)
     here.mkdir(parents=True, exist_ok=True)
     say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")

@@ -94,6 +94,9 @@ class Evolver(Protocol):
 
     def learn(self, ctx: StepContext) -> StepResult: ...
 
+    # Optional: ``check_config(config)`` raises ConfigError for a config the evolver cannot run;
+    # the driver calls it at the start of every step, before any rollout.
+
 
 def window(tasks: tuple[str, ...], step: int, size: int) -> tuple[str, ...]:
     """Step N's window of ``size`` tasks in stream order (steps count from 1; empty past the end)."""
