@@ -323,3 +323,15 @@ def test_feedback_true_shows_the_verdict_of_tasks_below_one(repo):
     text = (control / "prompt-step-1-skills.md").read_text()
     assert "### Task t2, attempt 1: fail" in text and f"{PLANTED} verdict on t2" in text
     assert f"{PLANTED} verdict on t1" not in text        # a pass shows no verdict
+
+
+def test_every_pass_dropped_says_why_in_the_commit_body(repo):
+    control = _make_run(repo, tasks=3)
+    (control / "refiner.json").write_text(json.dumps({"1": {"policy": "```\n```", "subagents": "no.", "skills": "[1]",
+                                                            "memory": "no."}}))
+    r = _hermit(repo, control, "step")
+    assert r.returncode == 0, r.stderr + r.stdout
+    message = git(repo, "log", "-1", "--format=%B", "refs/heads/hermit/r/step-0001")
+    assert "no adapter changes" in message and "made no edits" not in message
+    assert "policy pass dropped: the policy answer is empty" in message, message
+    assert "skills pass dropped: the answer is a JSON list, not an object" in message, message

@@ -409,3 +409,25 @@ def test_a_one_shot_learner_is_refused(repo):
         assert r.code == 5 and "needs a learner that edits files" in r.err, r.out + r.err
     assert log(control, "agent") == []                      # refused before any rollout was paid for
     assert not (repo / ".hermit" / "runs" / RUN / "evals").exists()
+
+
+def test_both_levels_rejected_says_so_in_the_commit_body(repo):
+    control = make_evo_run(repo, {"t1": "1", "t2": "2", "t3": "3"}, {"batch_size": 3})
+    plan(control, **{
+        "1_topic_curator": {"write": {"skills/bad-topic/SKILL.md": skill("bad-topic", "topic", ["t9"])}},
+        "1_general_curator": {"write": {"skills/bad-general/SKILL.md": skill("bad-general", "general", ["t1"])}}})
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 0, r.out + r.err
+    message = git(repo, "log", "-1", "--format=%B", tip(repo, 1))
+    assert message.startswith("hermit(evo-harness) step 1: no adapter changes")
+    assert "made no edits" not in message
+    assert "topic level rejected" in message and "t9" in message, message
+    assert "general level rejected" in message and "general_min_tasks" in message, message
+
+
+def test_no_edits_says_the_learners_made_none(repo):
+    control = make_evo_run(repo, {"t1": "1"}, {"batch_size": 1})
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 0, r.out + r.err
+    message = git(repo, "log", "-1", "--format=%B", tip(repo, 1))
+    assert "the learners made no edits" in message and "rejected" not in message, message

@@ -206,7 +206,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             result.verdicts[planned.reverts] = replace(result.verdicts[planned.reverts], rollback_commit=tip)
     if result.stop is None and tip == evaluated:
         # every step gets its own tip (the home of its analysis note), even with no edits
-        why = "; ".join(result.rejected) or "the learners made no edits to the adapter"
+        why = "; ".join(result.rejected) or result.unchanged or "the learners made no edits to the adapter"
         tip = repo.write_commit(evaluated, {}, step_message(
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}

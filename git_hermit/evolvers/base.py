@@ -83,6 +83,7 @@ class StepResult:
     best: bool = False                                            # move the best tag to H_{N-1}
     stop: str | None = None                                       # why training should stop
     rejected: list[str] = field(default_factory=list)             # learner output refused (exit 8)
+    unchanged: str | None = None     # why the step made no commit (its empty commit's body), when not rejected
 
 
 class Evolver(Protocol):

@@ -130,6 +130,10 @@ class ContinualHarnessEvolver:
                     + (f" ({outcome.reason})" if outcome.reason else
                        f" ({'; '.join(outcome.changes)})" if outcome.changes else ""))
         result.analysis = analysis
+        dropped = {n: o for n, o in analysis["passes"].items() if o["status"] == "dropped"}
+        if not result.commits and dropped:
+            # GitHub shows commit bodies, not notes: say why this step changed nothing
+            result.unchanged = "\n".join(f"{n} pass dropped: {o.get('reason', '')}" for n, o in dropped.items())
         self._log(ctx, analysis)
         return result
 
@@ -163,7 +167,7 @@ class ContinualHarnessEvolver:
         answer = self._ask(ctx, name, prompt, current, work, float(p["refiner_timeout_s"]),
                            isolated=not p["feedback"])
         if not answer["ok"]:
-            return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error']}"), current
+            return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error'] or 'no answer'}"), current
         candidate = _fresh_copy(current, work / f"{name}-adapter")
         try:
             text = answer["text"]

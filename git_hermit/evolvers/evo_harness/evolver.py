@@ -112,6 +112,14 @@ class EvoHarnessEvolver:
                 commit = self._commit(ctx, level, verdict)
                 result.commits.append(replace(commit, provenance=Provenance(ctx.run, ctx.step, verdict.written)))
             base = after      # the next level starts from the accepted snapshot
+        levels = result.analysis["levels"]
+        rejected = [name for name in LEVELS if levels.get(name, {}).get("status") == "rejected"]
+        if not result.commits and rejected:
+            # GitHub shows commit bodies, not notes: say why this step changed nothing
+            lines = [f"{name} level rejected whole: " + "; ".join(levels[name]["reasons"]) for name in rejected]
+            lines += [f"{name} level skipped: " + "; ".join(levels[name]["reasons"])
+                      for name in LEVELS if levels.get(name, {}).get("status") == "skipped"]
+            result.unchanged = "\n".join(lines)
         return result
 
     # ------------------------------------------------------------------------------ pieces
