@@ -335,3 +335,16 @@ def test_every_pass_dropped_says_why_in_the_commit_body(repo):
     assert "no adapter changes" in message and "made no edits" not in message
     assert "policy pass dropped: the policy answer is empty" in message, message
     assert "skills pass dropped: the answer is a JSON list, not an object" in message, message
+
+
+def test_train_runs_the_whole_stream_once_whatever_trainer_epochs_says(repo):
+    control = _make_run(repo, tasks=7)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["trainer"]["epochs"] = 1
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "train")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "training stopped: the training stream is spent" in r.stdout
+    assert sorted(calls(control, "agent")) == [f"t{i}#1" for i in range(1, 8)]        # each task once
+    assert git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/hermit/r/").split() == [
+        f"hermit/r/step-{n:04d}" for n in range(4)]

@@ -431,3 +431,20 @@ def test_no_edits_says_the_learners_made_none(repo):
     assert r.code == 0, r.out + r.err
     message = git(repo, "log", "-1", "--format=%B", tip(repo, 1))
     assert "the learners made no edits" in message and "rejected" not in message, message
+
+
+@pytest.mark.parametrize("max_steps, steps, reason", [(None, 3, "the training stream is spent"),
+                                                      (2, 2, "2 step(s) done (max_steps)")])
+def test_max_steps_null_is_the_whole_stream_whatever_trainer_epochs_says(repo, max_steps, steps, reason):
+    answers = {f"t{i}": "42" for i in range(1, 6)}
+    control = make_evo_run(repo, answers, {"batch_size": 2, "max_steps": max_steps})
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["trainer"] = {"epochs": 1}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = hermit(repo, "train", env=env(control))
+    assert r.code == 0, r.out + r.err
+    assert f"training stopped: {reason}" in r.out, r.out
+    assert sorted(log(control, "agent")) == sorted(answers)[:2 * steps]
+    assert git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-{steps:04d}", check=False).strip()
+    assert not git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-{steps + 1:04d}",
+                   check=False).strip()

@@ -260,14 +260,18 @@ class TrainOutcome:
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
           on_progress=None) -> TrainOutcome:
-    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C."""
+    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
+
+    A streaming evolver (``step_limit``) runs its stream once instead: every window when its
+    limit is None, whatever ``trainer.epochs`` says (epochs belong to ahe); ``--epochs`` still caps.
+    """
     ctx = open_run(repo, run)
-    limit = epochs if epochs is not None else ctx.config.epochs
+    limit, unit = _step_limit(ctx, epochs)
     done: list[StepOutcome] = []
     while True:
         ctx = open_run(repo, ctx.run)
-        if ctx.tip[0] >= limit:
-            return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
+        if limit is not None and ctx.tip[0] >= limit:
+            return TrainOutcome(tuple(done), f"{limit} step(s) done ({unit})")
         try:
             outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
         except StreamSpent:
@@ -275,6 +279,16 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
+
+
+def _step_limit(ctx: RunContext, epochs: int | None) -> tuple[int | None, str]:
+    """(the run's last step number or None for the stream's end, what sets it)."""
+    if epochs is not None:
+        return epochs, "epochs"
+    evolver = make_evolver(ctx.config.evolver_name)
+    if hasattr(evolver, "step_limit"):
+        return evolver.step_limit(ctx.config.evolver_params())
+    return ctx.config.epochs, "epochs"
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,9 @@ class Evolver(Protocol):
     def learn(self, ctx: StepContext) -> StepResult: ...
 
     # Optional: ``check_config(config)`` raises ConfigError for a config the evolver cannot run;
-    # the driver calls it at the start of every step, before any rollout.
+    # the driver calls it at the start of every step, before any rollout. ``step_limit(params)``
+    # → (last step or None, its name): a streaming evolver's own bound on `train`, in place of
+    # trainer.epochs (None: until the stream is spent).
 
 
 def window(tasks: tuple[str, ...], step: int, size: int) -> tuple[str, ...]:

@@ -97,6 +97,10 @@ class ContinualHarnessEvolver:
     def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> tuple[str, ...]:
         return window(tasks, step, int(_params(params)["step_size"]))
 
+    def step_limit(self, params: dict[str, Any]) -> tuple[int | None, str]:
+        """`train` runs every window of the stream once; its end stops training."""
+        return None, "the stream"
+
     # ------------------------------------------------------------------------------------ step
     def learn(self, ctx: StepContext) -> StepResult:
         p = _params(ctx.params)

@@ -65,6 +65,10 @@ class EvoHarnessEvolver:
             return ()
         return window(tasks, step, p.batch_size)
 
+    def step_limit(self, params: dict[str, Any]) -> tuple[int | None, str]:
+        """`train` consumes the stream once: max_steps batches, or all of them (null)."""
+        return EvoParams.read(params).max_steps, "max_steps"
+
     def check_config(self, config: RunConfig) -> None:
         """Refuse a Worker that cannot edit files (seed 001: an error at start), before the step
         runs and pays for any rollout."""
