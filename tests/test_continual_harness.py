@@ -348,3 +348,56 @@ def test_train_runs_the_whole_stream_once_whatever_trainer_epochs_says(repo):
     assert sorted(calls(control, "agent")) == [f"t{i}#1" for i in range(1, 8)]        # each task once
     assert git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/hermit/r/").split() == [
         f"hermit/r/step-{n:04d}" for n in range(4)]
+
+
+# Passes a task when the deployed policy carries a lesson the Refiner wrote (the seed has none).
+LESSON_JUDGE = """#!{python}
+import json, os
+from pathlib import Path
+policy = Path(os.environ["HERMIT_WORKSPACE"], "AGENTS.md").read_text()
+print(json.dumps({{"reward": 1.0 if "Lesson of step" in policy else 0.0}}))
+"""
+
+
+def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
+    control = _make_run(repo, tasks=8)
+    judge = control / "judge.py"
+    judge.write_text(LESSON_JUDGE.format(python=sys.executable))
+    judge.chmod(0o755)
+    (repo / "rows" / "train.txt").write_text("".join(f"t{i}#1\n" for i in range(1, 7)))
+    (repo / "rows" / "test.txt").write_text("t7#1\nt8#1\n")
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
+    config["data"]["test"] = "rows/test.txt"
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "train")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "training stopped: the training stream is spent" in r.stdout
+    # the final snapshot (the tip: nothing is selected) and the seed, on the test split
+    assert "held-out test: final" in r.stdout and "pass@1 1.000 vs seed" in r.stdout, r.stdout
+    assert "difference +100.0 points" in r.stdout and "over 2 tasks" in r.stdout, r.stdout
+    agent = calls(control, "agent")
+    assert sorted(agent[6:]) == ["t7#1", "t7#1", "t8#1", "t8#1"]
+    tip = git(repo, "rev-parse", "refs/heads/hermit/r/step-0002").strip()
+    note = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/scores", "show", tip))
+    assert note["split"] == "test" and note["ci"]["delta"] == 100.0 and note["ci"]["baseline"] == git(
+        repo, "rev-parse", "refs/heads/hermit/r/step-0000").strip()
+    again = _hermit(repo, control, "train")                  # nothing left to run: everything reused
+    assert again.returncode == 0 and "(4 rollouts reused)" in again.stdout, again.stdout + again.stderr
+    assert len(calls(control, "agent")) == len(agent)
+
+    log = _hermit(repo, control, "log")
+    assert log.returncode == 0, log.stderr
+    lines = log.stdout.splitlines()
+    assert lines[0].startswith("note: each step's rollouts ran a different window") and "not comparable" in lines[0]
+    step0 = next(line for line in lines if line.startswith("step    0"))
+    step1 = next(line for line in lines if line.startswith("step    1"))
+    assert "window pass@1 0.000 (3 tasks)  stream pass@1 0.000 (3 tasks)" in step0, step0
+    assert "window pass@1 1.000 (3 tasks)  stream pass@1 0.500 (6 tasks)" in step1, step1
+    assert "stream pass@1 0.500 over 6 tasks (2 window(s))" in lines
+    held = [line for line in lines if line.startswith("held-out test:")]
+    assert held and "step 2" in held[0] and "+100.0 points [+100.0, +100.0]" in held[0], lines
+    data = json.loads(_hermit(repo, control, "log", "--json").stdout)
+    assert [s["stream"]["pass_at_1"] if s["stream"] else None for s in data["steps"]] == [0.0, 0.5, None]
+    assert data["stream"]["pass_at_1"] == 0.5 and data["stream"]["tasks"] == 6 and "not comparable" in data["stream"]["note"]
+    assert data["held_out"]["ci"]["delta"] == 100.0 and data["held_out"]["seed_pass_at_1"] == 0.0
