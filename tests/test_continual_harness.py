@@ -89,6 +89,22 @@ def test_memory_delta_limit_and_headings():
         deltas.parse_memory(json.dumps({"add": [{"topic": "A", "note": "x\n## B\ny"}]}), 5)
 
 
+def test_memory_pass_can_retire_topics(tmp_path):
+    d = deltas.parse_memory(json.dumps({"retire": ["Running commands", "ghost"],
+                                        "add": [{"topic": "Ports", "note": "8123"}]}), 3)
+    assert d.retire == ("Running commands", "ghost")
+    with pytest.raises(DeltaError, match="memory_max_changes=2"):
+        deltas.parse_memory(json.dumps({"retire": ["a", "b"], "add": [{"topic": "c", "note": "n"}]}), 2)
+    template = load_template(TEMPLATE)
+    root = tmp_path / "adapter"
+    write_seed(template, root)
+    done = deltas.apply_memory(root, Layout.of(template), d)
+    assert done == ["added 'Ports'", "retired 'Running commands'", "skipped retire 'ghost': no such topic"]
+    notes = deltas.Notes.parse((root / "memory/NOTES.md").read_text())
+    assert notes.topics() == {"ports": "8123"} and notes.header.startswith("# Notes")
+    assert [v for v in check_adapter(root, template) if v.severity == "error"] == []
+
+
 def test_notes_fold_replaces_known_topics_and_appends_new():
     harness = "# Notes\n\nintro\n\n## Tests\n\nrun pytest\n\n## Build\n\nmake\n"
     session_a = harness.replace("run pytest", "run pytest -x (stop at first)") + "\n## Ports\n\nuse 8123\n"
