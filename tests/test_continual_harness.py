@@ -417,3 +417,12 @@ def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
     assert [s["stream"]["pass_at_1"] if s["stream"] else None for s in data["steps"]] == [0.0, 0.5, None]
     assert data["stream"]["pass_at_1"] == 0.5 and data["stream"]["tasks"] == 6 and "not comparable" in data["stream"]["note"]
     assert data["held_out"]["ci"]["delta"] == 100.0 and data["held_out"]["seed_pass_at_1"] == 0.0
+
+
+def test_check_says_pi_has_no_sub_agents(repo):
+    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    r = subprocess.run([*GIT_HERMIT, "check"], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sub_agents/reviewer/AGENT.md:1: host-subagents: pi has no sub-agents: 'reviewer'" in r.stdout, r.stdout
