@@ -426,3 +426,31 @@ def test_check_says_pi_has_no_sub_agents(repo):
     r = subprocess.run([*GIT_HERMIT, "check"], cwd=repo, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sub_agents/reviewer/AGENT.md:1: host-subagents: pi has no sub-agents: 'reviewer'" in r.stdout, r.stdout
+
+
+def _archive_members(path: Path) -> dict[str, bytes]:
+    import tarfile
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+@pytest.mark.parametrize("host", ["codex", "claude-code"])
+def test_finalize_archive_writes_the_host_native_layout(repo, host):
+    control = _make_run(repo, tasks=3)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["host"] = host
+    config["evolver"]["params"]["final"] = "last"
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert _hermit(repo, control, "step").returncode == 0
+    archive = repo.parent / "final.tar.gz"
+    r = _hermit(repo, control, "finalize", "--archive", str(archive))
+    assert r.returncode == 0, r.stderr + r.stdout
+    members = _archive_members(archive)
+    context = "AGENTS.md" if host == "codex" else "CLAUDE.md"
+    assert b"Lesson of step 1" in members[context]
+    assert b"## Window 1" in members["memory/NOTES.md"]                         # where the policy says
+    skills = ".agents/skills" if host == "codex" else ".claude/skills"
+    assert f"{skills}/check-answer-1/SKILL.md" in members and f"{skills}/check-answer-1/scripts/check.py" in members
+    agent = ".codex/agents/planner-1.toml" if host == "codex" else ".claude/agents/planner-1.md"
+    assert b"Plans the task before any edit." in members[agent]
+    assert not any(name.startswith("adapter/") or name == ".hermit-deploy.json" for name in members), sorted(members)

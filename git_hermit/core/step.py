@@ -20,7 +20,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict, StreamSpent
+from git_hermit.errors import ConfigError, GitStateError, RefConflict, StreamSpent
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
 from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
 from git_hermit.learners import make_learner
@@ -321,11 +321,9 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> Final
     repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA)], message="git hermit finalize")
     written = None
     if archive is not None:
-        fmt = "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
-        if archive.exists() and archive.is_dir():
-            raise InputError(f"{archive} is a directory", hint="give a file name ending in .tar, .tar.gz or .zip")
-        repo.git("archive", f"--format={fmt}", f"--prefix={Path(ctx.config.adapter).name}/",
-                 "-o", str(archive.resolve()), f"{commit}:{ctx.config.adapter}")
+        # streaming runs: the host-native layout for the run's host (core/archiving.py)
+        from git_hermit.core.archiving import write_archive
+        write_archive(repo, ctx.config, commit, archive)
         written = archive
     scores = read_scores(repo, commit)
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "
