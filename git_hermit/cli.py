@@ -358,6 +358,13 @@ def train(run: str | None, epochs: int | None) -> int:
     for item in outcome.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.reason}")
+    # the independent test of the final snapshot against the seed, when the run has a test split
+    from git_hermit.core.heldout import evaluate_final
+    from git_hermit.core.runs import open_run
+    with _progress("held-out test") as update:
+        held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update)
+    if held is not None:
+        click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
 
 
