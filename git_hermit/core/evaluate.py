@@ -55,6 +55,10 @@ class EvalRun:
     def pass_at(self) -> dict[int, float]:
         return stats.pass_at(self.results, range(1, self.k + 1))
 
+    def pass_at_1_interval(self) -> stats.Interval:
+        """pass@1 with its bootstrap 95% CI over tasks (a single number is no claim)."""
+        return stats.bootstrap_interval(stats.per_task_pass_at_1(self.results))
+
 
 def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None) -> Benchmark:
