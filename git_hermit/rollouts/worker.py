@@ -48,6 +48,7 @@ class RolloutJob:
     repo_path: str | None = None          # a local repository holding ``commit``; else a bundle is passed
     agent_slots: int | None = None        # agents running at once in this worker process (None: no cap)
     prices: dict[str, Any] = field(default_factory=dict)
+    agent_env: dict[str, str] = field(default_factory=dict)   # agent.env + the pass_env values, resolved by the driver
 
     @property
     def key(self) -> str:
@@ -149,7 +150,8 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         agent = make_agent(job.agent_cfg)
         agent.check_available()
         ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,
-                           timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host)
+                           timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host,
+                           extra_env=job.agent_env)
         with _agent_gate(job.agent_slots):
             run = agent.run(ctx)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
