@@ -77,6 +77,13 @@ class SchemaError(HermitError):
     exit_code = 11
 
 
+class GitLockFile(HermitError):
+    """A git lock file (``<ref>.lock``, ``packed-refs.lock``) blocks a ref the command must update:
+    a git process is running, or one crashed and left it behind."""
+
+    exit_code = 13
+
+
 class AgentError(HermitError):
     """An acting agent or learner binary is missing or cannot start."""
 
