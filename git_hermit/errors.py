@@ -109,6 +109,7 @@ EXIT_CODES: dict[int, str] = {
     RefConflict.exit_code: "a ref moved underneath us and retries did not settle it",
     SchemaError.exit_code: "a git-hermit note fails its schema",
     AgentError.exit_code: "an agent or learner binary is missing",
+    GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }
