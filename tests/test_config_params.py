@@ -63,7 +63,8 @@ def test_bad_ahe_params_are_refused_before_anything_runs(repo, bad, path, says):
 def test_good_ahe_params_with_seed_defaults_are_accepted(repo):
     control = make_run(repo, ANSWERS, k=2, params={
         "rollback": "agent", "rollback_verdicts": ["HARMFUL", "INEFFECTIVE"], "final": "last",
-        "explore": False, "stability_min_iterations": 2, "timeout_as": "fail",
+        "explore": False, "stability_min_iterations": 2, "timeout_as": "fail", "web_search": False,
+        "hide": ["state/queries/*"],
         "debugger": {"enabled": False, "max_tasks": 5}})
     r = hermit(repo, "log")
     assert r.code == 0, r.err
@@ -107,7 +108,7 @@ def test_streaming_evolvers_refuse_unknown_and_bad_params(repo, template, bad, p
 # each seed's own parameter list (seeds 000, 001, 002); `k` and `timeout_as` are the framework's,
 # read by the rollouts of every evolver
 SEED_PARAMS = {
-    "ahe@1.0": {"k", "evolve_timeout_s", "timeout_as", "target_pass_rate", "stability_min_iterations",
+    "ahe@1.0": {"k", "web_search", "hide", "evolve_timeout_s", "timeout_as", "target_pass_rate", "stability_min_iterations",
                 "rollback", "rollback_verdicts", "final", "explore", "debugger"},
     "continual-harness@1.0": {"k", "timeout_as", "step_size", "feedback", "memory_max_changes",
                               "refiner_timeout_s"},
