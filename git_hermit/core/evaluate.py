@@ -90,12 +90,14 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
     judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     timeout_as = (config.evolver_params() or {}).get("timeout_as", "exception")
+    agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
     sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", "codex"),
                                provider=agent_cfg.get("provider"))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
                        judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
-                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as, sandbox=sandbox)
+                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as, sandbox=sandbox,
+                       agent_env=agent_env)
             for row in bench.split.rows]
 
 
