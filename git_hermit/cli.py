@@ -95,10 +95,16 @@ def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
 @click.option("--template", help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
+@click.option("--no-preflight", "no_preflight", is_flag=True,
+              help="Check the adapter only, not the run's files, programs, keys and logins.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, as_json: bool) -> int:
-    """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
+          static_only: bool, no_preflight: bool, as_json: bool) -> int:
+    """Run check_spec on the adapter (work tree, REV, or --dir), then the run's preflight.
+
+    Exit 1 when a rule is broken; the preflight's error (12, 7 or 5) names every missing file,
+    program, key or login the run's `step` would need.
+    """
     from git_hermit.core.check import run_check
     from git_hermit.errors import NotARepository
     try:
@@ -117,6 +123,10 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
             click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
         status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
         click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    if repo is not None and directory is None and not no_preflight:
+        from git_hermit.config import load_config
+        from git_hermit.core.preflight import require_for_step
+        require_for_step(load_config(repo.work_tree, run))
     return 1 if report.errors else 0
 
 
@@ -202,19 +212,41 @@ def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: 
 @cli.command(context_settings=CONTEXT)
 @click.option("--hosts", "run_hosts", is_flag=True, help="Also run one real session of each installed host CLI.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor(run_hosts: bool, as_json: bool) -> None:
-    """Check git, its notes config, the host CLIs, and (--hosts) which host-table rows hold."""
+def doctor(run_hosts: bool, as_json: bool) -> int:
+    """Check git, its notes config, the host CLIs, and (--hosts) which host-table rows hold.
+
+    Exit 12 when a run's configured agent or learner program is missing.
+    """
     from git_hermit.errors import NotARepository
     from git_hermit.hosts.doctor import doctor_report, render_text
     try:
         repo = _repo()
     except NotARepository:
         repo = None
-    report = doctor_report(repo, run_hosts)
+    missing = _configured_binaries(repo)
+    report = doctor_report(repo, run_hosts, extra_problems=tuple(missing))
     if as_json:
         _echo_json(report.to_json())
     else:
         click.echo(render_text(report))
+    from git_hermit.errors import AgentError
+    return AgentError.exit_code if missing else 0
+
+
+def _configured_binaries(repo) -> list[str]:
+    """The configured agents' and learners' programs that are missing, one line each (every run)."""
+    if repo is None:
+        return []
+    from git_hermit.config import config_paths, parse_config
+    from git_hermit.core.preflight import binary_problems
+    lines = []
+    for path in config_paths(repo.work_tree):
+        try:
+            config = parse_config(path.read_text(), source=path.name, path=path)
+        except HermitError:
+            continue            # a broken config is `check`'s to report
+        lines += [f"run {config.run}: {p.line()}: {p.hint}" for p in binary_problems(config)]
+    return lines
 
 
 @cli.group(context_settings=CONTEXT)
@@ -338,6 +370,13 @@ def _print_step(outcome) -> None:
                    f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)
 
 
+def _warn_worktree(run: str | None) -> None:
+    """Hand edits in the work tree the step will not use (the adapter) or not record (the config)."""
+    from git_hermit.core.preflight import worktree_warnings
+    for line in worktree_warnings(_repo(), run):
+        click.echo(f"warning: {line}", err=True)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 def step(run: str | None) -> int:
@@ -348,6 +387,7 @@ def step(run: str | None) -> int:
     """
     from git_hermit.core.step import run_step
     from git_hermit.errors import ManifestError
+    _warn_worktree(run)
     with _progress("rollouts") as update:
         outcome = run_step(_repo(), run, say=update.say, on_progress=update)
     _print_step(outcome)
@@ -361,6 +401,7 @@ def train(run: str | None, epochs: int | None) -> int:
     """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable)."""
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
+    _warn_worktree(run)
     with _progress("rollouts") as update:
         outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
                            on_progress=update)

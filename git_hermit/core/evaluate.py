@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.config import RunConfig
+from git_hermit.core import preflight
 from git_hermit.core.runs import RunContext, run_dir
 from git_hermit.errors import ConfigError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
@@ -186,6 +187,7 @@ def rollout_commit(ctx: RunContext, rev: str | None, split: str, *, k: int | Non
                    on_progress: Callable[[Progress], None] | None = None) -> tuple[EvalRun, Scores]:
     """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores."""
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
+    preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
     ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
     timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
@@ -205,6 +207,7 @@ def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
                  on_progress: Callable[[str], Callable[[Progress], None]] | None = None) -> EvalReport:
     """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI."""
     runs: dict[str, EvalRun] = {}
+    preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k)
     timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
     targets = [("candidate", ctx.repo.resolve_commit(rev))]

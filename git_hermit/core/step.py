@@ -15,6 +15,7 @@ from typing import Callable
 
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template
+from git_hermit.core import preflight
 from git_hermit.core.commits import step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
                                      run_split, scores_record)
@@ -124,6 +125,7 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
              on_progress: Callable[[Progress], None] | None = None) -> StepOutcome:
     ctx = open_run(repo, run)
+    preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     with RunLock(repo, ctx.run, "git hermit step"):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed

@@ -553,6 +553,20 @@ class Repo:
             os.chmod(target, 0o755 if entries[path].mode == "100755" else 0o644)
         return len(paths)
 
+    def worktree_changes(self, commit: str, paths: list[str]) -> list[str]:
+        """Paths under ``paths`` whose work-tree content differs from ``commit`` (edited, added
+        untracked-but-not-ignored, or deleted). A throw-away index keeps the user's index as it is."""
+        with tempfile.TemporaryDirectory(prefix="hermit-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.git("read-tree", commit, env=env)
+            present = [p for p in paths if (self.work_tree / p).exists() or self._batch.read(f"{commit}:{p}") is not None]
+            if not present:
+                return []
+            self.git("add", "-A", "--", *present, env=env)
+            out = self.git_bytes("diff", "--cached", "--name-only", "-z", "--no-renames", commit, "--", *present,
+                                 env=env)
+        return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+
     # ----------------------------------------------------------------------------- config, excludes, bundles
     def config_get(self, key: str) -> str | None:
         proc = self._run(["config", "--get", key])
