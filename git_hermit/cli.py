@@ -125,8 +125,13 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
         click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
     if repo is not None and directory is None and not no_preflight:
         from git_hermit.config import load_config
-        from git_hermit.core.preflight import require_for_step
-        require_for_step(load_config(repo.work_tree, run))
+        from git_hermit.core.preflight import preflight, step_splits
+        config = load_config(repo.work_tree, run)
+        error = preflight(config, splits=step_splits(config)).error()
+        if error is not None and not report.errors:
+            raise error
+        if error is not None:    # broken rules keep exit 1; the preflight's findings still show
+            click.echo(f"preflight: {error.message}", err=True)
     return 1 if report.errors else 0
 
 
