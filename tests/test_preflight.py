@@ -136,30 +136,53 @@ def test_doctor_fails_on_a_missing_learner_and_shows_pi(repo, tmp_path):
 
 
 # --- item 5: hand edits --------------------------------------------------------------------------------
+def warnings_of(err: str) -> list[str]:
+    return [l for l in err.splitlines() if l.startswith("warning:")]
+
+
 def test_step_warns_about_edits_it_will_not_use(repo):
     control = make_run(repo, {"t1": "4"}, k=1)
     with open(repo / "adapter" / "MEMORY.md", "a") as handle:   # an uncommitted hand edit
         handle.write(memory_lines({"t1": "4"}))
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == 0, r.out + r.err
-    warnings = [l for l in r.err.splitlines() if l.startswith("warning:")]
-    assert any("adapter/ in the work tree differs" in w and "MEMORY.md" in w for w in warnings), r.err
-    assert any("hermit.yaml differs from the one committed at HEAD" in w for w in warnings), r.err
+    warnings = warnings_of(r.err)
+    assert any("adapter/ has uncommitted edits (adapter/MEMORY.md)" in w and "step-0000" in w for w in warnings), r.err
+    assert any("hermit.yaml has changes not committed at HEAD" in w for w in warnings), r.err
     assert "pass@1 0.000" in r.out                          # the tip ran, not the edit
+    # committed on main, the edit is still not on the run's branch
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "remember t1 on main")
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert [w for w in warnings_of(r.err) if "HEAD has 1 commit(s) changing adapter/" in w], r.err
+    assert "hermit.yaml" not in r.err and "pass@1 0.000" in r.out
 
 
-def test_a_hand_edit_committed_on_the_step_branch_enters_the_run(repo):
+def test_no_warning_when_the_work_tree_is_only_behind_the_run(repo):
     control = make_run(repo, {"t1": "4"}, k=1)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "tasks, rows, config")
-    git(repo, "switch", "-q", f"hermit/{RUN}/step-0000")
-    (repo / "rows").mkdir(exist_ok=True)
-    with open(repo / "adapter" / "MEMORY.md", "a") as handle:
+    plan_memory = {"append": {"MEMORY.md": memory_lines({"t1": "4"})}}
+    from step_support import change, plan
+    plan(control, 1, **plan_memory, changes=[change("chg-1", ["MEMORY.md"], fixes=["t1"])])
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    r = hermit(repo, "step", env=env_for(control))          # main's adapter/ is the seed, the tip moved on
+    assert r.code == 0, r.out + r.err
+    assert warnings_of(r.err) == [], r.err
+
+
+def test_a_hand_edit_committed_on_the_step_branch_enters_the_run(repo, tmp_path):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tasks, rows, config")
+    # the README's recipe: a second work tree on the run's latest step branch
+    edit = tmp_path / "edit"
+    git(repo, "worktree", "add", "-q", str(edit), f"hermit/{RUN}/step-0000")
+    with open(edit / "adapter" / "MEMORY.md", "a") as handle:
         handle.write(memory_lines({"t1": "4"}))
-    git(repo, "commit", "-qam", "hand edit: remember t1")
-    git(repo, "checkout", "-q", "main", "--", "hermit.yaml", "tasks.jsonl", "rows")
-    git(repo, "commit", "-qm", "the run's config on the step branch")
+    git(edit, "commit", "-qam", "hand edit: remember t1")
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == 0, r.out + r.err
-    assert "warning:" not in r.err, r.err
+    assert warnings_of(r.err) == [], r.err
     assert "pass@1 1.000" in r.out, r.out

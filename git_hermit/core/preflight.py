@@ -258,23 +258,38 @@ def _guarded(check, where: str) -> list[Problem]:
 
 # --- work-tree edits ----------------------------------------------------------------------------
 def worktree_warnings(repo, run: str | None = None) -> list[str]:
-    """What `step` says (stderr, not an error) about hand edits in the work tree: the adapter a step
-    evaluates is the run's tip commit, so an uncommitted adapter edit is not used; the config is read
-    from the work tree, so an edit not committed at HEAD is used but recorded nowhere in git."""
+    """What `step` says (stderr, not an error) about hand edits it will not use or not record.
+
+    The adapter a step evaluates is the run's tip commit (``hermit/<run>/step-NNNN``), never the
+    work tree: an uncommitted adapter edit, or a commit on another branch, is not used. (A work
+    tree that is merely behind the tip, e.g. ``main`` at the seed, is normal and says nothing.)
+    The config is read from the work tree: an edit not committed at HEAD is used, unrecorded."""
     from git_hermit.core.runs import open_run
     ctx = open_run(repo, run)
     config, (step, tip) = ctx.config, ctx.tip
-    warnings = []
-    changed = repo.worktree_changes(tip, [config.adapter])
-    if changed:
-        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        warnings.append(f"{config.adapter}/ in the work tree differs from hermit/{ctx.run}/step-{step:04d} "
-                        f"({tip[:12]}), which this step evaluates: {shown} — the step does not use these edits "
-                        f"(to use them, commit them on that branch; see the README, 'Hand edits')")
+    branch = f"hermit/{ctx.run}/step-{step:04d}"
     head = repo.rev_parse("HEAD")
+    warnings = []
+    edited: list[str] = []
+    if head:   # uncommitted edits that also differ from the tip (an edit already on the tip is used)
+        off_tip = set(repo.worktree_changes(tip, [config.adapter]))
+        edited = [p for p in repo.worktree_changes(head, [config.adapter]) if p in off_tip]
+    if edited:
+        warnings.append(f"{config.adapter}/ has uncommitted edits ({_few(edited)}); this step evaluates {branch} "
+                        f"({tip[:12]}) and does not use them: commit them on {branch} to make them part of the run "
+                        "(README: 'Hand edits')")
+    elsewhere = [c for c in repo.log(f"{tip}..{head}", paths=[config.adapter])] if head else []
+    if elsewhere and not edited:
+        warnings.append(f"HEAD has {len(elsewhere)} commit(s) changing {config.adapter}/ that are not on {branch} "
+                        f"({elsewhere[0].sha[:12]} {elsewhere[0].subject[:50]}); this step does not use them: "
+                        f"commit adapter edits on {branch} (README: 'Hand edits')")
     if config.path is not None:
         rel = config.path.relative_to(repo.work_tree).as_posix()
         if head is None or repo.worktree_changes(head, [rel]):
-            warnings.append(f"{rel} differs from the one committed at HEAD: the step uses the work-tree file "
-                            "as it is, and git will not record these settings (commit it to keep them)")
+            warnings.append(f"{rel} has changes not committed at HEAD: the step uses the work-tree file as it is, "
+                            "and git does not record these settings (commit it to keep them)")
     return warnings
+
+
+def _few(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
