@@ -2,13 +2,16 @@
 
 TABLE = {'arguments': [],
  'commands': {'check': {'arguments': [{'many': False}],
-                        'help': 'Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a '
-                                'rule is broken.',
+                        'help': "Run check_spec on the adapter (work tree, REV, or --dir), then the run's "
+                                'preflight.',
                         'options': {'--dir': {'help': 'Check this directory instead.',
                                               'path': 'file',
                                               'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                     '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                    '--no-preflight': {'help': "Check the adapter only, not the run's files, "
+                                                               'programs, keys and logins.',
+                                                       'takes_value': False},
                                     '--run': {'help': 'Run whose template and adapter to use.',
                                               'source': 'run',
                                               'takes_value': True},
