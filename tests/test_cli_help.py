@@ -161,6 +161,11 @@ def test_unknown_rollback_target_is_an_unknown_revision(initialised):
 
 
 def test_tasks_and_rows_that_are_not_utf8_name_the_line(initialised):
+    # an agent and rows the preflight accepts, so the files' contents are what is checked
+    config = initialised / "hermit.yaml"
+    config.write_text(config.read_text().replace("  backend: codex ", "  backend: command\n  command: [\"true\"]\n  # "))
+    (initialised / "rows").mkdir(exist_ok=True)
+    (initialised / "rows" / "train.txt").write_text("a#1\n")
     (initialised / "tasks.jsonl").write_bytes(b'{"id": "a", "prompt": "p"}\n{"id": "b\xff", "prompt": "q"}\n')
     done = hermit(initialised, "rollout")
     assert done.code == 7 and "tasks.jsonl:2: not UTF-8" in done.err and "hint: " in done.err
