@@ -75,6 +75,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
     problems += _guarded(config.agent_env, "agent.pass_env")
     problems += _judge(config, base_dir)
     if learners:
+        problems += _guarded(lambda: _evolver_refuses(config), "evolver")
         problems += _learners(config)
     from git_hermit.rollouts.sandbox import spec_from_config   # its own refusal, collected with the rest
     problems += _guarded(lambda: spec_from_config(config.sandbox), "sandbox.enabled")
@@ -209,6 +210,14 @@ def _learners(config: RunConfig) -> list[Problem]:
         problems += [p for p in _program({**model, "backend": base, "bin": debugger["bin"]},
                                          "evolver.params.debugger", Path.cwd()) if p.kind == "binary"]
     return problems
+
+
+def _evolver_refuses(config: RunConfig) -> None:
+    """The evolver's own start-up check (e.g. evo-harness refuses a learner that cannot edit files)."""
+    from git_hermit.core.step import make_evolver
+    evolver = make_evolver(config.evolver_name)
+    if hasattr(evolver, "check_config"):
+        evolver.check_config(config)
 
 
 def _one_shot(base: str, model: dict[str, Any]) -> list[Problem]:
