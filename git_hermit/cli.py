@@ -114,24 +114,26 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
             raise
         repo = None
     report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=not static_only)
-    if as_json:
-        _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
-                    "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
-                                    "severity": v.severity} for v in report.violations]})
-    else:
-        for v in report.violations:
-            click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
-        status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
-        click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    flight = None
     if repo is not None and directory is None and not no_preflight:
-        from git_hermit.config import load_config
-        from git_hermit.core.preflight import preflight, step_splits
-        config = load_config(repo.work_tree, run)
-        error = preflight(config, splits=step_splits(config)).error()
-        if error is not None and not report.errors:
-            raise error
-        if error is not None:    # broken rules keep exit 1; the preflight's findings still show
-            click.echo(f"preflight: {error.message}", err=True)
+        from git_hermit.core.preflight import run_preflight
+        flight = run_preflight(repo, run)
+    error = flight.error() if flight is not None else None
+    if as_json:
+        _echo_json({"target": report.target, "template": report.template, "ok": not report.errors and error is None,
+                    "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
+                                    "severity": v.severity} for v in report.violations],
+                    "preflight": [{"what": p.what, "where": p.where, "hint": p.hint, "kind": p.kind}
+                                  for p in (flight.problems if flight else ())]})
+        return 1 if report.errors else (error.exit_code if error else 0)
+    for v in report.violations:
+        click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
+    status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
+    click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    if error is not None and not report.errors:
+        raise error
+    if error is not None:    # broken rules keep exit 1; the preflight's findings still show
+        click.echo(f"preflight: {error.message}", err=True)
     return 1 if report.errors else 0
 
 
@@ -228,7 +230,8 @@ def doctor(run_hosts: bool, as_json: bool) -> int:
         repo = _repo()
     except NotARepository:
         repo = None
-    missing = _configured_binaries(repo)
+    from git_hermit.core.preflight import configured_binaries
+    missing = configured_binaries(repo) if repo is not None else []
     report = doctor_report(repo, run_hosts, extra_problems=tuple(missing))
     if as_json:
         _echo_json(report.to_json())
@@ -238,20 +241,6 @@ def doctor(run_hosts: bool, as_json: bool) -> int:
     return AgentError.exit_code if missing else 0
 
 
-def _configured_binaries(repo) -> list[str]:
-    """The configured agents' and learners' programs that are missing, one line each (every run)."""
-    if repo is None:
-        return []
-    from git_hermit.config import config_paths, parse_config
-    from git_hermit.core.preflight import binary_problems
-    lines = []
-    for path in config_paths(repo.work_tree):
-        try:
-            config = parse_config(path.read_text(), source=path.name, path=path)
-        except HermitError:
-            continue            # a broken config is `check`'s to report
-        lines += [f"run {config.run}: {p.line()}: {p.hint}" for p in binary_problems(config)]
-    return lines
 
 
 @cli.group(context_settings=CONTEXT)

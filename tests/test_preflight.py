@@ -186,3 +186,23 @@ def test_a_hand_edit_committed_on_the_step_branch_enters_the_run(repo, tmp_path)
     assert r.code == 0, r.out + r.err
     assert warnings_of(r.err) == [], r.err
     assert "pass@1 1.000" in r.out, r.out
+
+
+def test_check_json_lists_the_preflight_problems(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    (repo / "rows" / "train.txt").unlink()
+    r = hermit(repo, "check", "--static", "--json", env=run_env(control))
+    assert r.code == 7, r.out + r.err
+    data = json.loads(r.out)                                # one JSON document, the report
+    assert data["ok"] is False and data["violations"] == []
+    assert [(p["where"], p["kind"]) for p in data["preflight"]] == [("data.train", "input")]
+
+
+def test_a_session_learner_names_its_own_settings():
+    import pytest
+    from git_hermit.errors import AgentError
+    from git_hermit.learners import make_learner
+    learner = make_learner({"base": "codex", "model": {"name": "m", "bin": "no-such-codex-xyz"}}, "evolve")
+    with pytest.raises(AgentError) as caught:
+        learner.check_available()
+    assert "evolver.model.bin" in caught.value.hint and "agent.bin" not in caught.value.hint

@@ -104,6 +104,27 @@ def binary_problems(config: RunConfig) -> list[Problem]:
     return [p for p in found if p.kind == "binary"]
 
 
+def run_preflight(repo, run: str | None = None) -> PreflightReport:
+    """`check`: the preflight of the run's `step` (config from the work tree)."""
+    from git_hermit.config import load_config
+    config = load_config(repo.work_tree, run)
+    return preflight(config, splits=step_splits(config))
+
+
+def configured_binaries(repo) -> list[str]:
+    """`doctor`: every run's missing agent and learner programs, one line each (a config that does
+    not load is `check`'s to report)."""
+    from git_hermit.config import config_paths, parse_config
+    lines = []
+    for path in config_paths(repo.work_tree):
+        try:
+            config = parse_config(path.read_text(), source=path.name, path=path)
+        except HermitError:
+            continue
+        lines += [f"run {config.run}: {p.line()}: {p.hint}" for p in binary_problems(config)]
+    return lines
+
+
 # --- paths ------------------------------------------------------------------------------------
 def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem]:
     problems = []
