@@ -97,6 +97,9 @@ TABLE = {'arguments': [],
                        'options': {'--adapter-dir': {'help': 'Adapter directory in the repo (default: '
                                                              'adapter/).',
                                                      'takes_value': True},
+                                   '--example': {'help': 'Also write a small starter benchmark: tasks.jsonl, '
+                                                         'data/, rows/train.txt and rows/test.txt.',
+                                                 'takes_value': False},
                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                    '--run': {'help': "Run name (default: the template's name).",
                                              'source': 'run',

@@ -78,15 +78,23 @@ def cli(debug: bool, chdir: str | None) -> None:
               help="Seed adapter template.")
 @click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
-def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
+@click.option("--example", is_flag=True,
+              help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
+def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
-    click.echo("next: edit the tasks/judge/agent blocks of the config, then `git hermit check` and `git hermit step`")
+    if example:
+        click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
+        click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
+                   "or `login: chatgpt`; see the README)")
+    else:
+        click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
+                   "benchmark), then `git hermit check` and `git hermit step`")
 
 
 @cli.command(context_settings=CONTEXT)
