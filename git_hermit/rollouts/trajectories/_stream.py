@@ -219,7 +219,13 @@ class StepAssembler:
             self._emit("tool", "", timestamp=timestamp, tool_calls=(orphan,))
             return
         self._open.rank = _RESULT
-        self._open.calls[call_id].update(output=output, exit_code=exit_code, failed=failed, answered=True)
+        call = self._open.calls[call_id]
+        # an exit code reported earlier (Codex exec_command_end) survives a result without one
+        if exit_code is None:
+            exit_code = call.get("exit_code")
+        if call.get("failed"):
+            failed = True
+        call.update(output=output, exit_code=exit_code, failed=failed, answered=True)
 
     def update_call(self, call_id: str, *, exit_code: int | None = None, failed: bool | None = None) -> bool:
         """Amend a call of the open step (an exit code reported apart from the output)."""
@@ -257,11 +263,11 @@ class StepAssembler:
                 key = ("serial", self._usage_serial)
         drafts[key] = usage
 
-    def agent_error(self, text: str) -> None:
+    def agent_error(self, text: str, timestamp: str | None = None) -> None:
         if self._open is not None:
             self._open.error = text
         else:
-            self.system("", error=text)
+            self.system("", timestamp, error=text)
 
     # -- output ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -298,6 +304,15 @@ class StepAssembler:
                     call["answered"] = True
                     if output is not None:
                         call.update(output=output, failed=True)
+
+    @property
+    def is_open(self) -> bool:
+        return self._open is not None
+
+    @property
+    def next_index(self) -> int:
+        """The index the next emitted step gets (the open step's, if one is open)."""
+        return self._next_index
 
     def drain(self) -> Iterator[Step]:
         while self._ready:

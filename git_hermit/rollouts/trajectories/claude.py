@@ -85,6 +85,7 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
     result_usage: Usage | None = None
     transcript_is_sidechain: bool | None = None     # decided by the first conversation record
     unknown: dict[str, int] = {}
+    branch = _Branches()
     for record in records:
         kind = record.get("type")
         timestamp = record.get("timestamp")
@@ -116,6 +117,7 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
         elif sidechain:
             continue
         elif kind == "user":
+            branch.check(record, message, timestamp, asm)
             _user(message, record, timestamp, asm)
         elif kind == "system":
             _system(record, timestamp, asm, state, session_file=session_file)
@@ -130,6 +132,8 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
                 state.add_error(f"{record.get('subtype', 'error')}: {detail}".rstrip(": "))
         elif kind not in (None, "assistant", "user", "system", "result"):
             unknown[kind] = unknown.get(kind, 0) + 1
+        if not sidechain:
+            branch.seen(record, asm)
         yield from asm.drain()
     asm.close()
     yield from asm.drain()
@@ -137,6 +141,47 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
         state.add_warning(f"{count} record(s) of unknown type {kind!r} skipped")
     state.usage = result_usage if result_usage is not None else per_message.total
     state.usage_known = result_usage is not None or bool(per_message.recent) or per_message.closed != Usage()
+
+
+class _Branches:
+    """Follows ``parentUuid``: a human prompt whose parent is an earlier record than the last
+    one starts a new branch (the user rewound the conversation); the steps after that earlier
+    record belong to the abandoned branch, and a system step says so before the new prompt.
+    Only the last few thousand uuids are remembered (bounded memory)."""
+
+    _KEEP = 4096
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.step_after: OrderedDict[str, int] = OrderedDict()   # uuid -> first step index after it
+
+    def check(self, record: dict[str, Any], message: dict[str, Any], timestamp: str | None,
+              asm: StepAssembler) -> None:
+        parent = record.get("parentUuid")
+        if not parent or parent == self.last or parent not in self.step_after \
+                or record.get("isMeta") or record.get("isCompactSummary") or _has_tool_result(message):
+            return
+        asm.close()
+        first, last = self.step_after[parent], asm.next_index - 1
+        if last >= first:
+            asm.system(f"rewound: the conversation goes on from before step {first}; "
+                       f"steps {first}–{last} are an abandoned branch", timestamp)
+
+    def seen(self, record: dict[str, Any], asm: StepAssembler) -> None:
+        uuid = record.get("uuid")
+        if isinstance(uuid, str):
+            self.last = uuid
+            # the open step (if any) is the one this record belongs to: the branch after it
+            # starts with the next
+            self.step_after[uuid] = asm.next_index + (1 if asm.is_open else 0)
+            if len(self.step_after) > self._KEEP:
+                self.step_after.popitem(last=False)
+
+
+def _has_tool_result(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
 
 
 def _assistant(message: dict[str, Any], record: dict[str, Any], timestamp: str | None,
