@@ -24,7 +24,10 @@ _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
 # records that carry no conversation: skipped on purpose (progress ticks of running tools and
 # sub-agents, title summaries, file snapshots for rewind, the prompt queue, metadata)
 _SKIPPED_RECORDS = frozenset({"progress", "summary", "file-history-snapshot", "queue-operation",
-                              "custom-title", "tag", "agent-name", "last-prompt", "pr-link"})
+                              "custom-title", "tag", "agent-name", "last-prompt", "pr-link",
+                              # Claude Code 2.1.3xx bookkeeping: request shapes, cost, tool use
+                              "attachment", "api-request", "api-request-shape", "api-request-blob",
+                              "atis-latch", "tools-used", "cost-state"})
 # user text the harness injects (not the human typing): a sub-agent's completion notice, a
 # reminder, a slash command's echo
 _INJECTED_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-command-stdout>",

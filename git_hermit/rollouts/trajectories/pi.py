@@ -102,7 +102,7 @@ def _message(message: dict[str, Any], asm: StepAssembler, state: ReadState,
             asm.usage(usage)
         if message.get("stopReason") in ("error", "aborted"):
             error = str(message.get("errorMessage") or message["stopReason"])
-            state.add_error(error, repeat=True)
+            state.add_error(error)
             asm.agent_error(error, timestamp)
             asm.answered(f"(not run: the model call {message['stopReason']})")
     elif role == "toolResult":
