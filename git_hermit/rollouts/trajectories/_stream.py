@@ -193,6 +193,11 @@ class StepAssembler:
         else:
             self._emit("system", text, timestamp=timestamp, error=error)
 
+    def begin(self, timestamp: str | None, group: Any) -> None:
+        """Open the step of model message ``group`` even before (or without) any content: a
+        host that writes each model call as one message gets one step per call."""
+        self._agent(_REASONING, timestamp, group)
+
     def reasoning(self, text: str, timestamp: str | None = None, *, group: Any = None) -> None:
         if text:
             self._agent(_REASONING, timestamp, group).reasoning.append(text)

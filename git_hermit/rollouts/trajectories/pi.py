@@ -85,17 +85,20 @@ def _message(message: dict[str, Any], asm: StepAssembler, state: ReadState,
         asm.user(content_text(content), timestamp)
     elif role == "assistant":
         state.model = message.get("model") or state.model
+        group = object()          # each assistant message is one model call: one step
+        asm.begin(timestamp, group)
         for block in content if isinstance(content, list) else [{"type": "text", "text": content}]:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "thinking":
-                asm.reasoning(str(block.get("thinking") or ""), timestamp)
+                asm.reasoning(str(block.get("thinking") or ""), timestamp, group=group)
             elif block.get("type") == "text":
                 text = str(block.get("text") or "")
-                asm.message(text, timestamp)
+                asm.message(text, timestamp, group=group)
                 state.final_answer = text or state.final_answer
             elif block.get("type") == "toolCall":
-                asm.call(str(block.get("id")), str(block.get("name")), block.get("arguments"), timestamp)
+                asm.call(str(block.get("id")), str(block.get("name")), block.get("arguments"), timestamp,
+                         group=group)
         if message.get("usage") is not None:
             usage = pi_usage(message["usage"])
             state.usage += usage
