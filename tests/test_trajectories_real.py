@@ -97,20 +97,24 @@ def test_claude_compaction_summary_and_notifications_are_not_user_turns():
     assert summarize(REAL / "claude-2.1.39-parallel-calls.jsonl").user_turns == 0
 
 
-def test_claude_progress_skipped_knowingly_and_rewinds_marked(tmp_path):
+def test_claude_progress_skipped_knowingly_and_rewound_branch_left_out(tmp_path):
     """#5: progress records are skipped without a word; an unknown record type is warned
-    about; a prompt whose parentUuid is an earlier record marks the abandoned branch."""
+    about; a prompt whose parentUuid is an earlier record leaves the abandoned branch out of
+    the conversation (one system step says which lines), its tokens still counted."""
     path = REAL / "claude-2.1.39-parallel-calls.jsonl"
     raw = records(path)
     assert sum(r.get("type") == "progress" for r in raw) > 40
     assert summarize(path).warnings == ()
     odd = write_jsonl(tmp_path / "odd.jsonl", raw[:5] + [{"type": "brand-new-kind", "uuid": "x", "sessionId": "s"}])
     assert any("brand-new-kind" in w for w in summarize(odd).warnings)
-    steps = list(iter_steps(REAL / "claude-code-log-dag-compact-after-rewind.jsonl"))
+    rewind = REAL / "claude-code-log-dag-compact-after-rewind.jsonl"
+    steps = list(iter_steps(rewind))
+    texts = [s.message for s in steps]
+    assert "First attempt" not in texts and "First answer" not in texts
     marker = next(s for s in steps if s.message.startswith("rewound"))
-    assert "steps 2–3" in marker.message
-    assert [s.message for s in steps[marker.index - 2: marker.index]] == ["First attempt", "First answer"]
-    assert steps[marker.index + 1].message == "Second attempt"
+    assert "lines 3–4" in marker.message
+    assert texts[marker.index - 1] == "Ready" and texts[marker.index + 1] == "Second attempt"
+    assert summarize(rewind).usage.output_tokens == 5 * 5          # the abandoned answer's too
 
 
 # -- Codex ---------------------------------------------------------------------------------

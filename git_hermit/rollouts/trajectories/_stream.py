@@ -42,6 +42,9 @@ class ReadState:
     usage_known: bool = True
     version: str | None = None
     user_turns: int = 0
+    line_number: int = 0                # of the record being read (set by iter_records)
+    # (first, last) line ranges a pre-pass found to be abandoned branches (Claude rewinds)
+    abandoned: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -68,6 +71,7 @@ def iter_records(path: Path, state: ReadState) -> Iterator[dict[str, Any]]:
     line number) in ``state``, never raised."""
     with open(path, "rb") as lines:
         for number, raw in enumerate(lines, 1):
+            state.line_number = number
             try:
                 record = json.loads(raw)
             except ValueError:            # includes UnicodeDecodeError

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
@@ -34,6 +35,7 @@ _INJECTED_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-comman
                       "<local-command-stderr>", "<command-name>", "<command-message>",
                       "<local-command-caveat>", "Caveat: The messages below were generated")
 _RECENT_MESSAGES = 256     # message ids remembered for usage dedup (bounded memory)
+_KEEP_UUIDS = 4096         # uuids remembered to find a rewind's branch point
 
 
 def claude_usage(raw: Any, cost_usd: Any = None) -> Usage:
@@ -88,8 +90,21 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
     result_usage: Usage | None = None
     transcript_is_sidechain: bool | None = None     # decided by the first conversation record
     unknown: dict[str, int] = {}
-    branch = _Branches()
+    abandoned = iter(state.abandoned)
+    skip = next(abandoned, None)
+    announced: tuple[int, int] | None = None
     for record in records:
+        # a rewound branch: its tokens were spent (usage below), its turns are not the
+        # conversation; one system step says where it was
+        while skip is not None and state.line_number > skip[1]:
+            skip = next(abandoned, None)
+        in_branch = skip is not None and skip[0] <= state.line_number <= skip[1]
+        if in_branch and announced != skip:
+            announced = skip
+            asm.close()
+            asm.system(f"rewound: lines {skip[0]}–{skip[1]} are a branch the user abandoned "
+                       "(skipped; the conversation goes on from the line before them)",
+                       record.get("timestamp"))
         kind = record.get("type")
         timestamp = record.get("timestamp")
         state.session_id = record.get("session_id") or record.get("sessionId") or state.session_id
@@ -108,6 +123,10 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
         if transcript_is_sidechain:
             sidechain = False
         message = record.get("message") if isinstance(record.get("message"), dict) else {}
+        if in_branch:
+            if kind == "assistant" and message.get("usage") is not None:
+                per_message.see(message.get("id"), claude_usage(message["usage"]))
+            continue
         if kind == "assistant":
             if not sidechain:
                 state.model = message.get("model") or state.model
@@ -120,7 +139,6 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
         elif sidechain:
             continue
         elif kind == "user":
-            branch.check(record, message, timestamp, asm)
             _user(message, record, timestamp, asm)
         elif kind == "system":
             _system(record, timestamp, asm, state, session_file=session_file)
@@ -135,8 +153,6 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
                 state.add_error(f"{record.get('subtype', 'error')}: {detail}".rstrip(": "))
         elif kind not in (None, "assistant", "user", "system", "result"):
             unknown[kind] = unknown.get(kind, 0) + 1
-        if not sidechain:
-            branch.seen(record, asm)
         yield from asm.drain()
     asm.close()
     yield from asm.drain()
@@ -146,39 +162,47 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
     state.usage_known = result_usage is not None or bool(per_message.recent) or per_message.closed != Usage()
 
 
-class _Branches:
-    """Follows ``parentUuid``: a human prompt whose parent is an earlier record than the last
-    one starts a new branch (the user rewound the conversation); the steps after that earlier
-    record belong to the abandoned branch, and a system step says so before the new prompt.
-    Only the last few thousand uuids are remembered (bounded memory)."""
+def abandoned_branches(path: Path) -> list[tuple[int, int]]:
+    """Line ranges of a session file that a rewind abandoned, from one pass over its records.
 
-    _KEEP = 4096
-
-    def __init__(self) -> None:
-        self.last: str | None = None
-        self.step_after: OrderedDict[str, int] = OrderedDict()   # uuid -> first step index after it
-
-    def check(self, record: dict[str, Any], message: dict[str, Any], timestamp: str | None,
-              asm: StepAssembler) -> None:
-        parent = record.get("parentUuid")
-        if not parent or parent == self.last or parent not in self.step_after \
-                or record.get("isMeta") or record.get("isCompactSummary") or _has_tool_result(message):
-            return
-        asm.close()
-        first, last = self.step_after[parent], asm.next_index - 1
-        if last >= first:
-            asm.system(f"rewound: the conversation goes on from before step {first}; "
-                       f"steps {first}–{last} are an abandoned branch", timestamp)
-
-    def seen(self, record: dict[str, Any], asm: StepAssembler) -> None:
-        uuid = record.get("uuid")
-        if isinstance(uuid, str):
-            self.last = uuid
-            # the open step (if any) is the one this record belongs to: the branch after it
-            # starts with the next
-            self.step_after[uuid] = asm.next_index + (1 if asm.is_open else 0)
-            if len(self.step_after) > self._KEEP:
-                self.step_after.popitem(last=False)
+    Claude Code appends a rewound conversation to the same file: the new prompt's
+    ``parentUuid`` names an earlier record instead of the last one, and the lines between
+    that record and the new prompt are the abandoned branch. Only the last few thousand uuids
+    are remembered (bounded memory; rewinds go back a few turns).
+    """
+    last: str | None = None
+    line_of: OrderedDict[str, int] = OrderedDict()
+    ranges: list[tuple[int, int]] = []
+    with open(path, "rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if b'"uuid"' not in raw:            # progress-free fast path for records without one
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or record.get("isSidechain"):
+                continue
+            uuid, parent = record.get("uuid"), record.get("parentUuid")
+            message = record.get("message") if isinstance(record.get("message"), dict) else {}
+            if (record.get("type") == "user" and parent and parent != last and parent in line_of
+                    and not record.get("isMeta") and not record.get("isCompactSummary")
+                    and not _has_tool_result(message)):
+                first = line_of[parent] + 1
+                if first < number:
+                    ranges.append((first, number - 1))
+            if isinstance(uuid, str):
+                last = uuid
+                line_of[uuid] = number
+                if len(line_of) > _KEEP_UUIDS:
+                    line_of.popitem(last=False)
+    merged: list[tuple[int, int]] = []       # a later rewind may reach further back: merge
+    for first, last_line in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last_line))
+        else:
+            merged.append((first, last_line))
+    return merged
 
 
 def _has_tool_result(message: dict[str, Any]) -> bool:

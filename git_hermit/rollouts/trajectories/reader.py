@@ -13,7 +13,7 @@ from git_hermit.errors import InputError
 
 from ._stream import ReadState, iter_records
 from .atif import load_atif, read_atif, steps_to_atif
-from .claude import read_claude_session, read_claude_stream
+from .claude import abandoned_branches, read_claude_session, read_claude_stream
 from .codex import LEGACY_ROLLOUT_ITEMS, read_codex_exec, read_codex_rollout
 from .model import FORMATS, Step, ToolCall, TrajectorySummary
 from .pi import read_pi
@@ -127,6 +127,8 @@ def _read(path: Path, fmt: str | None) -> tuple[Iterator[Step], ReadState]:
     state = ReadState(fmt)
     if fmt == "atif":
         return read_atif(load_atif(path, state), state), state
+    if fmt == "claude-session":
+        state.abandoned = abandoned_branches(path)      # a pre-pass: rewinds point backwards
     return _LINE_READERS[fmt](iter_records(path, state), state), state
 
 
