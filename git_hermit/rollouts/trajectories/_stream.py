@@ -216,9 +216,6 @@ class StepAssembler:
         draft.calls[call_id] = {"call_id": call_id, "name": name, "kind": kind or tool_kind(name),
                                 "input": arguments}
 
-    def has_open_call(self, call_id: str) -> bool:
-        return self._open is not None and call_id in self._open.calls
-
     def result(self, call_id: str, output: str | None, *, exit_code: int | None = None,
                failed: bool | None = None, timestamp: str | None = None) -> None:
         if self._open is None or call_id not in self._open.calls:
@@ -254,23 +251,18 @@ class StepAssembler:
         self.call(call_id, name, arguments, timestamp, kind=kind)
         self.result(call_id, output, exit_code=exit_code, failed=failed, timestamp=timestamp)
 
-    def usage(self, usage: Usage, *, replace: bool = False, key: Any = None) -> None:
+    def usage(self, usage: Usage, *, key: Any = None) -> None:
         """Per-step usage, added to the open agent step (dropped if none is open).
 
         ``key``: the model message it belongs to; a newer snapshot under the same key replaces
-        the older (Claude repeats one message's usage on each of its records). ``replace``
-        (legacy): replace the step's most recent snapshot.
+        the older (Claude repeats one message's usage on each of its records).
         """
         if self._open is None:
             return
-        drafts = self._open.usage
         if key is None:
-            if replace and drafts:
-                key = next(reversed(drafts))
-            else:
-                self._usage_serial += 1
-                key = ("serial", self._usage_serial)
-        drafts[key] = usage
+            self._usage_serial += 1
+            key = ("serial", self._usage_serial)
+        self._open.usage[key] = usage
 
     def agent_error(self, text: str, timestamp: str | None = None) -> None:
         if self._open is not None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
-
-from collections import OrderedDict
 
 from ._stream import ReadState, StepAssembler, as_int, content_text
 from .model import Step
@@ -175,7 +174,7 @@ def abandoned_branches(path: Path) -> list[tuple[int, int]]:
     ranges: list[tuple[int, int]] = []
     with open(path, "rb") as lines:
         for number, raw in enumerate(lines, 1):
-            if b'"uuid"' not in raw:            # progress-free fast path for records without one
+            if b'"uuid"' not in raw:            # no uuid, no link: skip without parsing
                 continue
             try:
                 record = json.loads(raw)

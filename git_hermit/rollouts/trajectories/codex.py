@@ -22,9 +22,11 @@ LEGACY_ROLLOUT_ITEMS = frozenset({"message", "reasoning", "function_call", "func
 _EXIT_CODE = re.compile(r"(?:Process exited with code|Exit code:?)\s+(-?\d+)")
 _FAILED_STATUSES = ("failed", "declined")
 # failures Codex reports as plain text instead of an exit code (sandbox denials, a rejected
-# patch, a tool that could not run); looked for in the head of the output only
-_FAILURE_TEXT = re.compile(r"failed in sandbox|sandbox denied|patch rejected|rejected by user"
-                           r"|^execution error:|^exec command rejected|^error: ", re.IGNORECASE | re.MULTILINE)
+# patch, a tool that could not run): an output that starts with one, or names one in its
+# first 300 characters (never deep inside a command's own output)
+_FAILURE_TEXT = re.compile(r"\s*(?:execution error:|exec command rejected|error: |apply_patch verification failed)"
+                           r"|.{0,300}?(?:failed in sandbox|sandbox denied|patch rejected|rejected by user)",
+                           re.IGNORECASE | re.DOTALL)
 # user-role messages Codex injects (environment, AGENTS.md / user instructions, turn notices):
 # context for the model, not the user speaking
 _INJECTED_USER = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
@@ -54,6 +56,7 @@ def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iter
         elif kind == "turn.completed":
             state.open_turn = False
             _unfinished_calls(unfinished, asm)
+            asm.answered()          # the turn ended: a call left unfinished is not a cut-off stream
             usage = codex_usage(record.get("usage"))
             state.usage += usage
             asm.usage(usage)        # the turn's usage goes on its last step
@@ -61,6 +64,7 @@ def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iter
         elif kind == "turn.failed":
             state.open_turn = False
             _unfinished_calls(unfinished, asm)
+            asm.answered()
             message = _error_message(record.get("error")) or "turn failed"
             state.add_error(message)
             asm.system("turn failed", error=message)
@@ -321,6 +325,6 @@ def codex_tool_output(raw: Any) -> tuple[str | None, int | None, bool | None]:
         exit_code = int(match.group(1)) if match else None
     if exit_code is not None:
         return text, exit_code, exit_code != 0
-    if isinstance(text, str) and _FAILURE_TEXT.search(text[:2000]):
+    if isinstance(text, str) and _FAILURE_TEXT.match(text):      # anchored: the output's head
         return text, None, True
     return text, None, (not success) if isinstance(success, bool) else None
