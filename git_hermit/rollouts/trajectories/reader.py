@@ -5,7 +5,6 @@ explode it into one Markdown file per step (plus an INDEX.md) for a learner to n
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
