@@ -156,6 +156,16 @@ TABLE = {'arguments': [],
                                    '--run': {'help': 'Run (default: the only one).',
                                              'source': 'run',
                                              'takes_value': True}}},
+              'trace': {'arguments': [{'many': True, 'path': 'file'}],
+                        'help': 'What each session file holds: format and version, steps, user turns, tool '
+                                'calls by kind,',
+                        'options': {'--format': {'choices': ['codex', 'claude', 'pi'],
+                                                 'help': 'The host that wrote the files (default: detected '
+                                                         'from each file).',
+                                                 'takes_value': True},
+                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--json': {'help': 'One JSON object per file, one per line.',
+                                               'takes_value': False}}},
               'train': {'arguments': [],
                         'help': 'Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C '
                                 '(resumable).',

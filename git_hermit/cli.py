@@ -551,6 +551,41 @@ def completion(shell: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+# trace: session files read by the trajectory readers (works outside a repository too)
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "family", type=click.Choice(["codex", "claude", "pi"]),
+              help="The host that wrote the files (default: detected from each file).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
+    """What each session file holds: format and version, steps, user turns, tool calls by kind,
+    failed calls, tokens (input, cached, output, reasoning), cost when hermit.yaml has prices,
+    model, truncated, warnings and errors.
+
+    FILES are Codex rollouts or `codex exec --json` streams, Claude Code sessions or stream-json
+    output, Pi sessions or `pi --mode json` streams, or Harbor ATIF trajectories. A Claude
+    session's sub-agent transcripts beside it (<session>/subagents/agent-*.jsonl) are listed
+    with their tokens. Files are streamed: memory stays bounded by the longest line.
+    """
+    from git_hermit.core.trace import trace_files, trace_prices
+    from git_hermit.render.trace import trace_json, trace_lines
+    reports = trace_files(list(files), family, trace_prices())
+    for number, report in enumerate(reports):
+        if as_json:
+            click.echo(json.dumps(trace_json(report), sort_keys=True))
+            continue
+        if number:
+            click.echo("")
+        for line in trace_lines(report):
+            click.echo(line)
+    failed = next((r.error for r in reports if r.error is not None), None)
+    if failed is not None:
+        if as_json:      # the per-file objects already carry the errors
+            sys.exit(failed.exit_code)
+        raise failed
+
+
+# ------------------------------------------------------------------------------------------
 def _on_interrupt(signum, frame) -> None:
     """Ctrl-C: end every agent and learner process now (they run in their own sessions, out
     of the terminal's reach), then unwind; nothing half-done is published and a rerun resumes."""
