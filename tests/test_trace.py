@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import hermit
+from test_trajectories_real import _web_search_rollout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 REAL = FIXTURES / "real"
@@ -75,27 +76,39 @@ def pi_by_hand(path: Path) -> dict:
     ("claude-2.1.38-short.jsonl", claude_by_hand),
     ("claude-2.1.39-parallel-calls.jsonl", claude_by_hand),
     ("claude-2.1.39-subagent-agent-aac57f5.jsonl", claude_by_hand),
-    ("codex-0.104.0-web-search.jsonl", codex_by_hand),
     ("pi-session-v1-compaction.jsonl", pi_by_hand),
+    ("shared:codex-rollout-medium-23KB.jsonl", codex_by_hand),
+    ("shared:codex-rollout-large-132KB.jsonl", codex_by_hand),
 ])
 def test_trace_json_matches_hand_counts_outside_a_repository(name, by_hand, tmp_path):
-    (report,) = traced(tmp_path, REAL / name)          # tmp_path is no git repository
+    path = _real(name)
+    (report,) = traced(tmp_path, path)          # tmp_path is no git repository
     assert KEYS <= set(report)
-    expected = by_hand(REAL / name)
+    expected = by_hand(path)
     for key, value in expected.items():
         assert report[key] == value, key
     assert report["steps"] > 0 and report["cost_source"] != "prices"
 
 
+def _real(name: str) -> Path:
+    """A committed fixture, or (``shared:``) one of the real files in ../shared (licence unknown: read in place)."""
+    if not name.startswith("shared:"):
+        return REAL / name
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / name.split(":", 1)[1]
+    if not path.is_file():
+        pytest.skip(f"shared data absent: {path}")
+    return path
+
+
 def test_trace_text_and_several_files(tmp_path):
-    paths = sorted(REAL.glob("*.jsonl")) + sorted(RECORDED.glob("*.jsonl"))
+    paths = sorted(REAL.glob("*.jsonl")) + sorted(RECORDED.glob("*.jsonl")) + [_web_search_rollout(tmp_path)]
     result = hermit(tmp_path, "trace", *map(str, paths))
     assert result.code == 0, result.err
     for path in paths:
         assert str(path) in result.out
     assert "format: claude-session 2.1.39" in result.out
     assert "format: codex-rollout 0.104.0-alpha.1" in result.out
-    assert "tool calls: 2 (other 2); failed: 0" in result.out        # the web search excerpt
+    assert "tool calls: 2 (other 2); failed: 0" in result.out        # the web search rollout
     assert len(traced(tmp_path, *paths)) == len(paths)
 
 
@@ -103,13 +116,14 @@ def test_trace_prices_from_hermit_yaml(repo):
     assert hermit(repo, "init", "--run", "demo").code == 0
     config = repo / "hermit.yaml"
     config.write_text(config.read_text() + "prices: {gpt-5.3-codex: {input: 1.0, cached_input: 0.5, output: 10.0}}\n")
-    (report,) = traced(repo, REAL / "codex-0.104.0-web-search.jsonl")
+    rollout = _web_search_rollout(repo.parent)
+    (report,) = traced(repo, rollout)
     usage = report["usage"]
     expected = ((usage["input"] - usage["cached_input"]) * 1.0 + usage["cached_input"] * 0.5
                 + usage["output"] * 10.0) / 1e6
     assert report["cost_source"] == "prices"
     assert report["cost_usd"] == pytest.approx(expected)
-    text = hermit(repo, "trace", str(REAL / "codex-0.104.0-web-search.jsonl")).out
+    text = hermit(repo, "trace", str(rollout)).out
     assert f"cost: ${expected:.4f} (hermit.yaml prices)" in text
 
 

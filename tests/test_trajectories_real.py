@@ -119,9 +119,37 @@ def test_claude_progress_skipped_knowingly_and_rewound_branch_left_out(tmp_path)
 
 # -- Codex ---------------------------------------------------------------------------------
 
-def test_codex_web_search_call_is_a_tool_call():
+def _web_search_rollout(tmp_path: Path) -> Path:
+    """A Codex 0.104 rollout holding a web_search_call, a commentary message and a call: the
+    record shapes of madshn/localpush's sanitised rollouts (their licence is unknown, so the
+    file itself is not copied here; shared/data/trajectories/ keeps its rule)."""
+    t = "2026-02-23T11:42:{:02d}.000Z".format
+    usage = {"input_tokens": 364963, "cached_input_tokens": 302208, "output_tokens": 5405,
+             "reasoning_output_tokens": 2436, "total_tokens": 370368}
+    rows = [
+        {"timestamp": t(0), "type": "session_meta", "payload": {"id": "s1", "cli_version": "0.104.0-alpha.1",
+                                                                 "originator": "Codex Desktop"}},
+        {"timestamp": t(0), "type": "turn_context", "payload": {"turn_id": "t1", "model": "gpt-5.3-codex"}},
+        {"timestamp": t(1), "type": "response_item", "payload": {"type": "reasoning", "summary": [],
+                                                                  "content": None, "encrypted_content": "x"}},
+        {"timestamp": t(2), "type": "response_item", "payload": {"type": "web_search_call", "status": "completed"}},
+        {"timestamp": t(3), "type": "response_item", "payload": {
+            "type": "message", "role": "assistant", "phase": "commentary",
+            "content": [{"type": "output_text", "text": "Looking it up."}]}},
+        {"timestamp": t(4), "type": "response_item", "payload": {
+            "type": "function_call", "name": "write_stdin", "arguments": "{}", "call_id": "call_1"}},
+        {"timestamp": t(5), "type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": usage, "last_token_usage": usage}}},
+        {"timestamp": t(6), "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": "call_1", "output": "done"}},
+    ]
+    return write_jsonl(tmp_path / "rollout-web-search.jsonl", rows)
+
+
+
+def test_codex_web_search_call_is_a_tool_call(tmp_path):
     """#6: a response_item web_search_call is a tool call (kind other)."""
-    path = REAL / "codex-0.104.0-web-search.jsonl"
+    path = _web_search_rollout(tmp_path)
     raw = records(path)
     expected = sum(r["payload"].get("type", "").endswith("_call") for r in raw if r["type"] == "response_item")
     calls = [c for s in iter_steps(path) for c in s.tool_calls]
@@ -178,10 +206,10 @@ def test_codex_unfinished_turn_is_truncated_and_commentary_is_not_the_answer():
 
 def test_codex_final_answer_skips_commentary_in_excerpt(tmp_path):
     """#8 on a committed excerpt: a commentary message after the final one is not the answer."""
-    rows = records(REAL / "codex-0.104.0-web-search.jsonl")
-    phases = [r["payload"].get("phase") for r in rows if r["payload"].get("role") == "assistant"]
+    path = _web_search_rollout(tmp_path)
+    phases = [r["payload"].get("phase") for r in records(path) if r["payload"].get("role") == "assistant"]
     assert "commentary" in phases
-    assert summarize(REAL / "codex-0.104.0-web-search.jsonl").final_answer is None
+    assert summarize(path).final_answer is None
 
 
 def test_codex_user_message_event_and_missing_token_count(tmp_path):
