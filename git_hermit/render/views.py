@@ -11,6 +11,8 @@ def _usage_bits(usage: dict[str, Any] | None) -> str:
     if not usage:
         return ""
     tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+    if not tokens:   # the backend reported no usage (a model call always reads input): not "0, $0.00"
+        return "tokens unknown cost unknown"
     cost = usage.get("cost_usd")
     text = f"tokens {_si(tokens)}"
     return text + (f" ${cost:.2f}" if cost is not None else " cost unknown")
