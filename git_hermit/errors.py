@@ -71,6 +71,12 @@ class RefConflict(HermitError):
     exit_code = 9
 
 
+class RevertConflict(HermitError):
+    """A three-way rollback would conflict with later commits that touched the same lines."""
+
+    exit_code = 13
+
+
 class SchemaError(HermitError):
     """A record (note, manifest, deploy record) does not match its JSON Schema."""
 

@@ -10,7 +10,8 @@ from .notes import NOTES_REFS, NotesStore, configure_notes_rewrite, notes_ref
 from .repo import ZERO_SHA, CommitInfo, FileChange, RefUpdate, Repo, TreeEntry, files_in_directory, git_version, init_repository, open_cache_repo
 from .trailers import (
     HERMIT_CHANGE, HERMIT_EVOLVER, HERMIT_MANIFEST, HERMIT_PREDICTS_FIX, HERMIT_REVERTS, HERMIT_RISK,
-    HERMIT_RUN, HERMIT_STEP, HERMIT_VERDICT, TRAILER_KEYS, format_message, normalise_trailer_value,
+    HERMIT_REMOVES_LINES_OF, HERMIT_RUN, HERMIT_STEP, HERMIT_VERDICT, TRAILER_KEYS, format_message,
+    normalise_trailer_value,
     parse_trailers, trailer_values,
 )
 
@@ -18,6 +19,6 @@ __all__ = [
     "ZERO_SHA", "files_in_directory", "git_version", "init_repository", "open_cache_repo", "TreeEntry", "FileChange", "CommitInfo", "RefUpdate", "Repo", "set_debug",
     "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "RunLock",
     "TRAILER_KEYS", "HERMIT_RUN", "HERMIT_STEP", "HERMIT_EVOLVER", "HERMIT_CHANGE", "HERMIT_PREDICTS_FIX",
-    "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT",
+    "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT", "HERMIT_REMOVES_LINES_OF",
     "format_message", "parse_trailers", "normalise_trailer_value", "trailer_values",
 ]
