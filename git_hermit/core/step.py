@@ -167,7 +167,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
         best=best, ledger=ledger, learner=_learner_factory(ctx),
         revert_files=_revert_files(repo, config.adapter),
-        materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
+        materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
         say=say)
     result = evolver.learn(step_ctx)

@@ -55,7 +55,7 @@ class StepContext:
     ledger: Ledger
     learner: Callable[[str], Learner]              # role → learner
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
-    materialise: Callable[[Path], None]            # write H_{N-1}'s adapter into a directory
+    materialise: Callable[..., None]               # (dest, commit=H_{N-1}): write that commit's adapter into dest
     check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
     say: Callable[[str], None] = print             # progress lines for the user
 

@@ -8,6 +8,7 @@ acting-agent backends; one-shot calls go to an OpenAI-compatible ``base_url`` or
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import tempfile
 import time
@@ -76,7 +77,7 @@ class SessionLearner:
             ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=session_dir / "home",
                                prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
             run = agent.run(ctx)
-            shutil.rmtree(workspace)
+            _remove_tree(workspace)
             shutil.copytree(place, workspace, symlinks=True)
         ok = run.error is None and not run.timed_out and bool(run.final_answer)
         return LearnerResult(run.final_answer or "", run.usage, ok,
@@ -206,3 +207,12 @@ def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: st
     if base == "anthropic":
         return OneShotLearner(role, "anthropic", model_cfg)
     raise ConfigError(f"unknown learner base {base!r}", hint="use codex, claude-code, llm, anthropic or scripted")
+
+
+def _remove_tree(root: Path) -> None:
+    """rmtree that also removes read-only directories (the Evolve workspace's ``before/`` copies)."""
+    for directory, dirs, _ in os.walk(root):
+        for name in [directory, *(os.path.join(directory, d) for d in dirs)]:
+            if not os.path.islink(name):
+                os.chmod(name, os.stat(name).st_mode | 0o700)
+    shutil.rmtree(root)

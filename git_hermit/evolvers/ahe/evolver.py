@@ -20,7 +20,7 @@ from typing import Any
 
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
-from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
 from git_hermit.model.records import Change, Manifest, Verdict
@@ -164,7 +164,7 @@ class AHEEvolver:
             ctx.step, stats, step_diff, overview_body=overview.overview_body(overview_text),
             scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
             rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
-            rollback_undone=undone)
+            rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()})
         workspace = self._evolve(ctx, base_dir, state, query)
         self._changes(ctx, base_dir, workspace, rolled_back, result)
         return result
@@ -345,9 +345,15 @@ class AHEEvolver:
             records.append_history(state / "evolution_history.md", ctx.step, records.render_history_after(text))
             return workspace
         if workspace.exists():
-            shutil.rmtree(workspace)
+            remove_tree(workspace)
         workspace.mkdir(parents=True)
         shutil.copytree(base_dir, workspace / "adapter", symlinks=True)
+        # `rollback: agent` must be carryable out: the adapter as it was before each judged change
+        # (its commit's parent), read-only, so "restore the files to their content before it" can be done
+        for pc in ctx.prev_changes:   # (members of a change group each get a copy of the same tree)
+            ctx.materialise(workspace / _before_dirs(ctx)[pc.change.id], f"{pc.commit}^")
+        if (workspace / "before").exists():
+            make_read_only(workspace / "before")
         shutil.copytree(state, workspace / "state", symlinks=True)
         (workspace / "state" / "change_manifest.json").unlink(missing_ok=True)
         start = queries.render_start_prompt(ctx.step, date=datetime.now(timezone.utc).date().isoformat())
@@ -495,6 +501,11 @@ class AHEEvolver:
 
 
 _adapter_relative = groups.adapter_relative
+
+
+def _before_dirs(ctx: StepContext) -> dict[str, str]:
+    """Workspace directory (relative) of the adapter before each change this step judges."""
+    return {pc.change.id: f"before/{_safe(pc.change.id)}" for pc in ctx.prev_changes}
 
 
 def _safe(name: str) -> str:
