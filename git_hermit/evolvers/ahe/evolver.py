@@ -89,8 +89,9 @@ class AHEEvolver:
 
         evaluation = None
         if step_diff is not None and ctx.prev_changes:
-            evaluation = attribution.evaluate_changes([pc.change for pc in ctx.prev_changes], step_diff,
-                                                      evaluating_iteration=ctx.step - 1)
+            evaluation = attribution.evaluate_changes(
+                [pc.change for pc in ctx.prev_changes], step_diff, evaluating_iteration=ctx.step - 1,
+                rollbacks=[(r.label, r.restores, r.undoes) for r in ctx.prev_rollbacks])
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
             for cv in evaluation.changes:
@@ -126,6 +127,8 @@ class AHEEvolver:
             "flips": {"flipped": len(step_diff.flipped), "regressed": len(step_diff.regressed)} if step_diff else None,
             "verdicts": {cv.change_id: cv.verdict for cv in evaluation.changes} if evaluation else {},
             "unattributed_regressions": list(evaluation.unattributed_regressions) if evaluation else [],
+            "rollback_flips": dict(evaluation.rollback_flips) if evaluation else {},
+            "rollback_regressions": dict(evaluation.rollback_regressions) if evaluation else {},
             "precision_recall": {"step": evaluation.prediction.to_dict() if evaluation else None,
                                  "run": precision.to_dict() if precision else None},
         })
