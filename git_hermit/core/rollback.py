@@ -157,8 +157,9 @@ def rollback(ctx: RunContext, target: str, reason: str, *, force: bool = False) 
         files, _ = _filewise_changes(repo, change_commit, tip)
         removed = [c for c in repo.log(f"{change_commit}..{tip}", paths=sorted(files)) if not _is_rollback(c)]
         trailers += [(HERMIT_REMOVES_LINES_OF, c.sha) for c in reversed(removed)]
-        body += ("\n\n--force: a file-wise restore; it also removes the edits of "
-                 + ", ".join(_commit_label(c) for c in reversed(removed)) + " to these files.")
+        body += "\n\n--force: a file-wise restore of the change's files" + (
+            "; it also removes the edits of " + ", ".join(_commit_label(c) for c in reversed(removed))
+            + " to them." if removed else ".")
     summary = f"rollback {', '.join(change_ids) or change_commit[:12]}"
     message = step_message(run=ctx.run, step=step, evolver=ctx.config.evolver_name,
                            summary=summary, body=body, extra=trailers)
