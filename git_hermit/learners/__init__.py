@@ -114,36 +114,75 @@ class OneShotLearner:
         return result
 
     def _complete(self, prompt: str, timeout_s: float) -> LearnerResult:
-        """One call to the model: its text and usage (a failure is a LearnerResult, not raised)."""
+        """One call to the model: its text and usage (a failure is a LearnerResult, not raised).
+
+        The official SDKs retry a 429 (after its Retry-After), a 5xx, a dropped connection and a
+        timeout ``max_retries`` times (default 2); what still fails is reported with its reason."""
         import os
         provider = self.cfg.get("provider") or {}
         env_key = provider.get("env_key") or ("OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY")
         api_key = os.environ.get(env_key)
         model = self.cfg.get("name") or self.cfg.get("model")
+        stream = bool(self.cfg.get("stream"))
+        retries = self.cfg.get("max_retries")
+        retries = 2 if retries is None else int(retries)
         start = time.monotonic()
         try:
             if self.api == "openai":
-                from openai import OpenAI
-                client = OpenAI(base_url=provider.get("base_url"), api_key=api_key or "none", timeout=timeout_s)
-                reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
-                text = reply.choices[0].message.content or ""
-                u = reply.usage
-                usage = Usage(getattr(u, "prompt_tokens", 0) or 0,
-                              getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
-                              getattr(u, "completion_tokens", 0) or 0)
+                text, usage = _openai_chat(provider.get("base_url"), api_key, model, prompt, timeout_s, retries, stream)
             else:
-                from anthropic import Anthropic
-                client = Anthropic(base_url=provider.get("base_url"), api_key=api_key, timeout=timeout_s)
-                reply = client.messages.create(model=model, max_tokens=8000,
-                                               messages=[{"role": "user", "content": prompt}])
-                text = "".join(getattr(block, "text", "") for block in reply.content)
-                usage = Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
-                              reply.usage.output_tokens)
+                text, usage = _anthropic_message(provider.get("base_url"), api_key, model, prompt, timeout_s,
+                                                 retries, stream)
         except Exception as exc:   # a failed call is the learner's error, retried by the caller
             return LearnerResult("", Usage(), False, f"{type(exc).__name__}: {exc}"[:300],
                                  time.monotonic() - start, model)
         return LearnerResult(text, usage, bool(text.strip()), None if text.strip() else "empty answer",
                              time.monotonic() - start, model)
+
+
+def _openai_chat(base_url: str | None, api_key: str | None, model: str | None, prompt: str, timeout_s: float,
+                 retries: int, stream: bool) -> tuple[str, Usage]:
+    """One OpenAI Chat Completions call (what OpenAI, vLLM, Ollama, llama.cpp serve)."""
+    from openai import OpenAI
+    client = OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=retries)
+    messages = [{"role": "user", "content": prompt}]
+    if not stream:
+        reply = client.chat.completions.create(model=model, messages=messages)
+        if not reply.choices:
+            raise ValueError("the answer has no choices")
+        return reply.choices[0].message.content or "", _chat_usage(reply.usage)
+    parts, usage = [], Usage()
+    for chunk in client.chat.completions.create(model=model, messages=messages, stream=True,
+                                                stream_options={"include_usage": True}):
+        if chunk.choices and chunk.choices[0].delta.content:
+            parts.append(chunk.choices[0].delta.content)
+        if getattr(chunk, "usage", None):
+            usage = _chat_usage(chunk.usage)
+    return "".join(parts), usage
+
+
+def _chat_usage(u: Any) -> Usage:
+    if u is None:
+        return Usage()
+    return Usage(getattr(u, "prompt_tokens", 0) or 0,
+                 getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
+                 getattr(u, "completion_tokens", 0) or 0)
+
+
+def _anthropic_message(base_url: str | None, api_key: str | None, model: str | None, prompt: str,
+                       timeout_s: float, retries: int, stream: bool) -> tuple[str, Usage]:
+    """One Anthropic Messages call (streamed through the SDK's event accumulator when asked)."""
+    from anthropic import Anthropic
+    client = Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=retries)
+    kwargs = {"model": model, "max_tokens": 8000, "messages": [{"role": "user", "content": prompt}]}
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            reply = events.get_final_message()
+    else:
+        reply = client.messages.create(**kwargs)
+    text = "".join(getattr(block, "text", "") for block in reply.content)
+    return text, Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
+                       reply.usage.output_tokens)
 
 
 @dataclass

@@ -122,7 +122,8 @@ class CodexAgent(HostCLIAgent):
             wire = provider.get("wire_api", "responses")
             if wire != "responses":
                 raise ConfigError(f"agent.provider.wire_api {wire!r} is not supported by Codex",
-                                  hint='Codex only speaks wire_api: responses')
+                                  hint="Codex 0.164 refuses wire_api = chat; use a server's Responses endpoint "
+                                       "(wire_api: responses), or a chat-only server as evolver.base: llm")
             lines += ["", "[model_providers.hermit]", f"name = {_toml_str(provider.get('name', 'hermit'))}",
                       f"base_url = {_toml_str(provider['base_url'])}", f'wire_api = "{wire}"',
                       "request_max_retries = 2", "stream_max_retries = 2"]
