@@ -178,3 +178,49 @@ def test_readme_exit_code_table_lists_every_code():
     table = {int(line.split("|")[1]) for line in readme.splitlines() if line.startswith("| ") and
              line.split("|")[1].strip().isdigit()}
     assert set(EXIT_CODES) - {0} <= table, set(EXIT_CODES) - table
+
+
+def test_completion_table_is_the_cli_now(tmp_path):
+    done = hermit(tmp_path, "help", "--completion-table")
+    assert done.code == 0
+    shipped = (ROOT / "git_hermit" / "_completion_table.py").read_text()
+    assert done.out == shipped, \
+        "the table is stale: run `git hermit help --completion-table > git_hermit/_completion_table.py`"
+
+
+COMMAND_LINES = [
+    ([], ""), ([], "s"), ([], "--"), (["--debug"], "lo"), (["-C", "."], "sh"),
+    (["log"], "--"), (["log"], "--r"), (["log", "--run"], ""), (["show"], ""), (["show", "--run", "ahe"], "step-"),
+    (["deploy", "--host"], ""), (["init", "--template"], "c"), (["completion"], ""), (["help"], "ro"),
+    (["rollout", "-k"], ""), (["step"], "--run"),
+]
+
+
+def test_fast_completer_answers_as_clicks_own_completion(initialised, monkeypatch):
+    """completer.py (no click import) offers the same values as click's completion of the CLI."""
+    from click.shell_completion import ShellComplete
+
+    from git_hermit import completer
+    from git_hermit.cli import cli
+    monkeypatch.chdir(initialised)
+    for args, incomplete in COMMAND_LINES:
+        ours = [(c.value, c.type) for c in completer.complete(list(args), incomplete)]
+        theirs = [(c.value, c.type) for c in ShellComplete(cli, {}, "git-hermit", "X").get_completions(
+            list(args), incomplete)]
+        assert sorted(ours) == sorted(theirs), (args, incomplete)
+
+
+def test_tab_and_version_do_not_import_click(initialised):
+    probe = ("import atexit, os, sys\n"
+             "atexit.register(lambda: sys.stderr.write('click-imported=%s' % ('click' in sys.modules)))\n"
+             "from git_hermit.launcher import main\nmain()\n")
+    env = {**os.environ, "_GIT_HERMIT_COMPLETE": "bash_complete", "COMP_WORDS": "git-hermit st", "COMP_CWORD": "1"}
+    tab = subprocess.run([sys.executable, "-c", probe], cwd=initialised, env=env, capture_output=True, text=True)
+    assert "plain,step" in tab.stdout.split() and "click-imported=False" in tab.stderr
+    version = subprocess.run([sys.executable, "-c", probe, "--version"], cwd=initialised, capture_output=True,
+                             text=True)
+    assert "click-imported=False" in version.stderr
+    from click.testing import CliRunner
+
+    from git_hermit.cli import cli
+    assert version.stdout == CliRunner().invoke(cli, ["--version"], prog_name="git-hermit").output

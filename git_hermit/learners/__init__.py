@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Callable, Protocol
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.scratch import scratch
 
 # The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
 # a longer prompt goes to a file in the workspace and the session is told to read it.
@@ -50,6 +50,8 @@ class SessionLearner:
     role: str
     backend: str
     cfg: dict[str, Any]
+    sandbox: Any = None           # a rollouts.sandbox.SandboxSpec, or None: unsandboxed
+    hide: tuple[str, ...] = ()    # workspace paths (globs) the session must not see (seed 000 ``hide``)
 
     def _agent(self):
         from git_hermit.rollouts.agents import make_agent
@@ -65,20 +67,38 @@ class SessionLearner:
         session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"
         if session_dir.exists():
             shutil.rmtree(session_dir)
-        (session_dir / "home").mkdir(parents=True)
+        session_dir.mkdir(parents=True)
         # The workspace lives inside the user's repository (.hermit/runs/…); run the session in a
         # copy outside it, so the CLI does not load that repository's AGENTS.md / CLAUDE.md or
-        # project .codex/.claude settings and hooks as its own. The edits are copied back.
-        with tempfile.TemporaryDirectory(prefix=f"hermit-{_safe(self.role)}-") as tmp:
-            place = Path(tmp) / "workspace"
-            shutil.copytree(workspace, place, symlinks=True)
+        # project .codex/.claude settings and hooks as its own. The edits are copied back. The
+        # private home (copied login files) lives in private scratch, removed after the session.
+        with scratch(f"{_safe(self.role)}-") as tmp:
+            place = tmp / "workspace"
+            hidden = _hidden(workspace, self.hide)
+            shutil.copytree(workspace, place, symlinks=True,
+                            ignore=lambda d, names: [n for n in names if Path(d, n) in hidden])
+            (tmp / "home").mkdir()
             if len(prompt.encode()) > PROMPT_FILE_THRESHOLD:
                 prompt = _prompt_by_file(place, prompt, f"PROMPT-{_safe(self.role)}.md")
-            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=session_dir / "home",
-                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
+            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=tmp / "home",
+                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend,
+                               sandbox=self.sandbox)
             run = agent.run(ctx)
+            kept = tmp / "hidden"               # hidden paths keep their own content
+            for path in hidden:
+                target = kept / path.relative_to(workspace)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(path, target)
             _remove_tree(workspace)
             shutil.copytree(place, workspace, symlinks=True)
+            for path in hidden:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(kept / path.relative_to(workspace), path)
+            _remove_tree(place)   # read-only copies in it (before/) would outlive the scratch's cleanup
         ok = run.error is None and not run.timed_out and bool(run.final_answer)
         return LearnerResult(run.final_answer or "", run.usage, ok,
                              None if ok else (run.error or "the session gave no answer"), run.duration_s, run.model)
@@ -211,6 +231,17 @@ def _prompt_by_file(workspace: Path, prompt: str, name: str) -> str:
     path.write_text(prompt, encoding="utf-8")
     return (f"Your full instructions and task are in the file .hermit/{name} in the current directory "
             f"({len(prompt):,} characters, too long to pass here). Read all of it first, then follow it exactly.")
+
+
+def _hidden(workspace: Path, patterns: tuple[str, ...]) -> set[Path]:
+    """The workspace paths the ``hide`` globs match (never the workspace itself)."""
+    found: set[Path] = set()
+    for pattern in patterns:
+        for path in workspace.glob(str(pattern).strip("/")):
+            if path != workspace and workspace in path.parents:
+                found.add(path)
+    # a path under another hidden one goes with its parent
+    return {p for p in found if not any(q in p.parents for q in found)}
 
 
 def _safe(key: str) -> str:

@@ -1,8 +1,8 @@
 """Shell completion scripts for bash, zsh and fish that also work under git's own completion.
 
-Each script asks the ``git-hermit`` executable for candidates through click's completion
-protocol (the ``complete_var`` environment variable, set per call), so commands, options,
-run names and ``step-N`` come from the CLI itself. git's completions hand a custom command
+Each script asks the ``git-hermit`` executable for candidates (``complete_var`` set in its
+environment, with ``COMP_WORDS``/``COMP_CWORD``); ``git_hermit.completer`` answers — bash:
+``type,value`` lines; zsh: ``type``, ``value``, ``help`` lines; fish: ``type<TAB>value<TAB>help``. git's completions hand a custom command
 to ``_git_hermit`` (bash), ``_git-hermit`` (zsh) or the ``git-hermit`` completions (fish).
 """
 
@@ -65,14 +65,19 @@ _FISH = r'''# git-hermit completion for fish: git hermit completion fish > ~/.co
 # fish's git completion hands `git hermit <TAB>` to these completions of git-hermit.
 function __git_hermit_complete
     set -l response (env %(var)s=fish_complete COMP_WORDS=(commandline -cp) COMP_CWORD=(commandline -t) git-hermit 2>/dev/null)
-    for completion in $response
-        set -l metadata (string split "," -- $completion)
-        if test $metadata[1] = dir
-            __fish_complete_directories $metadata[2]
-        else if test $metadata[1] = file
-            __fish_complete_path $metadata[2]
-        else if test $metadata[1] = plain
-            echo $metadata[2]
+    for line in $response
+        set -l item (string split \t -- $line)
+        switch $item[1]
+            case dir
+                __fish_complete_directories $item[2]
+            case file
+                __fish_complete_path $item[2]
+            case plain
+                if test "$item[3]" = _
+                    echo $item[2]
+                else
+                    printf '%%s\t%%s\n' $item[2] $item[3]
+                end
         end
     end
 end
