@@ -1,11 +1,8 @@
-"""Rollback of one change (or its whole change group) as a new commit on the run's tip.
+"""Rollback of one change (its whole change group) as a new commit on the run's tip.
 
-`git hermit rollback` is a three-way revert: the change's diff taken out of the tip (as
-``git revert`` does), so later work on the same files stays; when later commits touched the
-same lines it refuses and names them, and ``--force`` is the file-wise restore (each file the
-change touched gets its bytes and mode from before it, an added file is deleted), which then
-names every later commit whose edits it removes (``Hermit-Removes-Lines-Of``). The new adapter
-must pass check_spec or nothing is written.
+A three-way revert that keeps later work; on a conflict it refuses naming the later commits,
+and ``--force`` is the file-wise restore, naming the commits whose edits it removes
+(``Hermit-Removes-Lines-Of``). The result must pass check_spec or nothing is written.
 """
 
 from __future__ import annotations
@@ -98,9 +95,11 @@ def find_change_commit(ctx: RunContext, target: str) -> tuple[str, tuple[str, ..
                   if wanted(sv.step, cv.change.id)]
     # A commit without a manifest note is still found by its Hermit-Change trailer.
     noted = {sha for _, sha, _ in candidates}
+    # (a change group's trailer lists its members: "chg-1, chg-2")
     candidates += [(sv.step, commit.sha, change_id) for sv in history.steps for commit in sv.commits
                    if not commit.changes and commit.sha not in noted
-                   and wanted(sv.step, dict(commit.info.trailers).get("Hermit-Change"))]
+                   and any(wanted(sv.step, cid.strip())
+                           for cid in (dict(commit.info.trailers).get("Hermit-Change") or "").split(","))]
     if len(candidates) > 1:
         listing = ", ".join(f"step-{s}:{cid} ({sha[:10]})" for s, sha, cid in candidates)
         raise InputError(f"change id {change_id!r} is ambiguous: {listing}",

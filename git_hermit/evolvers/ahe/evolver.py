@@ -1,9 +1,8 @@
 """The ``ahe`` evolver (AHE Adapter, seed 000): one framework step's learning.
 
-Classify and diff the rollouts, score the previous manifest (verdicts), best-ever and the
-target stop, ``rollback: auto`` of the verdicts in ``rollback_verdicts`` (each revert
-checked), the Agent Debugger per task, the Evolve Agent in a learner workspace, manifest
-validation, and the commits to make. Every phase checkpoints into the step directory.
+Classify and diff the rollouts, verdicts, best-ever and the target stop, ``rollback: auto``
+(each revert checked, a change group whole), the Agent Debugger per task, the Evolve Agent
+(with read-only ``before/<change>/`` copies), manifest validation, and the commits to make.
 """
 
 from __future__ import annotations
