@@ -139,7 +139,7 @@ def test_rollback_refuses_a_conflict_naming_the_later_commits_then_force(repo):
     tip1, tip2 = rev(repo, step_ref(1)), rev(repo, step_ref(2))
     before = snapshot_state(repo)
     r = hermit(repo, "rollback", "chg-1", "--reason", "t1 is wrong", "--run", RUN)
-    assert r.code == 13, (r.code, r.out, r.err)
+    assert r.code == 14, (r.code, r.out, r.err)
     lines = r.err.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), r.err
     assert tip2[:10] in lines[0] and "chg-2" in lines[0] and "MEMORY.md" in lines[0]
