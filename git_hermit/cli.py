@@ -103,9 +103,11 @@ def init(template_id: str, run: str | None, adapter_dir: str | None, example: bo
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
 @click.option("--template", help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
+@click.option("--manifest", type=click.Path(path_type=Path),
+              help="Also check an ahe change manifest: no two changes may declare the same file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, as_json: bool) -> int:
+          static_only: bool, manifest: Path | None, as_json: bool) -> int:
     """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
     from git_hermit.core.check import run_check
     from git_hermit.errors import NotARepository
@@ -115,7 +117,8 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
         if directory is None:
             raise
         repo = None
-    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=not static_only)
+    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
+                       hosts=not static_only, manifest=manifest)
     if as_json:
         _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
                     "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
@@ -174,21 +177,27 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
+@click.option("--force", is_flag=True,
+              help="On a conflict with later work: restore the change's files as they were before it.")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
-def rollback(target: str, reason: str, run: str | None) -> None:
-    """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
+def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
+    """Revert one change (three-way, keeping later work) as a new commit on the run's tip.
+
+    TARGET: a change id (chg-2, step-3:chg-2) or a revision. A change group is reverted whole."""
     from git_hermit.core.rollback import rollback as do_rollback
     from git_hermit.core.runs import open_run
     from git_hermit.gitio import RunLock
     repo = _repo()
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit rollback"):
-        result = do_rollback(open_run(repo, ctx.run), target, reason)
+        result = do_rollback(open_run(repo, ctx.run), target, reason, force=force)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
-    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) restored in {result.plan.commit[:12]} "
+    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
     for path in result.plan.files:
         click.echo(f"    {path}")
+    for sha in result.removed_lines_of:
+        click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
 @cli.command(context_settings=CONTEXT)

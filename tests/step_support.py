@@ -124,7 +124,8 @@ def debugger_session(workspace: Path, prompt: str, key: str) -> str:
 def evolve_session(workspace: Path, prompt: str, key: str) -> str:
     """Apply the plan of this step: ``append``/``write`` {adapter path: text}, ``delete`` [paths];
     then ``manifest_text`` verbatim, or no manifest (``manifest: None``), or one built from
-    ``changes`` (``iteration`` overrides the step)."""
+    ``changes`` (``iteration`` overrides the step); ``check`` runs ./check_spec afterwards
+    (its output kept as ``check_spec-<step>.txt``) and, if it fails, writes ``fixed_changes``."""
     control = control_dir()
     step = int(key.rsplit("-", 1)[1])
     with open(control / "evolve.log", "a") as log:
@@ -147,6 +148,11 @@ def evolve_session(workspace: Path, prompt: str, key: str) -> str:
     elif spec.get("manifest", True) is not None:
         manifest.write_text(json.dumps({"iteration": spec.get("iteration", step),
                                         "changes": spec.get("changes", [])}, indent=2))
+    if spec.get("check"):   # run the workspace's ./check_spec as the agent would, keep what it said
+        proc = subprocess.run(["./check_spec"], cwd=workspace, capture_output=True, text=True)
+        (control / f"check_spec-{step}.txt").write_text(f"{proc.returncode}\n{proc.stdout}{proc.stderr}")
+        if proc.returncode and "fixed_changes" in spec:   # the agent fixes what check_spec reported
+            manifest.write_text(json.dumps({"iteration": step, "changes": spec["fixed_changes"]}, indent=2))
     return spec.get("answer", f"step {step}: done")
 
 

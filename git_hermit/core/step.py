@@ -21,7 +21,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, RefConflict, StreamSpent
-from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
+from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
 from git_hermit.learners import SessionLearner, make_learner
@@ -93,6 +93,32 @@ def _revert_files(repo: Repo, adapter: str) -> Callable[[str], dict[str, FileCha
             files[path] = None if old is None else FileChange(repo.read_object(old.sha)[1], old.mode)
         return files
     return revert
+
+
+def _past_rollbacks(history, prev_view) -> list[PastRollback]:
+    """The rollbacks step N-1 committed, each with the tasks its reverted changes had regressed (their
+    realised risks, plus the judging step's unattributed regressions) and had fixed, from the notes."""
+    if prev_view is None:
+        return []
+    views = {cv.commit: [] for sv in history.steps for cv in sv.changes}
+    for sv in history.steps:
+        for cv in sv.changes:
+            views[cv.commit].append(cv)
+    analysis_of = {sv.step: (sv.analysis.body if sv.analysis else {}) for sv in history.steps}
+    found = []
+    for rollback in prev_view.rollbacks:
+        changes = views.get(rollback.reverts, [])
+        restores: list[str] = []
+        undoes: list[str] = []
+        for cv in changes:
+            if cv.verdict is None:
+                continue
+            restores += cv.verdict.risk_realized
+            restores += analysis_of.get(cv.verdict.step, {}).get("unattributed_regressions") or []
+            undoes += cv.verdict.actually_fixed
+        found.append(PastRollback(rollback.sha, rollback.reverts, tuple(cv.change.id for cv in changes),
+                                  tuple(dict.fromkeys(restores)), tuple(dict.fromkeys(undoes))))
+    return found
 
 
 def _learner_factory(ctx: RunContext):
@@ -181,6 +207,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     run_history = load_history(ctx)
     prev_view = next((v for v in run_history.steps if v.step == n - 1), None)
     prev_changes = [PastChange(cv.commit, cv.change) for cv in (prev_view.changes if prev_view else [])]
+    prev_rollbacks = _past_rollbacks(run_history, prev_view)
     best_commit = repo.read_ref(best_tag(ctx.run))
     best = None
     if best_commit:
@@ -194,9 +221,9 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
         best=best, ledger=ledger, learner=_learner_factory(ctx),
         revert_files=_revert_files(repo, config.adapter),
-        materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
+        materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
-        say=say)
+        say=say, prev_rollbacks=prev_rollbacks)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
     return _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
@@ -255,7 +282,8 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
     analysis_note = None
     if result.stop is None:
         analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
-    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall")
+    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall",
+                                                  "rollback_flips", "rollback_regressions")
                   if result.analysis.get(k)}
     scores = replace(scores, stop=result.stop, evaluation=json.loads(redact(json.dumps(evaluation))) or None)
     for attempt in range(MAX_PUBLISH_ATTEMPTS):

@@ -481,6 +481,29 @@ class Repo:
             args += ["-p", parent_sha]
         return self.git(*args, "-F", "-", input=message).strip()
 
+    def commit_tree(self, tree: str, parent: str, message: str) -> str:
+        """A commit of ``tree`` on ``parent`` (moves no ref)."""
+        return self.git("commit-tree", tree, "-p", parent, "-F", "-", input=message).strip()
+
+    def revert_tree(self, change_commit: str, onto: str) -> tuple[str, tuple[str, ...]]:
+        """The three-way revert of ``change_commit`` on ``onto``, as ``git revert`` computes it, without
+        touching the work tree or the index: (tree, conflicted paths); the tree is only usable when no
+        path conflicts.
+
+        git 2.39's ``merge-tree --write-tree`` has no ``--merge-base``, so the base is made to be the
+        change: merge ``onto`` with a throw-away commit holding the change's parent tree on top of the
+        change; their merge base is then the change, and the merge takes its diff out of ``onto``.
+        """
+        info = self.commit_info(change_commit)
+        if not info.parents:
+            raise GitStateError(f"{change_commit[:12]} is a root commit; it has no diff to take out")
+        undo = self.commit_tree(self.tree_of(info.parents[0]), info.sha, "git-hermit: undo (never published)\n")
+        proc = self._run(["merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", onto, undo])
+        if proc.returncode not in (0, 1):
+            raise self._error(["merge-tree"], proc.stderr)
+        tree, *paths = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+        return tree.strip(), tuple(p for p in paths if p) if proc.returncode == 1 else ()
+
     @staticmethod
     def _check_path(path: str) -> str:
         clean = path.strip("/")
