@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
@@ -161,6 +162,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         best = (best_commit, best_scores.pass_at_1) if best_scores else None
     ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
     template = load_template(config.template)
+    limits = Limits.of(config.evolver)
     step_ctx = StepContext(
         repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
@@ -169,6 +171,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         revert_files=_revert_files(repo, config.adapter),
         materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
+        screen=lambda files, before: screen(files, template=template, limits=limits, before=before),
         say=say)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
@@ -183,7 +186,16 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     tip = evaluated
     manifest_notes: dict[str, str] = {}
     provenance_notes: dict[str, str] = {}
-    for planned in result.commits:
+    template, limits = load_template(config.template), Limits.of(config.evolver)
+    for index, planned in enumerate(result.commits):
+        # The last gate, whatever the evolver: learner content is screened (rollbacks restore
+        # committed content), and every new object must pass `git fsck --strict` as a strict
+        # remote would check it. A refused commit is dropped with the ones after it (they were
+        # built on it) and the reason recorded, like any refused learner output.
+        refused = [] if planned.reverts else screen(planned.files, template=template, limits=limits)
+        if refused:
+            _refuse_from(result, index, refused, say)
+            break
         extra = list(planned.trailers)
         if planned.manifest is not None:
             note = redact(dumps("manifest", planned.manifest))
@@ -195,7 +207,13 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         message = step_message(run=ctx.run, step=n, evolver=evolver, summary=redact(planned.summary),
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
-        tip = repo.write_commit(tip, files, message)
+        commit = repo.write_commit(tip, files, message)
+        complaint = repo.fsck_new_objects(commit, tip)
+        if complaint:
+            _refuse_from(result, index, [f"git fsck --strict refuses the commit '{redact(planned.summary)}': "
+                                         f"{complaint}"], say)
+            break
+        tip = commit
         if planned.manifest is not None:
             manifest_notes[tip] = note
         if planned.provenance is not None:
@@ -209,6 +227,8 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
+    if result.rejected:
+        analysis["rejected"] = list(dict.fromkeys([*analysis.get("rejected", []), *result.rejected]))
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
     analysis["tokens_per_trial"] = ledger.tokens_per_trial()
     analysis_note = None
@@ -247,6 +267,17 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
                        rollbacks=rollbacks, best=result.best)
+
+
+def _refuse_from(result: StepResult, index: int, reasons: list[str], say) -> None:
+    """Drop planned commit ``index`` and every later one (built on it); record why (exit 8)."""
+    later = len(result.commits) - index - 1
+    if later:
+        reasons = [*reasons, f"{later} later commit(s) of the step were built on it and are dropped too"]
+    for reason in reasons:
+        say(f"refused: {reason}")
+    result.rejected.extend(reasons)
+    del result.commits[index:]
 
 
 # ---------------------------------------------------------------------------------------------

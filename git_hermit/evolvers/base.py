@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
@@ -57,6 +57,9 @@ class StepContext:
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
     materialise: Callable[[Path], None]            # write H_{N-1}'s adapter into a directory
     check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
+    # adapter.screen.screen with the run's template and limits: (edit, adapter before it) → why the
+    # edit is refused. Evolvers call it on every learner edit before check_spec reads the directory.
+    screen: Callable[[Mapping[str, FileChange | None], Mapping[str, FileChange]], list[str]]
     say: Callable[[str], None] = print             # progress lines for the user
 
 

@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
+from git_hermit.model.learner_json import load_json
+
 MAX_FILE_CHARS = 20_000
 MAX_STATE_FILES = 40
 _BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.S)
@@ -63,9 +65,11 @@ def apply_reply(workspace: Path, reply: str) -> list[str]:
     if not blocks:
         return ["the reply has no ```json block with files and a manifest"]
     try:
-        data = json.loads(blocks[-1])
+        data = load_json(blocks[-1])
     except json.JSONDecodeError as exc:
         return [f"the reply's json block is not JSON ({exc.msg} at line {exc.lineno})"]
+    except ValueError as exc:   # TooDeep
+        return [f"the reply's json block is {exc}"]
     if not isinstance(data, dict):
         return ["the reply's json block is not an object"]
     problems = []

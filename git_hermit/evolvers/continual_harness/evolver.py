@@ -146,12 +146,17 @@ class ContinualHarnessEvolver:
             return {"status": "unchanged", "sessions": len(sessions)}
         candidate = _fresh_copy(current, work / "fold")
         (candidate / layout.memory).write_text(text, encoding="utf-8")
+        before = _files(current)
+        files = _diff(before, _files(candidate))
+        refused = ctx.screen(files, before)      # session notes are the acting agent's output
+        if refused:
+            result.rejected.extend(f"memory fold: {why}" for why in refused)
+            return {"status": "dropped", "sessions": len(sessions), "reason": "refused: " + "; ".join(refused)}
         problems = ctx.check(candidate)
         if problems:
             return {"status": "dropped", "sessions": len(sessions),
                     "reason": "; ".join(str(v) for v in problems[:5])}
-        self._commit(result, "memory", f"fold {len(folded)} session note(s): {', '.join(folded)}",
-                     _diff(_files(current), _files(candidate)))
+        self._commit(result, "memory", f"fold {len(folded)} session note(s): {', '.join(folded)}", files)
         _fresh_copy(candidate, current)   # the passes start from the folded memory
         return {"status": "applied", "sessions": len(sessions), "topics": folded}
 
@@ -184,11 +189,20 @@ class ContinualHarnessEvolver:
                 changes = deltas.apply_memory(candidate, layout, mem)
         except DeltaError as exc:
             return PassOutcome(name, "dropped", reason=str(exc)), current
+        except (ValueError, OSError, RecursionError) as exc:
+            # an answer that crashes applying it is dropped like a malformed one: its checkpoint
+            # is re-applied on every rerun, so raising here would wedge the run
+            return PassOutcome(name, "dropped", reason=f"the answer cannot be applied ({type(exc).__name__})"), current
+        before = _files(current)
+        files = _diff(before, _files(candidate))
+        refused = ctx.screen(files, before)
+        if refused:    # refused before check_spec reads the candidate; the step exits 8
+            result.rejected.extend(f"refiner {name} pass: {why}" for why in refused)
+            return PassOutcome(name, "dropped", tuple(changes), "refused: " + "; ".join(refused), analysis), current
         problems = ctx.check(candidate)
         if problems:
             reason = "check_spec: " + "; ".join(str(v) for v in problems[:5])
             return PassOutcome(name, "dropped", tuple(changes), reason, analysis), current
-        files = _diff(_files(current), _files(candidate))
         if not files:
             return PassOutcome(name, "unchanged", tuple(changes), analysis=analysis), current
         applied = [c for c in changes if not c.startswith("skipped")] or [f"{len(files)} file(s)"]
