@@ -135,6 +135,26 @@ def test_a_binary_file_where_text_is_expected_is_refused(repo):
     assert_refused(repo, r, "blob.py is binary")
 
 
+def test_a_one_shot_learner_edit_holding_a_secret_is_refused(repo):
+    pytest.importorskip("openai", reason="the llm learner needs the optional openai extra")
+    from test_judges import FakeChatServer
+    control = make_run(repo, {"t1": "4"}, k=1)
+    memory = git(repo, "show", f"{step_ref(0)}:adapter/MEMORY.md")
+    reply = "My edit.\n```json\n" + json.dumps({
+        "files": {"MEMORY.md": memory + memory_lines({"t1": "4"}) + f"- token {FAKE_KEY}\n"},
+        "manifest": {"iteration": 1, "changes": [change("chg-1", ["MEMORY.md"], fixes=["t1"])]}}) + "\n```\n"
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    with FakeChatServer(reply) as server:
+        config["evolver"]["base"] = "llm"
+        config["evolver"]["model"] = {"name": "fake", "provider": {"base_url": server.base_url,
+                                                                   "env_key": "HERMIT_TEST_LLM"}}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        r = hermit(repo, "step", env={**env_for(control), "HERMIT_TEST_LLM": "unused"})
+    assert any("MEMORY.md" in str(req["body"]) for req in server.requests)     # the one-shot path ran
+    assert_refused(repo, r, "MEMORY.md holds a secret")
+    assert FAKE_KEY not in every_object_text(repo)
+
+
 @pytest.mark.parametrize("deep", [DEEP, '{"a":' * 40_000 + "1" + "}" * 40_000], ids=["list", "object"])
 def test_a_manifest_nested_100000_deep_is_a_rejection_not_a_crash(repo, deep):
     control = make_run(repo, {"t1": "4"}, k=1)

@@ -139,6 +139,7 @@ class Repo:
                      "GIT_TERMINAL_PROMPT": "0"}
         self._env.pop("GIT_PREFIX", None)
         self._batch = BatchReader(work_tree, self._env)
+        self._objects_dir: str | None = None      # absolute objects directory, once asked
 
     # ----------------------------------------------------------------------------- discovery
     @classmethod
@@ -496,7 +497,9 @@ class Repo:
         """
         objects = self.git_bytes("rev-list", "--objects", new, *(["--not", old] if old else []))
         pack = self.git_bytes("pack-objects", "-q", "--stdout", input=objects)
-        real = self.git("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
+        if self._objects_dir is None:
+            self._objects_dir = self.git("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
+        real = self._objects_dir
         with tempfile.TemporaryDirectory(prefix="hermit-fsck-") as temp:
             (Path(temp) / "pack").mkdir()
             proc = self._run(["index-pack", "--strict", "--stdin"], input=pack,
