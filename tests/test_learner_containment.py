@@ -129,10 +129,10 @@ def test_names_git_treats_specially_are_refused(repo, name, reason):
 
 def test_a_binary_file_where_text_is_expected_is_refused(repo):
     control = make_run(repo, {"t1": "4"}, k=1)
-    plan(control, 1, write_hex={f"{SKILL_SCRIPTS}/blob.py": "7f454c4602010100000000ff"},
-         changes=[change("chg-1", [f"{SKILL_SCRIPTS}/blob.py"], fixes=["t1"])])
+    plan(control, 1, write_hex={f"{SKILL_SCRIPTS}/tool.bin": "7f454c4602010100000000ff"},
+         changes=[change("chg-1", [f"{SKILL_SCRIPTS}/tool.bin"], fixes=["t1"])])
     r = hermit(repo, "step", env=env_for(control))
-    assert_refused(repo, r, "blob.py is binary")
+    assert_refused(repo, r, "tool.bin is binary")
 
 
 def test_a_one_shot_learner_edit_holding_a_secret_is_refused(repo):

@@ -80,13 +80,17 @@ def apply_reply(workspace: Path, reply: str) -> list[str]:
             problems.append(f"refused an edit outside the adapter: {rel!r}")
             continue
         target = adapter / path
-        if content is None:
-            target.unlink(missing_ok=True)
-        elif isinstance(content, str):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
-        else:
+        if not isinstance(content, (str, type(None))):
             problems.append(f"the new content of {rel!r} is not text")
+            continue
+        try:   # a reply that cannot be written is refused, never an internal error
+            if content is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content.encode("utf-8"))
+        except (OSError, ValueError) as exc:    # a directory, a NUL in the name, a lone surrogate …
+            problems.append(f"refused the edit of {rel!r}: {type(exc).__name__}")
     if "manifest" in data:
         (workspace / "state" / "change_manifest.json").write_text(json.dumps(data["manifest"], indent=2))
     return problems
