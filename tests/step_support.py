@@ -123,7 +123,7 @@ def debugger_session(workspace: Path, prompt: str, key: str) -> str:
 
 def evolve_session(workspace: Path, prompt: str, key: str) -> str:
     """Apply the plan of this step: ``append``/``write`` {adapter path: text}, ``write_hex`` {path: bytes
-    as hex}, ``symlink`` {path: target}, ``delete`` [paths];
+    as hex}, ``symlink``/``hardlink`` {path: target}, ``delete`` [paths];
     then ``manifest_text`` verbatim, or no manifest (``manifest: None``), or one built from
     ``changes`` (``iteration`` overrides the step)."""
     control = control_dir()
@@ -147,6 +147,9 @@ def evolve_session(workspace: Path, prompt: str, key: str) -> str:
         (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
         (adapter / rel).unlink(missing_ok=True)
         (adapter / rel).symlink_to(target)
+    for rel, target in spec.get("hardlink", {}).items():
+        (adapter / rel).unlink(missing_ok=True)
+        os.link(target, adapter / rel)
     for rel in spec.get("delete", []):
         (adapter / rel).unlink()
     manifest = workspace / "state" / "change_manifest.json"

@@ -88,6 +88,16 @@ def test_a_symlink_in_a_learner_edit_is_refused_and_never_read(repo, tmp_path, l
     assert "HOST-ONLY-CONTENT" not in text and str(outside) not in text
 
 
+def test_a_hard_link_in_a_learner_edit_is_refused(repo, tmp_path):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    outside = tmp_path / "host-notes.md"
+    outside.write_text("- answer t1: 4\n- HOST-ONLY-CONTENT\n")
+    plan(control, 1, hardlink={"MEMORY.md": str(outside)}, changes=[change("chg-1", ["MEMORY.md"], fixes=["t1"])])
+    r = hermit(repo, "step", env=env_for(control))
+    assert_refused(repo, r, "MEMORY.md is a hard link")
+    assert "HOST-ONLY-CONTENT" not in every_object_text(repo)
+
+
 def test_a_file_over_the_size_limit_is_refused(repo):
     control = make_run(repo, {"t1": "4"}, k=1)
     big = "".join(f"- answer t{i}: {i}\n" for i in range(20_000))       # ~340 KB of valid memory entries

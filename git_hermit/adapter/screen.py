@@ -8,9 +8,12 @@ the size limits, binary files where the template expects text, and names git tre
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from git_hermit.adapter.templates import Template, glob_match
@@ -64,6 +67,14 @@ def git_special(part: str) -> str | None:
     return _NTFS_SHORT.get(short.group(1)) if short else None
 
 
+def _hard_linked(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
+
+
 def _is_text(content: bytes) -> bool:
     if b"\0" in content:
         return False
@@ -75,10 +86,11 @@ def _is_text(content: bytes) -> bool:
 
 
 def screen(files: Mapping[str, FileChange | None], *, template: Template, limits: Limits,
-           before: Mapping[str, FileChange] | None = None) -> list[str]:
+           before: Mapping[str, FileChange] | None = None, directory: Path | None = None) -> list[str]:
     """Why the edit ``files`` (adapter-relative path → new content, None deletes) must be refused;
     empty when it may be committed. ``before`` (the adapter it applies to) enables the
-    per-adapter size limit. Reasons name the path and the rule, never the offending content."""
+    per-adapter size limit; ``directory`` (the edited adapter the files were read from) the
+    hard-link check. Reasons name the path and the rule, never the offending content."""
     rules = template.settings.get("learner_output") or {}
     git_files = set(rules.get("git_files") or ())
     binary = tuple(rules.get("binary") or ())
@@ -101,6 +113,10 @@ def screen(files: Mapping[str, FileChange | None], *, template: Template, limits
         if change.mode == "120000":
             # the target is not shown: reading or naming it is what a link is for
             reasons.append(f"{path} is a symbolic link; an adapter holds regular files only")
+            continue
+        if directory is not None and _hard_linked(directory / path):
+            # a hard link is a regular file sharing its inode: maybe a file of the host
+            reasons.append(f"{path} is a hard link; an adapter holds regular files only")
             continue
         if len(change.content) > limits.max_file_bytes:
             reasons.append(f"{path} is over the limit of {limits.max_file_bytes:,} bytes per file "

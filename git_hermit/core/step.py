@@ -171,7 +171,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         revert_files=_revert_files(repo, config.adapter),
         materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
-        screen=lambda files, before: screen(files, template=template, limits=limits, before=before),
+        screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
+                                                       directory=directory),
         say=say)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())

@@ -57,9 +57,10 @@ class StepContext:
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
     materialise: Callable[[Path], None]            # write H_{N-1}'s adapter into a directory
     check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
-    # adapter.screen.screen with the run's template and limits: (edit, adapter before it) → why the
-    # edit is refused. Evolvers call it on every learner edit before check_spec reads the directory.
-    screen: Callable[[Mapping[str, FileChange | None], Mapping[str, FileChange]], list[str]]
+    # adapter.screen.screen with the run's template and limits: (edit, adapter before it, edited
+    # directory) → why the edit is refused. Evolvers call it on every learner edit before
+    # check_spec or anything else reads the edited directory.
+    screen: Callable[[Mapping[str, FileChange | None], Mapping[str, FileChange], Path], list[str]]
     say: Callable[[str], None] = print             # progress lines for the user
 
 

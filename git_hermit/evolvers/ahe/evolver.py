@@ -421,7 +421,7 @@ class AHEEvolver:
         edits = _changed(before, after)
         # refused, never repaired: a secret, a link, an oversize, binary or git-special file
         # rejects the whole edit before check_spec (or a revert) reads any of it
-        refused = ctx.screen(edits, before)
+        refused = ctx.screen(edits, before, adapter)
         if not refused:
             # edits to fixed files, and files outside the template's learnable set, are reverted and
             # reported, never committed (a manifest that declares them is rejected the same way)

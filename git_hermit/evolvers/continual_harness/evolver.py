@@ -148,7 +148,7 @@ class ContinualHarnessEvolver:
         (candidate / layout.memory).write_text(text, encoding="utf-8")
         before = _files(current)
         files = _diff(before, _files(candidate))
-        refused = ctx.screen(files, before)      # session notes are the acting agent's output
+        refused = ctx.screen(files, before, candidate)      # session notes are the acting agent's output
         if refused:
             result.rejected.extend(f"memory fold: {why}" for why in refused)
             return {"status": "dropped", "sessions": len(sessions), "reason": "refused: " + "; ".join(refused)}
@@ -195,7 +195,7 @@ class ContinualHarnessEvolver:
             return PassOutcome(name, "dropped", reason=f"the answer cannot be applied ({type(exc).__name__})"), current
         before = _files(current)
         files = _diff(before, _files(candidate))
-        refused = ctx.screen(files, before)
+        refused = ctx.screen(files, before, candidate)
         if refused:    # refused before check_spec reads the candidate; the step exits 8
             result.rejected.extend(f"refiner {name} pass: {why}" for why in refused)
             return PassOutcome(name, "dropped", tuple(changes), "refused: " + "; ".join(refused), analysis), current

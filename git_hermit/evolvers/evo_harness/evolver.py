@@ -234,7 +234,7 @@ class EvoHarnessEvolver:
         # validation is deterministic: on resume it is recomputed from the two kept directories
         before_files, after_files = _files(base), _files(after)
         files = changed_files(before_files, after_files)
-        refused = ctx.screen(files, before_files)       # before anything reads the edited files
+        refused = ctx.screen(files, before_files, after)       # before anything reads the edited files
         verdict = (LevelVerdict(level, tuple(refused), files) if refused else
                    validate_level(level=level, before=before_files, after=after_files, after_dir=after,
                                   template=template, supported=supported, limits=p.limits()))
