@@ -72,9 +72,12 @@ def apply_reply(workspace: Path, reply: str) -> list[str]:
         return [f"the reply's json block is {exc}"]
     if not isinstance(data, dict):
         return ["the reply's json block is not an object"]
+    files = data.get("files") or {}
+    if not isinstance(files, dict):
+        return ["the reply's \"files\" is not an object of path → text"]
     problems = []
     adapter = workspace / "adapter"
-    for rel, content in (data.get("files") or {}).items():
+    for rel, content in files.items():
         path = PurePosixPath(str(rel).removeprefix("adapter/"))
         if path.is_absolute() or ".." in path.parts or not path.parts:
             problems.append(f"refused an edit outside the adapter: {rel!r}")

@@ -378,9 +378,9 @@ class AHEEvolver:
             return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]
         if not path.is_file():
             return [], None, ["the Evolve Agent wrote no state/change_manifest.json"]
-        if path.stat().st_size > Limits.of(ctx.config.evolver).max_file_bytes:
-            return [], None, [f"state/change_manifest.json is over the limit of "
-                              f"{Limits.of(ctx.config.evolver).max_file_bytes:,} bytes per file"]
+        limit = Limits.of(ctx.config.evolver).max_file_bytes
+        if path.stat().st_size > limit:
+            return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
         try:
             raw = load_json(path.read_text(encoding="utf-8", errors="replace"))
         except json.JSONDecodeError as exc:

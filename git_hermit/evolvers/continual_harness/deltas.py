@@ -19,7 +19,6 @@ from git_hermit.adapter.check_spec import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTE
                                            parse_front_matter)
 from git_hermit.model.learner_json import TooDeep, load_json
 
-
 POLICY_ECHO = "IMPROVED BASE PROMPT:"
 _FENCE_OPEN = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n")
 _FENCE_CLOSE = re.compile(r"\n?```\s*\Z")

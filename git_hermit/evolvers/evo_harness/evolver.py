@@ -194,7 +194,8 @@ class EvoHarnessEvolver:
         return reflection.clip("\n\n".join(blocks), limit)
 
     def _level(self, ctx: StepContext, p: EvoParams, template: Template, root: Path, level: str, base: Path,
-               experiences: list[dict], supported: dict[str, tuple[str, ...]]) -> tuple[LevelVerdict | Skipped | Refused, Path]:
+               experiences: list[dict], supported: dict[str, tuple[str, ...]]
+               ) -> tuple[LevelVerdict | Skipped | Refused, Path]:
         """Run one curator level (or reuse its checkpoint): its verdict and its edited adapter."""
         here = root / level
         workspace = here / "workspace"
