@@ -52,6 +52,12 @@ def every_object_text(repo: Path) -> str:
     return proc.stdout.decode("utf-8", "replace")
 
 
+def hermit_files_text(repo: Path) -> str:
+    """Every file git-hermit keeps under .hermit/ (working files, checkpoints, learner copies)."""
+    return "".join(p.read_bytes().decode("utf-8", "replace") for p in (repo / ".hermit").rglob("*")
+                   if p.is_file() and not p.is_symlink())
+
+
 def assert_refused(repo: Path, r, reason: str) -> None:
     """Exit 8 with the reason on stderr and in the analysis note; the step's tip holds the seed's adapter."""
     assert r.code == 8, r.out + r.err
@@ -73,6 +79,9 @@ def test_a_secret_in_a_learner_edit_is_refused_not_committed(repo):
     assert_refused(repo, r, "MEMORY.md holds a secret")
     assert FAKE_KEY not in every_object_text(repo)
     assert FAKE_KEY not in r.out + r.err
+    assert FAKE_KEY not in hermit_files_text(repo)          # the refused copy is scrubbed too
+    again = hermit(repo, "step", env=env_for(control))      # the run goes on from the kept refusal
+    assert again.code == 0 and rev(repo, step_ref(2)), again.err
 
 
 @pytest.mark.parametrize("link", ["MEMORY.md", "scripts/helper.py"])
@@ -163,6 +172,7 @@ def test_a_one_shot_learner_edit_holding_a_secret_is_refused(repo):
     assert any("MEMORY.md" in str(req["body"]) for req in server.requests)     # the one-shot path ran
     assert_refused(repo, r, "MEMORY.md holds a secret")
     assert FAKE_KEY not in every_object_text(repo)
+    assert FAKE_KEY not in hermit_files_text(repo)
 
 
 @pytest.mark.parametrize("deep", [DEEP, '{"a":' * 40_000 + "1" + "}" * 40_000], ids=["list", "object"])
@@ -218,6 +228,7 @@ def test_a_refiner_pass_writing_a_secret_is_refused_and_the_others_commit(repo):
     # the memory answer nested 100,000 deep is a dropped pass, not an internal error
     assert passes["memory"]["status"] == "dropped" and "nested too deeply" in passes["memory"]["reason"]
     assert FAKE_KEY not in every_object_text(repo)
+    assert FAKE_KEY not in hermit_files_text(repo)
     assert fsck_strict(repo) == ""
 
 
@@ -246,4 +257,5 @@ def test_a_curator_level_with_a_secret_or_special_file_is_refused_whole(repo):
     assert "nested too deeply" in " ".join(levels["general"]["reasons"])
     assert analysis_note(repo, tip)["reflections"]["t2#1"].startswith("unusable")
     assert FAKE_KEY not in every_object_text(repo)
+    assert FAKE_KEY not in hermit_files_text(repo)
     assert fsck_strict(repo) == ""

@@ -136,3 +136,19 @@ def screen(files: Mapping[str, FileChange | None], *, template: Template, limits
             reasons.append(f"the adapter would be {new:,} bytes, over the limit of {limits.max_adapter_bytes:,} "
                            "bytes per adapter")
     return reasons
+
+
+def scrub(directory: Path, files: Mapping[str, FileChange | None]) -> None:
+    """After a refusal: the refused edit's files in the learner's working copy lose their links
+    and secrets, so a refused secret does not stay on disk under .hermit/ either. The caller
+    records the refusal first: a rerun reuses it instead of screening the scrubbed copy."""
+    for rel, change in files.items():
+        path = directory / rel
+        if change is None or not os.path.lexists(path):
+            continue
+        if os.path.islink(path) or _hard_linked(path):
+            os.unlink(path)                            # never write through to the linked file
+        elif os.path.isfile(path):
+            text = Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
+            if contains_secret(text):
+                Path(path).write_bytes(redact(text).encode("utf-8", errors="surrogateescape"))

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from git_hermit.adapter.screen import Limits
+from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, overview, queries, records
 from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
@@ -331,6 +331,7 @@ class AHEEvolver:
             return workspace
         if workspace.exists():
             shutil.rmtree(workspace)
+        (root / "refused.json").unlink(missing_ok=True)    # a fresh session is screened afresh
         workspace.mkdir(parents=True)
         shutil.copytree(base_dir, workspace / "adapter", symlinks=True)
         shutil.copytree(state, workspace / "state", symlinks=True)
@@ -420,9 +421,15 @@ class AHEEvolver:
         before, after = _adapter_files(base_dir), _adapter_files(adapter)
         edits = _changed(before, after)
         # refused, never repaired: a secret, a link, an oversize, binary or git-special file
-        # rejects the whole edit before check_spec (or a revert) reads any of it
-        refused = ctx.screen(edits, before, adapter)
-        if not refused:
+        # rejects the whole edit before check_spec (or a revert) reads any of it; the refusal is
+        # kept (a rerun reuses it) and the working copy scrubbed of what was refused
+        marker = ctx.step_dir / "evolve" / "refused.json"
+        refused = (self._read_json(marker) or {}).get("reasons") or ctx.screen(edits, before, adapter)
+        if refused:
+            write_json_atomic(marker, {"reasons": refused})
+            scrub(adapter, edits)
+            scrub(workspace / "state", {"change_manifest.json": FileChange(b"")})
+        else:
             # edits to fixed files, and files outside the template's learnable set, are reverted and
             # reported, never committed (a manifest that declares them is rejected the same way)
             fixed = sorted(p for p in edits if is_fixed(template, p))

@@ -150,6 +150,7 @@ class ContinualHarnessEvolver:
         files = _diff(before, _files(candidate))
         refused = ctx.screen(files, before, candidate)      # session notes are the acting agent's output
         if refused:
+            shutil.rmtree(candidate)             # rebuilt from the session notes on a rerun
             result.rejected.extend(f"memory fold: {why}" for why in refused)
             return {"status": "dropped", "sessions": len(sessions), "reason": "refused: " + "; ".join(refused)}
         problems = ctx.check(candidate)
@@ -167,6 +168,8 @@ class ContinualHarnessEvolver:
         answer = self._ask(ctx, name, prompt, current, work, float(p["refiner_timeout_s"]))
         if not answer["ok"]:
             return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error']}"), current
+        if answer.get("refused"):   # resumed: refused before, its checkpoint scrubbed of what was refused
+            return self._refused(result, name, answer["refused"]), current
         candidate = _fresh_copy(current, work / f"{name}-adapter")
         try:
             text = answer["text"]
@@ -197,8 +200,10 @@ class ContinualHarnessEvolver:
         files = _diff(before, _files(candidate))
         refused = ctx.screen(files, before, candidate)
         if refused:    # refused before check_spec reads the candidate; the step exits 8
-            result.rejected.extend(f"refiner {name} pass: {why}" for why in refused)
-            return PassOutcome(name, "dropped", tuple(changes), "refused: " + "; ".join(refused), analysis), current
+            # the checkpoint keeps the refusal, not the refused text: a rerun reuses the refusal
+            _write_json(work / f"{name}.json", {**answer, "text": redact(answer["text"]), "refused": refused})
+            shutil.rmtree(candidate)
+            return self._refused(result, name, refused), current
         problems = ctx.check(candidate)
         if problems:
             reason = "check_spec: " + "; ".join(str(v) for v in problems[:5])
@@ -208,6 +213,11 @@ class ContinualHarnessEvolver:
         applied = [c for c in changes if not c.startswith("skipped")] or [f"{len(files)} file(s)"]
         self._commit(result, name, "; ".join(applied), files, body=analysis)
         return PassOutcome(name, "applied", tuple(changes), analysis=analysis), candidate
+
+    @staticmethod
+    def _refused(result: StepResult, name: str, reasons: list[str]) -> PassOutcome:
+        result.rejected.extend(f"refiner {name} pass: {why}" for why in reasons)
+        return PassOutcome(name, "dropped", reason="refused: " + "; ".join(reasons))
 
     def _values(self, name: str, p: dict[str, Any], layout: Layout, current: Path) -> dict[str, Any]:
         if name == "policy":

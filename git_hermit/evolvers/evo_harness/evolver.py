@@ -17,6 +17,7 @@ from string import Template as TextTemplate
 from typing import Any
 
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
+from git_hermit.adapter.screen import scrub
 from git_hermit.adapter.templates import Template, load_template
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
@@ -214,6 +215,7 @@ class EvoHarnessEvolver:
         if not (here / "session.json").is_file():
             if workspace.exists():
                 shutil.rmtree(workspace)
+            (here / "refused.json").unlink(missing_ok=True)     # a fresh session is screened afresh
             workspace.mkdir(parents=True)
             shutil.copytree(base, after, symlinks=True)
             text = self._experiences_text(experiences, p.max_evidence_chars)
@@ -235,7 +237,14 @@ class EvoHarnessEvolver:
         # validation is deterministic: on resume it is recomputed from the two kept directories
         before_files, after_files = _files(base), _files(after)
         files = changed_files(before_files, after_files)
-        refused = ctx.screen(files, before_files, after)       # before anything reads the edited files
+        # screened before anything reads the edited files; a refusal is kept (a rerun reuses it)
+        # and the working copy scrubbed of what was refused
+        marker = here / "refused.json"
+        refused = (json.loads(marker.read_text()) if marker.is_file() else {}).get("reasons") \
+            or ctx.screen(files, before_files, after)
+        if refused:
+            write_json_atomic(marker, {"reasons": refused})
+            scrub(after, files)
         verdict = (LevelVerdict(level, tuple(refused), files) if refused else
                    validate_level(level=level, before=before_files, after=after_files, after_dir=after,
                                   template=template, supported=supported, limits=p.limits()))
