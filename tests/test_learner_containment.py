@@ -259,3 +259,17 @@ def test_a_curator_level_with_a_secret_or_special_file_is_refused_whole(repo):
     assert FAKE_KEY not in every_object_text(repo)
     assert FAKE_KEY not in hermit_files_text(repo)
     assert fsck_strict(repo) == ""
+
+
+def test_a_refiner_pass_writing_a_git_special_file_is_refused(repo):
+    control = _continual_run(repo)
+    (control / "refiner.json").write_text(json.dumps({"1": {
+        "skills": json.dumps({"analysis": "a helper", "add": [{
+            "name": "sub", "description": "Fetch a module.", "body": "Run the script.",
+            "scripts": {".gitmodules": '[submodule "x"]\n\tpath = x\n\turl = --upload-pack=x\n'}}]})}}))
+    r = hermit(repo, "step", env=_continual_env(control))
+    assert r.code == 8 and "scripts/.gitmodules is a name git treats specially" in r.err, r.out + r.err
+    tip = rev(repo, step_ref(1))
+    assert not any(".gitmodules" in p for p in git(repo, "ls-tree", "-r", "--name-only", tip).split())
+    assert "refused" in analysis_note(repo, tip)["passes"]["skills"]["reason"]
+    assert fsck_strict(repo) == ""
