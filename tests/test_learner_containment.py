@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,6 @@ def analysis_note(repo: Path, commit: str) -> dict:
 
 def fsck_strict(repo: Path) -> str:
     """`git fsck --strict` of the whole repository: '' when clean, else its complaints."""
-    import subprocess
     proc = subprocess.run(["git", "fsck", "--strict", "--no-dangling", "--no-progress"], cwd=repo,
                           capture_output=True, text=True)
     return "" if proc.returncode == 0 else (proc.stdout + proc.stderr)
@@ -47,7 +47,6 @@ def fsck_strict(repo: Path) -> str:
 
 def every_object_text(repo: Path) -> str:
     """The content of every object in the repository (commits, trees, blobs, notes)."""
-    import subprocess
     proc = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo, capture_output=True)
     return proc.stdout.decode("utf-8", "replace")
 
