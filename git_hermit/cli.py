@@ -351,8 +351,10 @@ def _print_step(outcome) -> None:
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
-        click.echo("hint: the step kept the adapter as it was; see `git hermit show "
-                   f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)
+        kept = ("the step kept the adapter as it was" if not outcome.commits
+                else f"nothing refused was committed ({outcome.commits} commit(s) passed)")
+        click.echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
+                   f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -122,7 +122,8 @@ def debugger_session(workspace: Path, prompt: str, key: str) -> str:
 
 
 def evolve_session(workspace: Path, prompt: str, key: str) -> str:
-    """Apply the plan of this step: ``append``/``write`` {adapter path: text}, ``delete`` [paths];
+    """Apply the plan of this step: ``append``/``write`` {adapter path: text}, ``write_hex`` {path: bytes
+    as hex}, ``symlink``/``hardlink`` {path: target}, ``delete`` [paths];
     then ``manifest_text`` verbatim, or no manifest (``manifest: None``), or one built from
     ``changes`` (``iteration`` overrides the step); ``check`` runs ./check_spec afterwards
     (its output kept as ``check_spec-<step>.txt``) and, if it fails, writes ``fixed_changes``."""
@@ -140,6 +141,16 @@ def evolve_session(workspace: Path, prompt: str, key: str) -> str:
     for rel, text in spec.get("write", {}).items():
         (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
         (adapter / rel).write_text(text)
+    for rel, hexed in spec.get("write_hex", {}).items():
+        (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
+        (adapter / rel).write_bytes(bytes.fromhex(hexed))
+    for rel, target in spec.get("symlink", {}).items():
+        (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
+        (adapter / rel).unlink(missing_ok=True)
+        (adapter / rel).symlink_to(target)
+    for rel, target in spec.get("hardlink", {}).items():
+        (adapter / rel).unlink(missing_ok=True)
+        os.link(target, adapter / rel)
     for rel in spec.get("delete", []):
         (adapter / rel).unlink()
     manifest = workspace / "state" / "change_manifest.json"

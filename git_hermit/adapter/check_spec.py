@@ -153,6 +153,8 @@ def parse_front_matter(text: str) -> FrontMatter:
     except _DuplicateKey as exc:
         raise FrontMatterError(exc.line + 2, f"the front matter has a duplicate key {exc.key!r}: "
                                              "YAML keeps only the last one, so say it once") from None
+    except RecursionError:   # learner output: a crash here would recur on every rerun
+        raise FrontMatterError(2, "the front matter is nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
@@ -206,7 +208,7 @@ class _Adapter:
         if rel not in self._modules:
             try:
                 self._modules[rel] = ast.parse(self.text(rel), filename=rel) if self.is_file(rel) else None
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self._modules[rel] = None
         return self._modules[rel]
 
@@ -362,6 +364,8 @@ def _python_syntax(a: _Adapter) -> Iterator[Violation]:
             yield Violation(rel, exc.lineno or 1, "python-syntax", f"does not parse: {exc.msg}")
         except ValueError as exc:  # e.g. a NUL byte
             yield Violation(rel, 1, "python-syntax", f"does not parse: {exc}")
+        except (RecursionError, MemoryError):  # CPython's parser gives up on deep nesting this way
+            yield Violation(rel, 1, "python-syntax", "does not parse: nested too deeply")
 
 
 def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
@@ -215,6 +216,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         best = (best_commit, best_scores.pass_at_1) if best_scores else None
     ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
     template = load_template(config.template)
+    limits = Limits.of(config.evolver)
     step_ctx = StepContext(
         repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
@@ -223,6 +225,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         revert_files=_revert_files(repo, config.adapter),
         materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
+        screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
+                                                       directory=directory),
         say=say, prev_rollbacks=prev_rollbacks)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
@@ -236,20 +240,29 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     prune it), deleted in that same transaction."""
     keep = KeepAlive(repo, f"{_keepalive_base(ctx.run)}/step-{n:04d}")
     try:
-        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep)
+        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep, say)
     except BaseException:
         keep.drop()
         raise
 
 
 def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
-                  ledger: Ledger, comparison, keep: KeepAlive) -> StepOutcome:
+                  ledger: Ledger, comparison, keep: KeepAlive, say) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
     tip = evaluated
     manifest_notes: dict[str, str] = {}
     provenance_notes: dict[str, str] = {}
-    for planned in result.commits:
+    template, limits = load_template(config.template), Limits.of(config.evolver)
+    for index, planned in enumerate(result.commits):
+        # The last gate, whatever the evolver: learner content is screened (rollbacks restore
+        # committed content), and every new object must pass `git fsck --strict` as a strict
+        # remote would check it. A refused commit is dropped with the ones after it (they were
+        # built on it) and the reason recorded, like any refused learner output.
+        refused = [] if planned.reverts else screen(planned.files, template=template, limits=limits)
+        if refused:
+            _refuse_from(result, index, refused, say)
+            break
         extra = list(planned.trailers)
         if planned.manifest is not None:
             note = redact(dumps("manifest", planned.manifest))
@@ -261,7 +274,13 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
         message = step_message(run=ctx.run, step=n, evolver=evolver, summary=redact(planned.summary),
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
-        tip = repo.write_commit(tip, files, message)
+        commit = repo.write_commit(tip, files, message)
+        complaint = repo.fsck_new_objects(commit, tip)
+        if complaint:
+            _refuse_from(result, index, [f"git fsck --strict refuses the commit '{redact(planned.summary)}': "
+                                         f"{complaint}"], say)
+            break
+        tip = commit
         keep.hold({"tip": tip})
         if planned.manifest is not None:
             manifest_notes[tip] = note
@@ -277,6 +296,8 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
         keep.hold({"tip": tip})
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
+    if result.rejected:
+        analysis["rejected"] = list(dict.fromkeys([*analysis.get("rejected", []), *result.rejected]))
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
     analysis["tokens_per_trial"] = ledger.tokens_per_trial()
     analysis_note = None
@@ -318,6 +339,17 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
                        rollbacks=rollbacks, best=result.best)
+
+
+def _refuse_from(result: StepResult, index: int, reasons: list[str], say) -> None:
+    """Drop planned commit ``index`` and every later one (built on it); record why (exit 8)."""
+    later = len(result.commits) - index - 1
+    if later:
+        reasons = [*reasons, f"{later} later commit(s) of the step were built on it and are dropped too"]
+    for reason in reasons:
+        say(f"refused: {reason}")
+    result.rejected.extend(reasons)
+    del result.commits[index:]
 
 
 # ---------------------------------------------------------------------------------------------

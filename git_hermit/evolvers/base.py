@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
@@ -73,6 +73,10 @@ class StepContext:
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
     materialise: Callable[..., None]               # (dest, commit=H_{N-1}): write that commit's adapter into dest
     check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
+    # adapter.screen.screen with the run's template and limits: (edit, adapter before it, edited
+    # directory) → why the edit is refused. Evolvers call it on every learner edit before
+    # check_spec or anything else reads the edited directory.
+    screen: Callable[[Mapping[str, FileChange | None], Mapping[str, FileChange], Path], list[str]]
     say: Callable[[str], None] = print             # progress lines for the user
     prev_rollbacks: list[PastRollback] = field(default_factory=list)   # rollbacks step N-1 committed
 

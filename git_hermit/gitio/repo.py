@@ -150,6 +150,7 @@ class Repo:
                      "GIT_TERMINAL_PROMPT": "0"}
         self._env.pop("GIT_PREFIX", None)
         self._batch = BatchReader(work_tree, self._env)
+        self._objects_dir: str | None = None      # absolute objects directory, once asked
 
     # ----------------------------------------------------------------------------- discovery
     @classmethod
@@ -521,6 +522,26 @@ class Repo:
         shas = iter(self.write_blobs([change.content for _, change in written if change is not None]))
         entries = {path: (None if change is None else (change.mode, next(shas))) for path, change in written}
         return self.commit_changes(parent, entries, message, skip_if_unchanged=False)
+
+    def fsck_new_objects(self, new: str, old: str | None) -> str | None:
+        """git's first complaint when the objects reachable from ``new`` but not from ``old`` fail
+        ``git fsck --strict``; None when they pass.
+
+        They are packed and read back with ``index-pack --strict`` — what a remote with
+        ``receive.fsckObjects`` runs on a push — into a throw-away object directory that borrows
+        this repository's objects as an alternate, so only the new objects are checked and
+        nothing is added here.
+        """
+        objects = self.git_bytes("rev-list", "--objects", new, *(["--not", old] if old else []))
+        pack = self.git_bytes("pack-objects", "-q", "--stdout", input=objects)
+        if self._objects_dir is None:
+            self._objects_dir = self.git("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
+        real = self._objects_dir
+        with tempfile.TemporaryDirectory(prefix="hermit-fsck-") as temp:
+            (Path(temp) / "pack").mkdir()
+            proc = self._run(["index-pack", "--strict", "--stdin"], input=pack,
+                             env={"GIT_OBJECT_DIRECTORY": temp, "GIT_ALTERNATE_OBJECT_DIRECTORIES": real})
+        return None if proc.returncode == 0 else first_error_line(proc.stderr)
 
     def commit_directory(self, parent: str | None, directory: Path, prefix: str, message: str) -> str:
         """Parent's tree with the subtree at ``prefix`` replaced by ``directory``'s files; the parent itself if nothing changed."""

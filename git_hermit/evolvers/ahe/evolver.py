@@ -17,11 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
 from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
+from git_hermit.model.learner_json import load_json
 from git_hermit.model.records import Change, Manifest, Verdict
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
@@ -348,6 +350,7 @@ class AHEEvolver:
             return workspace
         if workspace.exists():
             remove_tree(workspace)
+        (root / "refused.json").unlink(missing_ok=True)    # a fresh session is screened afresh
         workspace.mkdir(parents=True)
         shutil.copytree(base_dir, workspace / "adapter", symlinks=True)
         # `rollback: agent` must be carryable out: the adapter as it was before each judged change
@@ -400,15 +403,22 @@ class AHEEvolver:
 
     def _validate_manifest(self, ctx: StepContext, workspace: Path) -> tuple[list[Change], dict | None, list[str]]:
         path = workspace / "state" / "change_manifest.json"
+        if path.is_symlink():   # never followed: it could name any file of the host
+            return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]
         if not path.is_file():
             return [], None, ["the Evolve Agent wrote no state/change_manifest.json"]
+        limit = Limits.of(ctx.config.evolver).max_file_bytes
+        if path.stat().st_size > limit:
+            return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
         try:
-            raw = json.loads(path.read_text())
+            raw = load_json(path.read_text(encoding="utf-8", errors="replace"))
         except json.JSONDecodeError as exc:
             return [], None, [f"state/change_manifest.json is not JSON ({exc.msg} at line {exc.lineno})"]
+        except ValueError as exc:      # TooDeep: a record could not hold it
+            return [], None, [f"state/change_manifest.json is {exc}"]
         problems = schema_errors("learner_manifest", raw)
         if problems:
-            return [], raw, [f"state/change_manifest.json is invalid {problems[0]}"]
+            return [], raw if isinstance(raw, dict) else None, [f"state/change_manifest.json is invalid {problems[0]}"]
         if raw["iteration"] != ctx.step:
             return [], raw, [f"state/change_manifest.json has iteration {raw['iteration']}, expected {ctx.step}"]
         template = load_template(ctx.config.template)
@@ -438,23 +448,34 @@ class AHEEvolver:
         adapter = workspace / "adapter"
         before, after = _adapter_files(base_dir), _adapter_files(adapter)
         edits = _changed(before, after)
-        # edits to fixed files, and files outside the template's learnable set, are reverted and
-        # reported, never committed (a manifest that declares them is rejected the same way)
-        fixed = sorted(p for p in edits if is_fixed(template, p))
-        unlearnable = sorted(p for p in edits if p not in fixed and not is_learnable(template, p))
-        for paths, key, what in ((fixed, "fixed_files_reverted", "fixed files"),
-                                 (unlearnable, "unlearnable_files_reverted", "files that are not learnable")):
-            if paths:
-                _apply(adapter, {p: before.get(p) for p in paths})
-                result.analysis[key] = paths
-                ctx.say(f"reverted the Evolve Agent's edits to {what}: {', '.join(paths)}")
-        edits = {p: c for p, c in edits.items() if p not in fixed and p not in unlearnable}
+        # refused, never repaired: a secret, a link, an oversize, binary or git-special file
+        # rejects the whole edit before check_spec (or a revert) reads any of it; the refusal is
+        # kept (a rerun reuses it) and the working copy scrubbed of what was refused
+        marker = ctx.step_dir / "evolve" / "refused.json"
+        refused = (self._read_json(marker) or {}).get("reasons") or ctx.screen(edits, before, adapter)
+        if refused:
+            write_json_atomic(marker, {"reasons": refused})
+            scrub(adapter, edits)
+            scrub(workspace / "state", {"change_manifest.json": FileChange(b"")})
+        else:
+            # edits to fixed files, and files outside the template's learnable set, are reverted and
+            # reported, never committed (a manifest that declares them is rejected the same way)
+            fixed = sorted(p for p in edits if is_fixed(template, p))
+            unlearnable = sorted(p for p in edits if p not in fixed and not is_learnable(template, p))
+            for paths, key, what in ((fixed, "fixed_files_reverted", "fixed files"),
+                                     (unlearnable, "unlearnable_files_reverted", "files that are not learnable")):
+                if paths:
+                    _apply(adapter, {p: before.get(p) for p in paths})
+                    result.analysis[key] = paths
+                    ctx.say(f"reverted the Evolve Agent's edits to {what}: {', '.join(paths)}")
+            edits = {p: c for p, c in edits.items() if p not in fixed and p not in unlearnable}
         changes, raw, problems = self._validate_manifest(ctx, workspace)
         result.analysis["learner_manifest"] = raw
         summary = json.loads((ctx.step_dir / "evolve" / "result.json").read_text())
         result.analysis["evolve_output"] = summary.get("text", "")[:4000]
         if not summary.get("ok"):
             problems = problems or [f"the Evolve Agent session failed: {summary.get('error')}"]
+        problems = refused + problems
         if not problems and edits:
             errors = ctx.check(adapter)
             if errors:
