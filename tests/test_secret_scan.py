@@ -175,6 +175,8 @@ def test_ordinary_text_is_left_alone():
     texts = [p.read_text() for p in sorted(shared.glob("*.jsonl"))] if shared.is_dir() else []
     texts.append("\n".join(f"commit {hashlib.sha1(str(i).encode()).hexdigest()} {uuid.uuid4()} "
                            f"{hashlib.sha256(str(i).encode()).hexdigest()} /usr/lib/python3.11/site-packages "
-                           f"input_tokens: 12345 task-{i}-long-identifier-of-a-row" for i in range(300)))
+                           f"input_tokens: 12345 task-{i}-long-identifier-of-a-row "
+                           f"AbstractSingletonProxyFactoryBean{i}Impl ThisIsAVeryLongClassName{i}WithNumbers"
+                           for i in range(300)))
     for text in texts:
         assert findings(text) == [] and redact(text) == text
