@@ -37,7 +37,7 @@ NOOP = ""  # an empty stdout with exit 0 is a no-op for every host
 # every host keeps one adapter's behaviour alike (Codex truncates at its additionalContextLimit).
 MAX_TEXT_CHARS = 10_000
 MAX_UPDATED_INPUT_CHARS = 32 * 1024   # a rewritten tool call larger than this is dropped
-MAX_ANSWER_BYTES = 96 * 1024          # what the child may hand back; more is refused whole
+MAX_ANSWER_BYTES = 1024 * 1024        # what the child may hand back; more is refused whole
 MAX_CAPTURED_CHARS = 64 * 1024        # the middleware's print()s kept (to report them)
 STDERR_KEPT_BYTES = 4096              # the middleware's stderr kept for the log line
 LIMIT_AFTER_S = 0.5                   # a child still running then gets its hard CPU limit
@@ -482,10 +482,11 @@ def _describe(status: int) -> str:
 def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish) -> str:
     """Run ``work()`` (the middleware calls) in a forked child and return its answer.
 
-    The child gets its own process group, /dev/null as stdin and stdout, a pipe as stderr and
-    a hard CPU limit; it sends back (answer, log fields) as one length-prefixed JSON message
-    and ends with os._exit(0). Any other end (an exit code, a signal, RLIMIT_CPU, the deadline)
-    is a logged error and a no-op answer: the host never sees the child's status or output.
+    The child gets its own process group, /dev/null as stdin and stdout, and a pipe as stderr
+    (a hard CPU limit follows if it runs long); it sends back (answer, log fields) as one
+    length-prefixed JSON message and ends with os._exit(0). Any other end (an exit code, a
+    signal, RLIMIT_CPU, the deadline) is a logged error and a no-op answer: the host never sees
+    the child's status or output.
     """
     answer_r, answer_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -531,7 +532,7 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
         _, status = os.waitpid(pid, 0)
         box["status"] = status
         time.sleep(0.2)
-        if "message" not in box:
+        if "header" not in box:  # once the answer has begun, the deadline bounds the rest
             log["error"] = (f"middleware process {_describe(status)} before answering; fail open"
                             + _stderr_note(kept))
             finish(NOOP)
@@ -540,6 +541,8 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
     _thread.start_new_thread(_limit_cpu_later, (pid, where, box, log, time.monotonic()))
     header = _read_exactly(answer_r, 16)
     size = int(header, 16) if header else -1
+    if size >= 0:
+        box["header"] = True
     if size < 0 or size > MAX_ANSWER_BYTES:
         if size > MAX_ANSWER_BYTES:
             log["error"] = f"middleware answer of {size} bytes is over {MAX_ANSWER_BYTES}; fail open"
@@ -554,9 +557,7 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
         raise MiddlewareError("the middleware process sent a broken answer")
     box["message"] = True
     for key, value in (message.get("log") or {}).items():
-        if key in log and key not in ("ts", "event", "host"):
-            log[key] = value
-        elif key not in log:
+        if key not in ("ts", "event", "host"):   # the runner's own fields stay its own
             log[key] = value
     stderr = _stderr_note(kept)
     if stderr:
