@@ -198,3 +198,32 @@ def test_an_endless_print_loop_is_cut_at_the_deadline(tmp_path):
     assert out == "" and time.monotonic() - started < 5
     [entry] = log_entries(dest)
     assert entry["error"] and len(json.dumps(entry)) < 8192
+
+
+def test_a_forked_child_holding_the_answer_pipe_cannot_stall_the_call(tmp_path):
+    """The middleware forks (the fork keeps every descriptor, the answer pipe too), then dies:
+    no EOF ever comes, yet the runner answers within its grace and ends the fork."""
+    pid_file = tmp_path / "fork.pid"
+    extra = ("import os, time\ndef before_tool(inp):\n"
+             "    child = os.fork()\n"
+             "    if child == 0:\n        time.sleep(60)\n        os._exit(0)\n"
+             f"    open({str(pid_file)!r}, 'w').write(str(child))\n"
+             "    os._exit(2)\n")
+    dest = deployed(tmp_path, extra=extra)
+    started = time.monotonic()
+    try:
+        assert fire(dest, "PreToolUse", {**CLAUDE_BASE, **BASH}) == ""
+        assert time.monotonic() - started < 10
+        [entry] = log_entries(dest)
+        assert "exited with status 2" in entry["error"]
+        stat = Path(f"/proc/{pid_file.read_text()}/stat")
+        deadline = time.monotonic() + 5
+        while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X") \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    finally:
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass

@@ -41,6 +41,7 @@ MAX_ANSWER_BYTES = 1024 * 1024        # what the child may hand back; more is re
 MAX_CAPTURED_CHARS = 64 * 1024        # the middleware's print()s kept (to report them)
 STDERR_KEPT_BYTES = 4096              # the middleware's stderr kept for the log line
 LIMIT_AFTER_S = 0.5                   # a child still running then gets its hard CPU limit
+REAP_GRACE_S = 2.0                    # a dead child's answer may still be in the pipe this long
 
 
 # -- JSON through the C accelerator only --------------------------------------------------
@@ -527,14 +528,14 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
     box: dict = {}
 
     def reap() -> None:
-        # A child that ends without answering (a forked grandchild may still hold the pipe
-        # open, so EOF cannot be relied on) is answered for right away.
+        # A child that ends without answering is normally seen by the reader as EOF; but a
+        # process it forked may hold the pipe open, so EOF never comes: answer for it here.
         _, status = os.waitpid(pid, 0)
         box["status"] = status
-        time.sleep(0.2)
+        time.sleep(REAP_GRACE_S)
         if "header" not in box:  # once the answer has begun, the deadline bounds the rest
-            log["error"] = (f"middleware process {_describe(status)} before answering; fail open"
-                            + _stderr_note(kept))
+            log["error"] = (f"middleware process {_describe(status)} before answering (a process "
+                            f"it started holds its pipe); fail open" + _stderr_note(kept))
             finish(NOOP)
 
     _thread.start_new_thread(reap, ())
@@ -547,9 +548,11 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
         if size > MAX_ANSWER_BYTES:
             log["error"] = f"middleware answer of {size} bytes is over {MAX_ANSWER_BYTES}; fail open"
             finish(NOOP)
-        while "status" not in box:  # EOF: the child is ending; reap() answers
-            time.sleep(0.01)
-        time.sleep(1.0)
+        while "status" not in box:  # EOF: the child is ending
+            time.sleep(0.005)
+        time.sleep(0.02)   # let _drain take the last of its stderr
+        log["error"] = (f"middleware process {_describe(box['status'])} before answering; fail open"
+                        + _stderr_note(kept))
         return NOOP
     body = _read_exactly(answer_r, size)
     message = loads(body.decode("utf-8")) if body is not None else None
