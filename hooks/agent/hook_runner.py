@@ -430,6 +430,8 @@ def main(argv: list[str]) -> None:
             if remaining <= 0:
                 break
             time.sleep(min(remaining, 0.25))
+            if "limit" in where:
+                where.pop("limit")()
         log["error"] = f"timeout: no answer within {where['timeout_s']} s; fail open"
         finish(NOOP)
 
@@ -539,7 +541,9 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
             finish(NOOP)
 
     _thread.start_new_thread(reap, ())
-    _thread.start_new_thread(_limit_cpu_later, (pid, where, box, log, time.monotonic()))
+    forked_at = time.monotonic()
+    # the watchdog calls this on its next tick (every 0.25 s): no thread of its own
+    where["limit"] = lambda: _limit_cpu_later(pid, where, box, log, forked_at)
     header = _read_exactly(answer_r, 16)
     size = int(header, 16) if header else -1
     if size >= 0:
@@ -590,11 +594,14 @@ def _stderr_note(kept: list) -> str:
 
 
 def _limit_cpu_later(pid: int, where: dict, box: dict, log: dict, forked_at: float) -> None:
-    """A hard RLIMIT_CPU on a child that has not answered within LIMIT_AFTER_S: a loop that
+    """A hard RLIMIT_CPU on a child that has not answered within LIMIT_AFTER_S (called by the
+    watchdog's ticks): a loop that
     never yields (a C call holding the GIL) is ended by the kernel just after the deadline,
     even if nothing else could interrupt it. Set from here, on the child's pid, so the common
     fast call never pays the import of `resource` (3 ms, a tenth of a call)."""
-    time.sleep(LIMIT_AFTER_S)
+    if time.monotonic() - forked_at < LIMIT_AFTER_S:
+        where["limit"] = lambda: _limit_cpu_later(pid, where, box, log, forked_at)   # next tick
+        return
     if "message" in box or "status" in box:
         return
     try:
