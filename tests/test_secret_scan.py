@@ -147,10 +147,13 @@ def test_every_secret_kind_stays_out_of_git_hermit_files_and_learners(repo, tmp_
     assert not leaks, leaks
     assert any(MARK.encode() in data for _, data in places)
     # the counts for the closing note (pytest -s shows them)
-    print(f"\nsecret scan: {len(secrets)} kinds x 7 places (task, agent env, git-hermit/judge env, "
-          f"agent stdout, agent stderr, hook payloads, verifier output); read {len(places)} objects/files "
-          f"({sum(1 for w, _ in places if w.startswith('object'))} git objects, {len(files)} .hermit files, "
-          f"1 learner prompt log); leaks: {len(leaks)}")
+    planted = len(secrets) * 6 + 1   # task, git-hermit/judge env, stdout, stderr, hooks, verifier; proxy
+    print(f"\nsecret scan: {len(secrets)} kinds planted in 6 places each (task, git-hermit's and the "
+          f"judge's environment, agent stdout, agent stderr, hook payloads, verifier output) plus a URL "
+          f"password in the agent's environment = {planted} plants; read {len(places)} objects and files "
+          f"({sum(1 for w, _ in places if w.startswith('object'))} git objects, "
+          f"{sum(1 for w, _ in places if w.startswith('ref'))} refs, {len(files)} files under .hermit/, "
+          f"the learner prompt log); occurrences found: {len(leaks)}")
 
 
 @pytest.mark.parametrize("kind", sorted(fake_secrets()))
