@@ -217,6 +217,21 @@ def doctor(run_hosts: bool, as_json: bool) -> None:
         click.echo(render_text(report))
 
 
+@cli.group(context_settings=CONTEXT)
+def hosts() -> None:
+    """The host CLIs git-hermit runs (Codex, Claude Code, Pi)."""
+
+
+@hosts.command(name="install", context_settings=CONTEXT)
+@click.argument("names", nargs=-1, type=click.Choice(["codex", "claude-code", "pi"]))
+def hosts_install(names: tuple[str, ...]) -> None:
+    """Install the pinned host CLIs (default: all three) with npm where git-hermit finds them."""
+    from git_hermit.hosts.install import install_hosts
+    for item in install_hosts(list(names), say=lambda msg: click.echo(msg, err=True)):
+        state = "installed" if item.changed else "already installed"
+        click.echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
+
+
 def _progress(label: str):
     from git_hermit.render.progress import rollout_progress
     return rollout_progress(label)
@@ -325,7 +340,7 @@ def step(run: str | None) -> int:
     from git_hermit.core.step import run_step
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_step(_repo(), run, say=update.say, on_progress=update)
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
 
@@ -338,11 +353,18 @@ def train(run: str | None, epochs: int | None) -> int:
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = do_train(_repo(), run, epochs=epochs, say=lambda msg: click.echo(msg, err=True),
+        outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
                            on_progress=update)
     for item in outcome.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.reason}")
+    # the independent test of the final snapshot against the seed, when the run has a test split
+    from git_hermit.core.heldout import evaluate_final
+    from git_hermit.core.runs import open_run
+    with _progress("held-out test") as update:
+        held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update)
+    if held is not None:
+        click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
 
 
@@ -375,7 +397,7 @@ def demo(directory: Path) -> None:
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_demo(directory, say=update.say, on_progress=update)
     for item in outcome.training.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.training.reason}")
@@ -429,18 +451,23 @@ def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_tabl
 def _command_docs() -> list:
     """The CLI as plain records for the manual page (click stays in this module)."""
     from git_hermit.render.manpage import CommandDoc, OptionDoc
-    root = click.Context(cli, info_name="git hermit")
     docs = []
-    for name, command in [("", cli)] + [(n, cli.get_command(root, n)) for n in cli.list_commands(root)]:
-        ctx = click.Context(command, info_name=name or "git hermit", parent=root if name else None)
-        options = []
-        for param in command.get_params(ctx):
-            record = param.get_help_record(ctx) if isinstance(param, click.Option) and param.name != "help" else None
-            if record is not None:
-                options.append(OptionDoc(flags=record[0], help=record[1]))
+
+    def walk(command: click.Command, ctx: click.Context, name: str) -> None:
+        options = [OptionDoc(flags=record[0], help=record[1]) for param in command.get_params(ctx)
+                   if isinstance(param, click.Option) and param.name != "help"
+                   and (record := param.get_help_record(ctx)) is not None]
         usage = " ".join(command.collect_usage_pieces(ctx))
-        docs.append(CommandDoc(name=name, usage=f"git hermit {name} {usage}".replace("  ", " ").strip(),
-                               help=command.help or "", options=tuple(options)))
+        if not isinstance(command, click.Group) or not name:
+            docs.append(CommandDoc(name=name, usage=f"git hermit {name} {usage}".replace("  ", " ").strip(),
+                                   help=command.help or "", options=tuple(options)))
+        if isinstance(command, click.Group):
+            for sub_name in command.list_commands(ctx):
+                sub = command.get_command(ctx, sub_name)
+                full = f"{name} {sub_name}".strip()
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx), full)
+
+    walk(cli, click.Context(cli, info_name="git hermit"), "")
     return docs
 
 
@@ -459,6 +486,7 @@ def _param_kind(param: click.Parameter) -> dict[str, Any]:
 
 
 def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
+    """A command's (or group's, with its sub-commands) options and arguments for completion."""
     options: dict[str, Any] = {}
     arguments = []
     for param in command.get_params(ctx):
@@ -470,19 +498,20 @@ def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
                                  **_param_kind(param)}
         elif isinstance(param, click.Argument):
             arguments.append({"many": param.nargs == -1, **_param_kind(param)})
-    return {"help": (command.short_help or command.help or "").split("\n")[0], "options": options,
-            "arguments": arguments}
+    scope: dict[str, Any] = {"help": (command.short_help or command.help or "").split("\n")[0],
+                             "options": options, "arguments": arguments}
+    if isinstance(command, click.Group):
+        scope["commands"] = {}
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx))
+    return scope
 
 
 def completion_table() -> dict[str, Any]:
     """The commands, options and argument kinds that completer.py answers from."""
-    root = click.Context(cli, info_name="git hermit")
-    commands = {}
-    for name in cli.list_commands(root):
-        command = cli.get_command(root, name)
-        if command is not None and not command.hidden:
-            commands[name] = _scope(command, click.Context(command, info_name=name, parent=root))
-    return {"group": _scope(cli, root), "commands": commands}
+    return _scope(cli, click.Context(cli, info_name="git hermit"))
 
 
 def manpage_text() -> str:

@@ -100,7 +100,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     """Run (or resume) every row of the split on ``commit``; results under ``out_dir``."""
     jobs = make_jobs(config, bench, commit)
     make_agent(dict(config.agent) or {"backend": "codex"}).check_available()   # before the first rollout
-    progress = Progress(total=len(jobs), on_change=on_progress)
+    progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}
     with open_executor(repo, config.executor, config.concurrency) as handle:

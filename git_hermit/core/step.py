@@ -20,7 +20,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict, StreamSpent
+from git_hermit.errors import ConfigError, GitStateError, RefConflict, StreamSpent
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
 from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
 from git_hermit.learners import SessionLearner, make_learner
@@ -135,6 +135,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
+    if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
+        evolver.check_config(config)
     here = step_dir(repo, ctx.run, n)
     here.mkdir(parents=True, exist_ok=True)
     say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
@@ -215,7 +217,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             result.verdicts[planned.reverts] = replace(result.verdicts[planned.reverts], rollback_commit=tip)
     if result.stop is None and tip == evaluated:
         # every step gets its own tip (the home of its analysis note), even with no edits
-        why = "; ".join(result.rejected) or "the learners made no edits to the adapter"
+        why = "; ".join(result.rejected) or result.unchanged or "the learners made no edits to the adapter"
         tip = repo.write_commit(evaluated, {}, step_message(
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
@@ -269,14 +271,18 @@ class TrainOutcome:
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
           on_progress=None) -> TrainOutcome:
-    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C."""
+    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
+
+    A streaming evolver (``step_limit``) runs its stream once instead: every window when its
+    limit is None, whatever ``trainer.epochs`` says (epochs belong to ahe); ``--epochs`` still caps.
+    """
     ctx = open_run(repo, run)
-    limit = epochs if epochs is not None else ctx.config.epochs
+    limit, unit = _step_limit(ctx, epochs)
     done: list[StepOutcome] = []
     while True:
         ctx = open_run(repo, ctx.run)
-        if ctx.tip[0] >= limit:
-            return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
+        if limit is not None and ctx.tip[0] >= limit:
+            return TrainOutcome(tuple(done), f"{limit} step(s) done ({unit})")
         try:
             outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
         except StreamSpent:
@@ -284,6 +290,16 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
+
+
+def _step_limit(ctx: RunContext, epochs: int | None) -> tuple[int | None, str]:
+    """(the run's last step number or None for the stream's end, what sets it)."""
+    if epochs is not None:
+        return epochs, "epochs"
+    evolver = make_evolver(ctx.config.evolver_name)
+    if hasattr(evolver, "step_limit"):
+        return evolver.step_limit(ctx.config.evolver_params())
+    return ctx.config.epochs, "epochs"
 
 
 @dataclass(frozen=True)
@@ -316,11 +332,9 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> Final
     repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA)], message="git hermit finalize")
     written = None
     if archive is not None:
-        fmt = "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
-        if archive.exists() and archive.is_dir():
-            raise InputError(f"{archive} is a directory", hint="give a file name ending in .tar, .tar.gz or .zip")
-        repo.git("archive", f"--format={fmt}", f"--prefix={Path(ctx.config.adapter).name}/",
-                 "-o", str(archive.resolve()), f"{commit}:{ctx.config.adapter}")
+        # streaming runs: the host-native layout for the run's host (core/archiving.py)
+        from git_hermit.core.archiving import write_archive
+        write_archive(repo, ctx.config, commit, archive)
         written = archive
     scores = read_scores(repo, commit)
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "

@@ -169,7 +169,8 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
                                   timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
                                   verifier_dir=root / "verifier")
             result = verdict.apply(result, timeout_as=job.timeout_as)
-        files: dict[str, bytes] = {}
+        # the task statement stays with the rollout: learners read it with the trajectory
+        files: dict[str, bytes] = {TASK_FILE: job.task.prompt.encode("utf-8")}
         if run.trajectory and (out / run.trajectory).is_file():
             files[run.trajectory] = (out / run.trajectory).read_bytes()
         hook_log = workspace / HOOK_LOG
