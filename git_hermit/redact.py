@@ -15,7 +15,8 @@ rollout artefact is redacted), reports a GitHub token as just ``ghp`` and a PEM 
 header line (so its findings cannot be cut out of the text), finds keys and high-entropy
 strings only in quoted or assigned positions (not in prose such as ``the key is sk-…``), and
 flagged 2 hex strings in the 176 KB of sample trajectories. These detectors, compiled
-regular expressions with literal prefixes, run at tens of MB/s and flag nothing there.
+regular expressions with literal prefixes, redacted 100 MB of trajectories in 6.5 s (16 MB/s;
+3–4 MB/s with the machine at load 17) and flag nothing there (``bench/redaction.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Mapping
 
 MARK = "[REDACTED]"
 _MIN_SECRET_LEN = 8
@@ -188,10 +189,6 @@ def redact(text: str) -> str:
     for kind, pattern, boundary in _detectors(text):
         text = pattern.sub(lambda m, kind=kind, boundary=boundary: _replace(kind, boundary, m), text)
     return text
-
-
-def redact_all(texts: Iterable[str]) -> list[str]:
-    return [redact(t) for t in texts]
 
 
 def redact_file(path: Path) -> None:
