@@ -253,11 +253,13 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
     with _progress(f"rollouts {split}") as update:
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update)
     if as_json:
-        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused})
+        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
+                    "pass_at_1_ci": list(_ci(ev))})
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
-    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {ev.pass_at_1:.3f}  "
-               + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
+    interval = ev.pass_at_1_interval()
+    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
+               f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
     click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
     for line in ev.ledger.render():
@@ -282,8 +284,10 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     if as_json:
         _echo_json({
             "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
+                                          "pass_at_1_ci": list(_ci(cand)),
                                           "ledger": cand.ledger.to_dict()},
             "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
+                          "pass_at_1_ci": list(_ci(base)),
                           "ledger": base.ledger.to_dict()} if base else None),
             "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
@@ -294,7 +298,7 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         if ev is None:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
-        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1:.3f}  {extra}")
+        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
     if comp is not None:
         click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
         click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
@@ -305,6 +309,11 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
         click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+
+
+def _ci(ev) -> tuple[float, float]:
+    interval = ev.pass_at_1_interval()
+    return interval.low, interval.high
 
 
 def _print_step(outcome) -> None:

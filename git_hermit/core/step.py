@@ -22,7 +22,8 @@ from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, RefConflict, StreamSpent
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
-from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
+from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
+                              check_ref_locks, drop_stale_keepalive)
 from git_hermit.learners import SessionLearner, make_learner
 from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.scratch import clean_stale
@@ -126,8 +127,21 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     with RunLock(repo, ctx.run, "git hermit step"):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
+        _check_publishable(repo, ctx.run)
         clean_stale()                        # workspaces and login copies of a killed run
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
+
+
+def _keepalive_base(run: str) -> str:
+    return f"refs/hermit-tmp/{run}"
+
+
+def _check_publishable(repo: Repo, run: str) -> None:
+    """Before the step spends anything: no git lock file may block a ref its transaction moves,
+    and keep-alive refs a killed step left behind are dropped (we hold the run lock)."""
+    check_ref_locks(repo, [f"refs/heads/hermit/{run}/", f"refs/tags/hermit/{run}/", "refs/notes/hermit/",
+                           _keepalive_base(run) + "/"])
+    drop_stale_keepalive(repo, _keepalive_base(run))
 
 
 def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcome:
@@ -190,7 +204,19 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
              ledger: Ledger, comparison, say) -> StepOutcome:
-    """Commits, notes and refs of the step, published in one CAS transaction."""
+    """Commits, notes and refs of the step, published in one CAS transaction. Until then every
+    object written here is held by a keep-alive ref (a concurrent `git gc --prune=now` cannot
+    prune it), deleted in that same transaction."""
+    keep = KeepAlive(repo, f"{_keepalive_base(ctx.run)}/step-{n:04d}")
+    try:
+        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep)
+    except BaseException:
+        keep.drop()
+        raise
+
+
+def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
+                  ledger: Ledger, comparison, keep: KeepAlive) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
     tip = evaluated
@@ -209,6 +235,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
         tip = repo.write_commit(tip, files, message)
+        keep.hold({"tip": tip})
         if planned.manifest is not None:
             manifest_notes[tip] = note
         if planned.provenance is not None:
@@ -220,6 +247,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         why = "; ".join(result.rejected) or result.unchanged or "the learners made no edits to the adapter"
         tip = repo.write_commit(evaluated, {}, step_message(
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
+        keep.hold({"tip": tip})
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
@@ -241,12 +269,14 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             new, old = store.prepare(NOTES_REFS[kind], notes, f"git-hermit {ctx.run} step {n}")
             if new is not None:
                 updates.append(RefUpdate(NOTES_REFS[kind], new, old or ZERO_SHA))
+        keep.hold({f"notes-{u.ref.rsplit('/', 1)[1]}": u.new for u in updates})
         if result.stop is None:
             updates.append(RefUpdate(step_ref(ctx.run, n), tip, ZERO_SHA))
         if result.best:
             updates.append(RefUpdate(best_tag(ctx.run), evaluated, repo.read_ref(best_tag(ctx.run)) or ZERO_SHA))
         try:
-            repo.update_refs(updates, message=f"git hermit step {n}")
+            repo.update_refs(updates + keep.releases(), message=f"git hermit step {n}")
+            keep.published()
             break
         except RefConflict:
             if repo.read_ref(step_ref(ctx.run, n)):

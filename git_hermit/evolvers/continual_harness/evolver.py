@@ -23,11 +23,14 @@ from git_hermit.errors import ConfigError
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
 from git_hermit.evolvers.continual_harness import deltas, evidence
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, Layout
+from git_hermit.evolvers.params import param_defaults
 from git_hermit.gitio import FileChange
 from git_hermit.redact import redact
 
 PASSES = ("policy", "subagents", "skills", "memory")
-DEFAULTS = {"step_size": 3, "feedback": True, "memory_max_changes": 5, "refiner_timeout_s": 900}
+# from the evolver's params.schema.json (which config.py validates hermit.yaml against)
+DEFAULTS = {key: param_defaults("continual-harness")[key]
+            for key in ("step_size", "feedback", "memory_max_changes", "refiner_timeout_s")}
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 FEEDBACK_NOTE = ("\nThe judge's verdict is shown for each task scored below 1: a signal of what went wrong, "
                  "not a score to optimise.\n")
