@@ -19,6 +19,7 @@ and refuses new starts. Output goes to files (an agent's stream can be large) or
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -71,6 +72,17 @@ class _GuardServer:
         self.owner = os.getpid()
         self.lock = threading.Lock()
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        """Close the socket and reap the server (it exits at EOF), so its CPU is accounted."""
+        if self.owner != os.getpid():
+            return
+        self.socket.close()
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
 
     def usable(self) -> bool:
         return self.owner == os.getpid() and self.process.poll() is None
