@@ -21,6 +21,39 @@ from git_hermit.gitio import RefUpdate, Repo
 PREPARE_AHEAD = 2   # jobs in flight per agent slot: one running its agent, one preparing
 
 
+@dataclass(frozen=True)
+class RateLimitPolicy:
+    """``executor.rate_limit``: how often a rate-limited rollout is rerun, and the host's backoff
+    (``backoff_s`` doubling per consecutive rate limit up to ``max_backoff_s``, with jitter)."""
+
+    retries: int = 5
+    backoff_s: float = 5.0
+    max_backoff_s: float = 120.0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "RateLimitPolicy":
+        if cfg is None:
+            return cls()
+        if not isinstance(cfg, dict) or set(cfg) - {"retries", "backoff_s", "max_backoff_s"}:
+            raise ConfigError(f"executor.rate_limit {cfg!r} is not valid",
+                              hint="use {retries: 5, backoff_s: 5, max_backoff_s: 120}")
+        try:
+            policy = cls(**{key: type(getattr(cls, key))(value) for key, value in cfg.items()})
+        except (TypeError, ValueError):
+            raise ConfigError(f"executor.rate_limit {cfg!r} is not valid",
+                              hint="retries is a count, backoff_s and max_backoff_s are seconds") from None
+        if policy.retries < 0 or policy.backoff_s < 0 or policy.max_backoff_s < policy.backoff_s:
+            raise ConfigError(f"executor.rate_limit {cfg!r} is not valid",
+                              hint="retries >= 0 and 0 <= backoff_s <= max_backoff_s")
+        return policy
+
+    def delay_s(self, consecutive: int, rng: Callable[[], float]) -> float:
+        """The wait after the ``consecutive``-th rate limit in a row: exponential, "equal jitter"
+        (half fixed, half random) so workers that were limited together do not return together."""
+        ceiling = min(self.max_backoff_s, self.backoff_s * 2 ** max(0, consecutive - 1))
+        return ceiling / 2 + rng() * ceiling / 2
+
+
 @dataclass
 class ExecutorHandle:
     executor: Executor
@@ -28,6 +61,7 @@ class ExecutorHandle:
     workers: int
     ship: Callable[[str], tuple[dict[str, Any], tuple[Any, ...]]]   # commit → (job fields, extra submit args)
     _bundles: dict[str, Any] = field(default_factory=dict)
+    rate_limit: RateLimitPolicy = field(default_factory=RateLimitPolicy)
 
 
 def _bundle_bytes(repo: Repo, commit: str) -> bytes:
@@ -45,12 +79,14 @@ def _bundle_bytes(repo: Repo, commit: str) -> bytes:
 @contextmanager
 def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle]:
     kind = (executor_cfg or {}).get("kind", "local")
+    rate_limit = RateLimitPolicy.from_config((executor_cfg or {}).get("rate_limit"))
     if kind == "local":
         # twice the threads, half of them preparing the next workspaces; agents capped at concurrency
         pool = ThreadPoolExecutor(max_workers=PREPARE_AHEAD * concurrency, thread_name_prefix="hermit-rollout")
         try:
             yield ExecutorHandle(pool, "local", PREPARE_AHEAD * concurrency,
-                                 lambda commit: ({"repo_path": str(repo.work_tree), "agent_slots": concurrency}, ()))
+                                 lambda commit: ({"repo_path": str(repo.work_tree), "agent_slots": concurrency}, ()),
+                                 rate_limit=rate_limit)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return
@@ -73,7 +109,8 @@ def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) ->
         client = Client(address)
     try:
         handle = ExecutorHandle(client.get_executor(), "dask",
-                                sum(client.nthreads().values()) or concurrency, lambda commit: ({}, ()))
+                                sum(client.nthreads().values()) or concurrency, lambda commit: ({}, ()),
+                                rate_limit=rate_limit)
 
         def ship(commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
             # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
