@@ -8,6 +8,7 @@ SHA (and cached on each worker by the rollout worker).
 from __future__ import annotations
 
 import tempfile
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,6 +64,10 @@ class ExecutorHandle:
     _bundles: dict[str, Any] = field(default_factory=dict)
     rate_limit: RateLimitPolicy = field(default_factory=RateLimitPolicy)
 
+    def interrupt(self) -> None:
+        """Ctrl-C: end the rollouts running elsewhere (local threads' children are ended by
+        ``process.kill_all`` in this process)."""
+
 
 def _bundle_bytes(repo: Repo, commit: str) -> bytes:
     ref = f"refs/hermit-bundle/{commit}"
@@ -76,8 +81,103 @@ def _bundle_bytes(repo: Repo, commit: str) -> bytes:
         repo.update_refs([RefUpdate(ref, None, commit)], message="git-hermit bundle done")
 
 
+def _end_running_rollouts() -> int:
+    """Run on every Dask worker at Ctrl-C: end the process trees of its running rollouts."""
+    from git_hermit.rollouts.process import kill_running
+    return kill_running()
+
+
+class DaskHandle:
+    """A Dask client opened on first use: a run whose every row is reused connects to nothing."""
+
+    kind = "dask"
+
+    def __init__(self, repo: Repo, executor_cfg: dict[str, Any], concurrency: int, rate_limit: RateLimitPolicy):
+        self._repo, self._cfg, self._concurrency = repo, executor_cfg, concurrency
+        self.rate_limit = rate_limit
+        self._client = self._cluster = self._executor = None
+        self._agent_slots: int | None = None    # a remote cluster's threads are its own; each runs one agent
+        self._bundles: dict[str, Any] = {}
+        self._futures: list[Any] = []
+        self._workers: tuple[int, float] | None = None
+
+    def _connect(self):
+        if self._client is not None:
+            return self._client
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise ConfigError("executor.kind dask needs the dask extra", hint="pip install 'git-hermit[dask]'") from None
+        address = self._cfg.get("address", "local")
+        if address == "local":
+            workers = int(self._cfg.get("workers", 2))
+            self._agent_slots = max(1, self._concurrency // workers)
+            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=PREPARE_AHEAD * self._agent_slots,
+                                         processes=True, dashboard_address=None, host="127.0.0.1")
+            self._client = Client(self._cluster)
+        else:
+            try:
+                self._client = Client(address, timeout=float(self._cfg.get("connect_timeout_s", 30)))
+            except OSError as exc:
+                raise ConfigError(f"cannot reach the Dask scheduler at {address} ({exc})",
+                                  hint="start it (`dask scheduler`) and its workers, or set executor.address") from None
+        return self._client
+
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            self._executor = _Tracked(self._connect().get_executor(), self._futures)
+        return self._executor
+
+    @property
+    def workers(self) -> int:
+        """The cluster's threads, asked again every few seconds (workers may join or leave)."""
+        now = time.monotonic()
+        if self._workers is None or now - self._workers[1] > 5:
+            self._workers = (sum(self._connect().nthreads().values()) or self._concurrency, now)
+        return self._workers[0]
+
+    def ship(self, commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
+        client = self._connect()
+        if commit not in self._bundles:
+            self._bundles[commit] = client.scatter(_bundle_bytes(self._repo, commit), broadcast=True)
+        return {"repo_path": None, "agent_slots": self._agent_slots}, (self._bundles[commit],)
+
+    def interrupt(self) -> None:
+        """Cancel the queued rollouts and end the running ones' processes on every worker."""
+        if self._client is None:
+            return
+        try:
+            self._client.cancel(self._futures)
+            self._client.run(_end_running_rollouts, wait=True)
+        except Exception:          # a worker already gone has nothing left to end
+            pass
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+class _Tracked(Executor):
+    """The client's executor, remembering its futures so Ctrl-C can cancel them."""
+
+    def __init__(self, inner: Executor, futures: list[Any]):
+        self._inner, self._futures = inner, futures
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = self._inner.submit(fn, *args, **kwargs)
+        self._futures[:] = [f for f in self._futures if not f.done()] + [future]
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._inner.shutdown(wait=wait)
+
+
 @contextmanager
-def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle]:
+def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle | DaskHandle]:
     kind = (executor_cfg or {}).get("kind", "local")
     rate_limit = RateLimitPolicy.from_config((executor_cfg or {}).get("rate_limit"))
     if kind == "local":
@@ -92,35 +192,8 @@ def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) ->
         return
     if kind != "dask":
         raise ConfigError(f"executor.kind {kind!r} is not supported", hint="use local or dask")
+    handle = DaskHandle(repo, executor_cfg, concurrency, rate_limit)
     try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise ConfigError("executor.kind dask needs the dask extra", hint="pip install 'git-hermit[dask]'") from None
-    address = executor_cfg.get("address", "local")
-    cluster = None
-    agent_slots = None   # a remote cluster's threads are its own; each runs one agent
-    if address == "local":
-        workers = int(executor_cfg.get("workers", 2))
-        agent_slots = max(1, concurrency // workers)
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=PREPARE_AHEAD * agent_slots,
-                               processes=True, dashboard_address=None, host="127.0.0.1")
-        client = Client(cluster)
-    else:
-        client = Client(address)
-    try:
-        handle = ExecutorHandle(client.get_executor(), "dask",
-                                sum(client.nthreads().values()) or concurrency, lambda commit: ({}, ()),
-                                rate_limit=rate_limit)
-
-        def ship(commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
-            # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
-            if commit not in handle._bundles:
-                handle._bundles[commit] = client.scatter(_bundle_bytes(repo, commit), broadcast=True)
-            return {"repo_path": None, "agent_slots": agent_slots}, (handle._bundles[commit],)
-
-        handle.ship = ship
         yield handle
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        handle.close()

@@ -150,6 +150,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
         for future in in_flight:
             future.cancel()
         kill_all()
+        handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
     grouped: dict[str, list[RolloutResult]] = {}
     for job in jobs:
