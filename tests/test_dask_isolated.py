@@ -34,6 +34,10 @@ import os, pathlib, sys, time
 task_id, workspace, marker = sys.argv[1:4]
 assert (pathlib.Path(workspace) / '.hermit-adapter' / 'AGENTS.md').is_file(), 'no adapter'
 print('working on', task_id, 'in', os.getcwd())
+if marker == 'slow':
+    print('start', time.time(), flush=True)
+    time.sleep(0.4)
+    print('end', time.time(), flush=True)
 if task_id == 't1' and os.environ.get('HERMIT_TEST_HOLD') == '1' or marker == 'hold':
     time.sleep(300)
 print(task_id[1:] if int(task_id[1:]) % 2 == 0 else 'no idea')
@@ -157,6 +161,26 @@ def test_a_fully_reused_run_opens_no_cluster(repo):
     assert r.code == 0, r.err
     assert json.loads(r.out)["reused"] == 8
     assert time.monotonic() - started < 20
+
+
+def test_host_slots_hold_across_isolated_workers(repo, isolated_cluster):
+    _project(repo, marker="slow")
+    _use_dask(repo, isolated_cluster)
+    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+    cfg["executor"]["slots"] = {cfg.get("host", "codex"): 2}      # 2 agents at once, on 4 threads
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    r = hermit(repo, "rollout", "--json", timeout=300)
+    assert r.code == 0, r.err
+    events = []
+    for path in result_files(repo):
+        lines = dict(line.split()[:2] for line in (path.parent / "trajectory.txt").read_text().splitlines()
+                     if line.startswith(("start ", "end ")))
+        events += [(float(lines["start"]), 1), (float(lines["end"]), -1)]
+    running = peak = 0
+    for _, change in sorted(events):
+        running += change
+        peak = max(peak, running)
+    assert peak == 2, f"{peak} agents of one host ran at once across the workers (slots: 2)"
 
 
 def _agents(marker: str) -> list[int]:

@@ -88,6 +88,31 @@ def _local_repo(path: str):
         return repo
 
 
+_adapters: dict[tuple[str, str, str], Path] = {}
+_adapter_locks: dict[tuple[str, str, str], threading.Lock] = {}
+
+
+def _cached_adapter(job: RolloutJob, bundle: bytes | None) -> Path:
+    """The adapter at the commit, materialised once per worker process (read-only to rollouts:
+    deploy copies it into each workspace), which saves ~30 file operations a rollout."""
+    key = (job.repo_path or "", job.commit, job.adapter_prefix)
+    with _repos_lock:
+        lock = _adapter_locks.setdefault(key, threading.Lock())
+    with lock:
+        path = _adapters.get(key)
+        if path is not None and path.is_dir():
+            return path
+        from git_hermit.rollouts.scratch import process_dir
+        path = Path(tempfile.mkdtemp(prefix=f"adapter-{job.commit[:12]}-", dir=process_dir()))
+        try:
+            _adapter_source(job, path, bundle)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        _adapters[key] = path
+        return path
+
+
 def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
     from git_hermit.gitio import open_cache_repo
     if job.repo_path is not None:
@@ -118,8 +143,7 @@ def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
 
 def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) -> Path:
     """Adapter at the commit + the task's files + task.md, deployed for the host."""
-    adapter = root / "adapter"
-    _adapter_source(job, adapter, bundle)
+    adapter = _cached_adapter(job, bundle)
     workspace = root / "workspace"
     workspace.mkdir()
     deploy(adapter, workspace, job.host)
@@ -177,7 +201,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         if hook_log.is_file():
             files["hook-calls.jsonl"] = hook_log.read_bytes()
             result = result.with_(hook_log="hook-calls.jsonl")
-        notes = _session_memory(root / "adapter", workspace)
+        notes = _session_memory(_cached_adapter(job, bundle), workspace)
         if notes is not None:
             files[SESSION_MEMORY] = notes
         if ctx.stderr_path.is_file() and ctx.stderr_path.stat().st_size:
