@@ -8,6 +8,7 @@ SHA (and cached on each worker by the rollout worker).
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -117,7 +118,7 @@ class DaskHandle:
             self._client = Client(self._cluster)
         else:
             try:
-                self._client = Client(address, timeout=float(self._cfg.get("connect_timeout_s", 30)))
+                self._client = Client(address, timeout=30)
             except OSError as exc:
                 raise ConfigError(f"cannot reach the Dask scheduler at {address} ({exc})",
                                   hint="start it (`dask scheduler`) and its workers, or set executor.address") from None
@@ -148,11 +149,18 @@ class DaskHandle:
         """Cancel the queued rollouts and end the running ones' processes on every worker."""
         if self._client is None:
             return
-        try:
-            self._client.cancel(self._futures)
-            self._client.run(_end_running_rollouts, wait=True)
-        except Exception:          # a worker already gone has nothing left to end
-            pass
+        client, futures = self._client, list(self._futures)
+
+        def end() -> None:
+            try:
+                client.cancel(futures)
+                client.run(_end_running_rollouts, wait=True)
+            except Exception:      # a worker already gone has nothing left to end
+                pass
+        # bounded: an unreachable worker must not keep Ctrl-C from returning
+        worker = threading.Thread(target=end, daemon=True)
+        worker.start()
+        worker.join(10)
 
     def close(self) -> None:
         if self._client is not None:
