@@ -78,15 +78,23 @@ def cli(debug: bool, chdir: str | None) -> None:
               help="Seed adapter template.")
 @click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
-def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
+@click.option("--example", is_flag=True,
+              help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
+def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
-    click.echo("next: edit the tasks/judge/agent blocks of the config, then `git hermit check` and `git hermit step`")
+    if example:
+        click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
+        click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
+                   "or `login: chatgpt`; see the README)")
+    else:
+        click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
+                   "benchmark), then `git hermit check` and `git hermit step`")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -95,9 +103,11 @@ def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
 @click.option("--template", help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
+@click.option("--manifest", type=click.Path(path_type=Path),
+              help="Also check an ahe change manifest: no two changes may declare the same file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, as_json: bool) -> int:
+          static_only: bool, manifest: Path | None, as_json: bool) -> int:
     """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
     from git_hermit.core.check import run_check
     from git_hermit.errors import NotARepository
@@ -107,7 +117,8 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
         if directory is None:
             raise
         repo = None
-    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=not static_only)
+    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
+                       hosts=not static_only, manifest=manifest)
     if as_json:
         _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
                     "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
@@ -166,21 +177,27 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
+@click.option("--force", is_flag=True,
+              help="On a conflict with later work: restore the change's files as they were before it.")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
-def rollback(target: str, reason: str, run: str | None) -> None:
-    """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
+def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
+    """Revert one change (three-way, keeping later work) as a new commit on the run's tip.
+
+    TARGET: a change id (chg-2, step-3:chg-2) or a revision. A change group is reverted whole."""
     from git_hermit.core.rollback import rollback as do_rollback
     from git_hermit.core.runs import open_run
     from git_hermit.gitio import RunLock
     repo = _repo()
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit rollback"):
-        result = do_rollback(open_run(repo, ctx.run), target, reason)
+        result = do_rollback(open_run(repo, ctx.run), target, reason, force=force)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
-    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) restored in {result.plan.commit[:12]} "
+    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
     for path in result.plan.files:
         click.echo(f"    {path}")
+    for sha in result.removed_lines_of:
+        click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -253,11 +270,13 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
     with _progress(f"rollouts {split}") as update:
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update)
     if as_json:
-        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused})
+        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
+                    "pass_at_1_ci": list(_ci(ev))})
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
-    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {ev.pass_at_1:.3f}  "
-               + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
+    interval = ev.pass_at_1_interval()
+    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
+               f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
     click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
     for line in ev.ledger.render():
@@ -282,8 +301,10 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     if as_json:
         _echo_json({
             "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
+                                          "pass_at_1_ci": list(_ci(cand)),
                                           "ledger": cand.ledger.to_dict()},
             "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
+                          "pass_at_1_ci": list(_ci(base)),
                           "ledger": base.ledger.to_dict()} if base else None),
             "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
@@ -294,7 +315,7 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         if ev is None:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
-        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1:.3f}  {extra}")
+        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
     if comp is not None:
         click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
         click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
@@ -305,6 +326,11 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
         click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+
+
+def _ci(ev) -> tuple[float, float]:
+    interval = ev.pass_at_1_interval()
+    return interval.low, interval.high
 
 
 def _print_step(outcome) -> None:
@@ -325,8 +351,10 @@ def _print_step(outcome) -> None:
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
-        click.echo("hint: the step kept the adapter as it was; see `git hermit show "
-                   f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)
+        kept = ("the step kept the adapter as it was" if not outcome.commits
+                else f"nothing refused was committed ({outcome.commits} commit(s) passed)")
+        click.echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
+                   f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -531,6 +559,41 @@ def completion(shell: str) -> None:
     """
     from git_hermit.render.completion import completion_script
     click.echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
+
+
+# ------------------------------------------------------------------------------------------
+# trace: session files read by the trajectory readers (works outside a repository too)
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "family", type=click.Choice(["codex", "claude", "pi"]),
+              help="The host that wrote the files (default: detected from each file).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
+    """What each session file holds: format and version, steps, user turns, tool calls by kind,
+    failed calls, tokens (input, cached, output, reasoning), cost when hermit.yaml has prices,
+    model, truncated, warnings and errors.
+
+    FILES are Codex rollouts or `codex exec --json` streams, Claude Code sessions or stream-json
+    output, Pi sessions or `pi --mode json` streams, or Harbor ATIF trajectories. A Claude
+    session's sub-agent transcripts beside it (<session>/subagents/agent-*.jsonl) are listed
+    with their tokens. Files are streamed: memory stays bounded by the longest line.
+    """
+    from git_hermit.core.trace import trace_files, trace_prices
+    from git_hermit.render.trace import trace_json, trace_lines
+    reports = trace_files(list(files), family, trace_prices())
+    for number, report in enumerate(reports):
+        if as_json:
+            click.echo(json.dumps(trace_json(report), sort_keys=True))
+            continue
+        if number:
+            click.echo("")
+        for line in trace_lines(report):
+            click.echo(line)
+    failed = next((r.error for r in reports if r.error is not None), None)
+    if failed is not None:
+        if as_json:      # the per-file objects already carry the errors
+            sys.exit(failed.exit_code)
+        raise failed
 
 
 # ------------------------------------------------------------------------------------------

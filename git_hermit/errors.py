@@ -71,10 +71,23 @@ class RefConflict(HermitError):
     exit_code = 9
 
 
+class RevertConflict(HermitError):
+    """A three-way rollback would conflict with later commits that touched the same lines."""
+
+    exit_code = 14
+
+
 class SchemaError(HermitError):
     """A record (note, manifest, deploy record) does not match its JSON Schema."""
 
     exit_code = 11
+
+
+class GitLockFile(HermitError):
+    """A git lock file (``<ref>.lock``, ``packed-refs.lock``) blocks a ref the command must update:
+    a git process is running, or one crashed and left it behind."""
+
+    exit_code = 13
 
 
 class AgentError(HermitError):
@@ -102,6 +115,8 @@ EXIT_CODES: dict[int, str] = {
     RefConflict.exit_code: "a ref moved underneath us and retries did not settle it",
     SchemaError.exit_code: "a git-hermit note fails its schema",
     AgentError.exit_code: "an agent or learner binary is missing",
+    GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
+    RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

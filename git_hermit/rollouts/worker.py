@@ -50,6 +50,7 @@ class RolloutJob:
     agent_slots: int | None = None        # agents running at once in this worker process (None: no cap)
     prices: dict[str, Any] = field(default_factory=dict)
     sandbox: Any = None                   # a sandbox.SandboxSpec (hermit.yaml's sandbox:), or None
+    agent_env: dict[str, str] = field(default_factory=dict)   # agent.env + the pass_env values, resolved by the driver
 
     @property
     def key(self) -> str:
@@ -175,7 +176,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         agent.check_available()
         ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,
                            timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host,
-                           sandbox=job.sandbox)
+                           sandbox=job.sandbox, extra_env=job.agent_env)
         with _agent_gate(job.agent_slots):
             run = agent.run(ctx)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
