@@ -69,6 +69,11 @@ class ExecutorHandle:
         """Ctrl-C: end the rollouts running elsewhere (local threads' children are ended by
         ``process.kill_all`` in this process)."""
 
+    def pause(self, host: str, until: float) -> None:
+        """No agent of ``host`` starts before ``until`` (``time.time()``), even one prepared already."""
+        from git_hermit.rollouts.worker import pause_host
+        pause_host(host, until)
+
 
 def _bundle_bytes(repo: Repo, commit: str) -> bytes:
     ref = f"refs/hermit-bundle/{commit}"
@@ -144,6 +149,12 @@ class DaskHandle:
         if commit not in self._bundles:
             self._bundles[commit] = client.scatter(_bundle_bytes(self._repo, commit), broadcast=True)
         return {"repo_path": None, "agent_slots": self._agent_slots}, (self._bundles[commit],)
+
+    def pause(self, host: str, until: float) -> None:
+        """Every worker holds back its prepared agents of ``host`` until ``until``."""
+        if self._client is not None:
+            from git_hermit.rollouts.worker import pause_host
+            self._client.run(pause_host, host, until, wait=False)
 
     def interrupt(self) -> None:
         """Cancel the queued rollouts and end the running ones' processes on every worker."""

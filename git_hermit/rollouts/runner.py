@@ -218,6 +218,7 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_hos
                 limited_in_row[job.host] = limited_in_row.get(job.host, 0) + 1
                 delay = policy.delay_s(limited_in_row[job.host], rng.random)
                 paused_until[job.host] = max(paused_until.get(job.host, 0.0), time.monotonic() + delay)
+                handle.pause(job.host, time.time() + delay)     # the jobs in flight wait too
                 if reruns.get(key, 0) < policy.retries:
                     reruns[key] = reruns.get(key, 0) + 1
                     queue.insert(0, job)

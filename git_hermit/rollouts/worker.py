@@ -21,6 +21,7 @@ from typing import Any
 from git_hermit.adapter.deploy import deploy
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
+from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
@@ -76,6 +77,28 @@ def _agent_gate(slots: int | None):
         return contextlib.nullcontext()
     with _repos_lock:
         return _gates.setdefault(slots, threading.BoundedSemaphore(slots))
+
+
+_host_pauses: dict[str, float] = {}     # host -> wall-clock time until which none of its agents starts
+
+
+HOLD_S = 30.0   # a rate-limited agent holds its host here until the driver says how long (its backoff)
+
+
+def pause_host(host: str, until: float) -> None:
+    """The driver's backoff for ``host``: agents of it already prepared in this process wait
+    until ``until`` (``time.time()``) before they start."""
+    with _repos_lock:
+        _host_pauses[host] = until
+
+
+def _wait_for_host(host: str) -> None:
+    while True:
+        with _repos_lock:
+            left = _host_pauses.get(host, 0.0) - time.time()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.5))
 
 
 def _local_repo(path: str):
@@ -178,7 +201,12 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
                            timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host,
                            sandbox=job.sandbox, extra_env=job.agent_env)
         with _agent_gate(job.agent_slots):
+            _wait_for_host(job.host)
             run = agent.run(ctx)
+            if run.exception_type == RATE_LIMITED:
+                # before the slot frees: the next agent must not start until the driver's backoff
+                with _repos_lock:
+                    _host_pauses[job.host] = max(_host_pauses.get(job.host, 0.0), time.time() + HOLD_S)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
                             timed_out=run.timed_out, error=run.error, trajectory=run.trajectory)
         if run.timed_out:
