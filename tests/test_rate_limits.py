@@ -117,3 +117,32 @@ def test_real_codex_giving_up_on_429_is_rerun_after_a_backoff(repo):
     assert answered >= 4
     result = json.loads(result_files(repo)[0].read_text())
     assert result["outcome"] == "pass", result
+
+
+def _stream(tmp_path: Path, events: list[dict], stderr: str = "") -> tuple[Path, Path]:
+    trajectory, err = tmp_path / "trajectory.jsonl", tmp_path / "agent.stderr"
+    trajectory.write_text("".join(json.dumps(e) + "\n" for e in events))
+    err.write_text(stderr)
+    return trajectory, err
+
+
+def test_the_hosts_rate_limit_reports_are_recognised_and_a_tool_printing_429_is_not(tmp_path):
+    from git_hermit.rollouts.agents.hosts import rate_limit_report
+    # Claude Code still waiting out the limit when the timeout hit (as measured with 2.1.317)
+    claude = [{"type": "system", "subtype": "init"},
+              {"type": "system", "subtype": "api_retry", "attempt": 8, "max_retries": 10,
+               "retry_delay_ms": 35464, "error_status": 429, "error": "rate_limit"}]
+    assert "429" in rate_limit_report(*_stream(tmp_path, claude))
+    overloaded = [{"type": "result", "subtype": "error_during_execution", "is_error": True,
+                   "result": "API Error: 529 overloaded_error"}]
+    assert rate_limit_report(*_stream(tmp_path, overloaded))
+    # a rate limit that was retried and then got through is not how the session ended
+    recovered = claude + [{"type": "assistant", "message": {"content": [{"type": "text", "text": "hi"}]}}]
+    assert rate_limit_report(*_stream(tmp_path, recovered)) is None
+    # what a tool printed is the task's business, not the model's answer
+    tool = [{"type": "item.completed", "item": {"type": "command_execution",
+                                                "aggregated_output": "HTTP 429 Too Many Requests"}},
+            {"type": "turn.failed", "error": {"message": "stream disconnected before completion"}}]
+    assert rate_limit_report(*_stream(tmp_path, tool)) is None
+    # no stream at all: the host's stderr
+    assert rate_limit_report(*_stream(tmp_path, [], "Error: 429 rate limit exceeded\n"))
