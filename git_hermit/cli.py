@@ -164,6 +164,40 @@ def rollback(target: str, reason: str, run: str | None) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False, default="origin")
+@click.option("--run", help="Push only this run's branches and tags (default: every run).")
+def push(remote: str, run: str | None) -> None:
+    """Push the run's step branches, tags and refs/notes/hermit/* together (git push --atomic),
+    after merging notes that moved on REMOTE (field-wise; a real conflict stops the push)."""
+    from git_hermit.core.share import push_run
+    outcome = push_run(_repo(), remote, run)
+    for move in outcome.merged:
+        click.echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
+    moved = [p for p in outcome.pushed if p.moved]
+    for item in moved:
+        click.echo(f"pushed {item.ref}  {item.summary}")
+    if not moved:
+        click.echo(f"{outcome.remote} is up to date")
+    if outcome.attempts > 1:
+        click.echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False, default="origin")
+def fetch(remote: str) -> None:
+    """Bring every run's branches, tags and notes from REMOTE into the local refs (your own branches
+    are never touched; notes are merged field-wise, step branches only fast-forward)."""
+    from git_hermit.core.share import fetch_runs
+    outcome = fetch_runs(_repo(), remote)
+    for move in outcome.moves:
+        click.echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not outcome.moves and not outcome.warnings:
+        click.echo(f"up to date with {outcome.remote}")
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--host", required=True, type=click.Choice(["codex", "claude-code", "pi"]), help="The host to deploy for.")
 @click.option("--rev", help="Deploy the adapter at this revision (default: the run's adapter in the work tree).")

@@ -81,3 +81,9 @@ class AgentError(HermitError):
     """An acting agent or learner binary is missing or cannot start."""
 
     exit_code = 12
+
+
+class NotesConflict(HermitError):
+    """Two clones changed one field of one git-hermit note differently (push/fetch stop)."""
+
+    exit_code = 13

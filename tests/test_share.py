@@ -1,0 +1,171 @@
+"""`git hermit push` / `fetch`: a run shared through a bare remote reads the same in a clone;
+concurrent pushes of two runs both land; notes merge field-wise and a real conflict stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from cli_helpers import GIT_HERMIT, hermit
+from conftest import git
+from review_support import bare_remote, clone, copy_demo, make_demo
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    return make_demo(tmp_path_factory.mktemp("demo-run"))
+
+
+@pytest.fixture
+def shared(demo, tmp_path):
+    """(origin clone with the demo run and a remote 'origin', the bare remote) after one push."""
+    origin = copy_demo(demo, tmp_path / "origin")
+    remote = bare_remote(tmp_path / "remote.git")
+    git(origin, "remote", "add", "origin", str(remote))
+    git(origin, "push", "-q", "origin", "main")
+    result = hermit(origin, "push")
+    assert result.code == 0, result.err
+    return origin, remote
+
+
+def _note(repo, kind, rev):
+    return json.loads(git(repo, "notes", f"--ref=hermit/{kind}", "show", rev))
+
+
+def _set_note(repo, kind, rev, data):
+    path = repo.parent / f"note-{kind}.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    git(repo, "notes", f"--ref=hermit/{kind}", "add", "-f", "-F", str(path), rev)
+
+
+def test_push_says_what_moved_and_sends_branches_tags_notes(shared):
+    origin, remote = shared
+    refs = git(remote, "for-each-ref", "--format=%(refname)").split()
+    for ref in ("refs/heads/hermit/demo/step-0000", "refs/heads/hermit/demo/step-0004",
+                "refs/tags/hermit/demo/best", "refs/tags/hermit/demo/final",
+                "refs/notes/hermit/scores", "refs/notes/hermit/manifest", "refs/notes/hermit/verdicts"):
+        assert ref in refs
+    again = hermit(origin, "push")
+    assert again.code == 0 and "up to date" in again.out
+
+
+def test_fresh_clone_reads_the_run_as_its_origin_does(shared, tmp_path):
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    before = hermit(other, "log")
+    assert before.code == 4          # a plain clone has no step branches nor notes
+    fetched = hermit(other, "fetch")
+    assert fetched.code == 0, fetched.err
+    assert "refs/notes/hermit/scores: new" in fetched.out
+    assert git(other, "rev-parse", "main") == git(origin, "rev-parse", "main")   # the user's branch untouched
+    for args in (("log",), ("log", "--json"), ("show", "step-2"), ("show", "step-4", "--json")):
+        here, there = hermit(origin, *args), hermit(other, *args)
+        assert here.code == there.code == 0, (args, there.err)
+        assert here.out == there.out, args
+    assert "predictions so far" in hermit(other, "log").out
+
+
+def test_fetch_fast_forwards_a_step_and_merges_notes_on_different_commits(shared, tmp_path):
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    # the origin adds a note on a commit; the teammate one on another; both survive
+    seed = git(origin, "rev-parse", "hermit/demo/step-0000").strip()
+    tip = git(origin, "rev-parse", "hermit/demo/step-0004").strip()
+    scores = _note(origin, "scores", seed)
+    scores["splits"] = {**scores.get("splits", {}), "valid": {"k": 1, "pass_at_1": 0.5, "tasks": 2}}
+    _set_note(origin, "scores", seed, scores)
+    assert hermit(origin, "push").code == 0
+    theirs = _note(other, "scores", tip)
+    theirs["splits"] = {**theirs.get("splits", {}), "extra": {"k": 1, "pass_at_1": 1.0, "tasks": 2}}
+    _set_note(other, "scores", tip, theirs)
+    pushed = hermit(other, "push")
+    assert pushed.code == 0, pushed.err
+    assert "merged origin's refs/notes/hermit/scores (merged)" in pushed.out
+    assert hermit(origin, "fetch").code == 0
+    for repo in (origin, other):
+        assert _note(repo, "scores", seed)["splits"]["valid"]["pass_at_1"] == 0.5
+        assert _note(repo, "scores", tip)["splits"]["extra"]["pass_at_1"] == 1.0
+    assert hermit(origin, "log").out == hermit(other, "log").out
+
+
+def test_same_note_changed_on_both_sides_merges_field_wise(shared, tmp_path):
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    seed = git(origin, "rev-parse", "hermit/demo/step-0000").strip()
+    mine = _note(origin, "scores", seed)
+    mine["splits"] = {**mine.get("splits", {}), "a": {"k": 1, "pass_at_1": 0.25, "tasks": 4}}
+    _set_note(origin, "scores", seed, mine)
+    assert hermit(origin, "push").code == 0
+    yours = _note(other, "scores", seed)
+    yours["splits"] = {**yours.get("splits", {}), "b": {"k": 1, "pass_at_1": 0.75, "tasks": 4}}
+    _set_note(other, "scores", seed, yours)
+    assert hermit(other, "push").code == 0
+    merged = json.loads(git(remote, "notes", "--ref=hermit/scores", "show", seed))
+    assert merged["splits"]["a"]["pass_at_1"] == 0.25 and merged["splits"]["b"]["pass_at_1"] == 0.75
+    assert merged["pass_at_1"] == mine["pass_at_1"]
+
+
+def test_notes_conflict_stops_the_push_naming_commit_and_record(shared, tmp_path):
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    seed = git(origin, "rev-parse", "hermit/demo/step-0000").strip()
+    mine = _note(origin, "scores", seed)
+    _set_note(origin, "scores", seed, {**mine, "pass_at_1": 0.123})
+    assert hermit(origin, "push").code == 0
+    _set_note(other, "scores", seed, {**mine, "pass_at_1": 0.456})
+    before_remote = git(remote, "for-each-ref")
+    before_local = git(other, "for-each-ref", "refs/notes", "refs/heads", "refs/tags")
+    result = hermit(other, "push")
+    assert result.code == 13, result.err
+    lines = result.err.strip().splitlines()
+    assert lines[0].startswith("error: ") and seed[:12] in lines[0] and "scores" in lines[0]
+    assert "pass_at_1" in lines[0] and lines[1].startswith("hint: ")
+    assert git(remote, "for-each-ref") == before_remote
+    assert git(other, "for-each-ref", "refs/notes", "refs/heads", "refs/tags") == before_local
+
+
+def test_concurrent_pushes_of_two_runs_both_land(shared, tmp_path):
+    origin, remote = shared
+    clones = []
+    for name in ("alpha", "beta"):
+        repo = clone(remote, tmp_path / f"clone-{name}")
+        assert hermit(repo, "fetch").code == 0
+        assert hermit(repo, "init", "--run", name).code == 0
+        seed = git(repo, "rev-parse", f"hermit/{name}/step-0000").strip()
+        demo_seed = git(repo, "rev-parse", "hermit/demo/step-0000").strip()
+        note = _note(repo, "scores", demo_seed)
+        _set_note(repo, "scores", seed, {**note, "run": name, "commit": seed})
+        clones.append((name, repo, seed))
+    procs = [subprocess.Popen([*GIT_HERMIT, "push", "--run", name], cwd=repo, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+             for name, repo, _ in clones]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    refs = git(remote, "for-each-ref", "--format=%(refname)").split()
+    for name, _, seed in clones:
+        assert f"refs/heads/hermit/{name}/step-0000" in refs
+        assert json.loads(git(remote, "notes", "--ref=hermit/scores", "show", seed))["run"] == name
+    assert git(remote, "notes", "--ref=hermit/scores", "list", git(remote, "rev-parse", "hermit/demo/step-0004").strip())
+
+
+def test_push_refuses_a_step_branch_that_diverged(shared, tmp_path):
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    git(remote, "update-ref", "refs/heads/hermit/demo/step-0004", git(remote, "rev-parse", "hermit/demo/step-0003").strip())
+    git(other, "commit", "-q", "--allow-empty", "-m", "x")
+    git(other, "update-ref", "refs/heads/hermit/demo/step-0003", git(other, "rev-parse", "HEAD").strip())
+    result = hermit(other, "push")
+    assert result.code == 4 and "step-0003" in result.err and "hint:" in result.err
+
+
+def test_unknown_remote_is_one_error_line(shared):
+    origin, _ = shared
+    result = hermit(origin, "fetch", "nowhere")
+    assert result.code == 4 and result.err.startswith("error: cannot reach remote 'nowhere'")
