@@ -169,3 +169,17 @@ def test_unknown_remote_is_one_error_line(shared):
     origin, _ = shared
     result = hermit(origin, "fetch", "nowhere")
     assert result.code == 4 and result.err.startswith("error: cannot reach remote 'nowhere'")
+
+
+def test_a_clone_continuing_the_run_counts_the_origins_predictions(shared, tmp_path):
+    """The run's prediction precision/recall comes from notes, not from the origin's working files."""
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    tip = git(origin, "rev-parse", "hermit/demo/step-0004").strip()
+    expected = _note(origin, "scores", tip)["evaluation"]["precision_recall"]["run"]
+    stepped = hermit(other, "step", timeout=300)     # re-evaluates the tip: the demo's last step again
+    assert stepped.code == 0, stepped.err
+    again = _note(other, "scores", tip)["evaluation"]["precision_recall"]
+    assert again["run"]["counts"] == expected["counts"]
+    assert hermit(other, "log").out.splitlines()[-1] == hermit(origin, "log").out.splitlines()[-1]

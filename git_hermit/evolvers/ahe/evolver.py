@@ -119,7 +119,7 @@ class AHEEvolver:
         records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
             ctx.step, stats, step_diff, timestamp=_now()))
 
-        precision = self._precision(state)
+        precision = self._precision(ctx, evaluation)
         result.analysis.update({
             "pass_at_1": stats.pass_rate, "k": ctx.k, "commit_evaluated": ctx.commit,
             "flips": {"flipped": len(step_diff.flipped), "regressed": len(step_diff.regressed)} if step_diff else None,
@@ -188,12 +188,17 @@ class AHEEvolver:
         return history
 
     @staticmethod
-    def _precision(state: Path) -> attribution.PredictionScores | None:
+    def _precision(ctx: StepContext, evaluation) -> attribution.PredictionScores | None:
+        """The run's prediction counts: earlier steps' from their scores notes (what a clone that
+        fetched the run also has; never the ignored working files), plus this step's."""
         total, seen = attribution.PredictionScores(), False
-        for path in sorted((state / "evaluations").glob("step_*.json")):
-            counts = json.loads(path.read_text()).get("prediction", {}).get("counts")
+        for past in ctx.history:
+            step_counts = (((past.scores.evaluation or {}).get("precision_recall") or {}).get("step") or {})
+            counts = step_counts.get("counts")
             if counts:
                 total, seen = total + attribution.PredictionScores(**counts), True
+        if evaluation is not None:
+            total, seen = total + evaluation.prediction, True
         return total if seen else None
 
     def _rollbacks(self, ctx: StepContext, evaluation, base_dir: Path,
