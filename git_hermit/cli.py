@@ -144,6 +144,55 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("target", required=False)
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown",
+              show_default=True, help="Markdown (a PR body), JSON, or a self-contained HTML page.")
+@click.option("-o", "output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
+@click.option("--chart", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw the pass@1 chart as a PNG (needs the `plot` extra: matplotlib).")
+@click.option("--open", "open_pr", is_flag=True,
+              help="Open (or update) the step's pull request with `gh`; prints the command when gh is missing.")
+def report(target: str | None, run: str | None, fmt: str, output: Path | None, chart: Path | None,
+           open_pr: bool) -> None:
+    """A step's pull-request description (TARGET: STEP, step-N or the step's branch; default: the tip).
+
+    The pull request is hermit/<run>/step-NNNN against the branch the run was initialised on.
+    """
+    from git_hermit.core.report import build_report
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.report import html_page, markdown, report_json
+    repo = _repo()
+    data = build_report(open_run(repo, run), target)
+    if fmt == "json":
+        text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
+    elif fmt == "html":
+        text = html_page(data)
+    else:
+        text = markdown(data)
+    if chart is not None:
+        from git_hermit.render.chart import write_png
+        write_png(data, chart)
+        click.echo(f"wrote the pass@1 chart to {chart}", err=True)
+    if open_pr:
+        from git_hermit.core.pullrequest import open_pull_request
+        result = open_pull_request(repo, data.run, data.step, base=data.base, head=data.head, title=data.title,
+                                   body=markdown(data))
+        if not result.ran:
+            import shlex
+            click.echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
+            click.echo(shlex.join(result.command))
+        else:
+            click.echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
+        return
+    if output is not None:
+        output.write_text(text)
+        click.echo(f"wrote {output} ({len(text):,} characters)", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
 @click.option("--run", help="Run (default: the only one).")

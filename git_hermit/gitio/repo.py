@@ -320,6 +320,11 @@ class Repo:
         """True when HEAD has no commit yet (a fresh repository)."""
         return self.rev_parse("HEAD") is None
 
+    def read_symbolic(self, ref: str) -> str | None:
+        """The ref a symbolic ref (e.g. ``refs/remotes/origin/HEAD``) points to; None if it is not one."""
+        out = self.git("symbolic-ref", "-q", ref, check=False).strip()
+        return out or None
+
     def head_branch(self) -> str | None:
         """Short name of the checked-out branch; None when HEAD is detached."""
         out = self.git("symbolic-ref", "-q", "--short", "HEAD", check=False).strip()
