@@ -11,18 +11,13 @@ import pytest
 
 from cli_helpers import GIT_HERMIT, hermit
 from conftest import git
-from review_support import bare_remote, clone, copy_demo, make_demo
-
-
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    return make_demo(tmp_path_factory.mktemp("demo-run"))
+from review_support import bare_remote, clone, copy_demo
 
 
 @pytest.fixture
-def shared(demo, tmp_path):
+def shared(demo_run, tmp_path):
     """(origin clone with the demo run and a remote 'origin', the bare remote) after one push."""
-    origin = copy_demo(demo, tmp_path / "origin")
+    origin = copy_demo(demo_run, tmp_path / "origin")
     remote = bare_remote(tmp_path / "remote.git")
     git(origin, "remote", "add", "origin", str(remote))
     git(origin, "push", "-q", "origin", "main")
@@ -61,7 +56,8 @@ def test_fresh_clone_reads_the_run_as_its_origin_does(shared, tmp_path):
     assert fetched.code == 0, fetched.err
     assert "refs/notes/hermit/scores: new" in fetched.out
     assert git(other, "rev-parse", "main") == git(origin, "rev-parse", "main")   # the user's branch untouched
-    for args in (("log",), ("log", "--json"), ("show", "step-2"), ("show", "step-4", "--json")):
+    for args in (("log",), ("log", "--json"), ("show", "step-2"), ("show", "step-4", "--json"),
+                 ("report", "2"), ("report", "step-4", "--format", "json"), ("report", "1", "--format", "html")):
         here, there = hermit(origin, *args), hermit(other, *args)
         assert here.code == there.code == 0, (args, there.err)
         assert here.out == there.out, args
