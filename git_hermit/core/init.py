@@ -16,6 +16,7 @@ from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.config import CONFIG_FILE, RUNS_DIR, config_paths, parse_config, render_default_config, write_schema_copy
 from git_hermit.core.commits import step_message
+from git_hermit.core.report import BASE_TRAILER
 from git_hermit.core.runs import check_run_name, list_runs, step_ref
 from git_hermit.errors import CheckFailed, InputError
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
@@ -69,10 +70,15 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
             f"{adapter_rel}/{rel}": change for rel, change in files_in_directory(seed).items()}
         changes[config_rel] = FileChange(config_text.encode())
         head = repo.rev_parse("HEAD")
-        message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
-                               body=f"The seed adapter of template {template.id} and the run's {config_rel}.")
-        commit = repo.write_commit(head, changes, message)
         branch = repo.head_branch()
+        attributes = _attributes(repo, head, adapter_rel, template.context_export)
+        if attributes is not None:
+            changes[GITATTRIBUTES] = FileChange(attributes.encode())
+        # the branch the run starts from: its step pull requests are opened against it
+        message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
+                               body=f"The seed adapter of template {template.id} and the run's {config_rel}.",
+                               extra=[(BASE_TRAILER, branch)] if branch else None)
+        commit = repo.write_commit(head, changes, message)
         updates = [RefUpdate(step_ref(run, 0), commit, ZERO_SHA)]
         if branch:
             updates.append(RefUpdate(f"refs/heads/{branch}", commit, head or ZERO_SHA))
@@ -85,11 +91,41 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
             target.rmdir()
         shutil.move(str(staged), str(target))
         (repo.work_tree / config_rel).write_text(config_text)
+        stage_attributes = attributes is not None and _worktree_matches(repo, head, GITATTRIBUTES)
+        if stage_attributes:
+            (repo.work_tree / GITATTRIBUTES).write_text(attributes)
         repo.update_refs(updates, message=f"git hermit init {run}")
     if branch:
-        repo.git("add", "--", config_rel, adapter_rel)
+        repo.git("add", "--", config_rel, adapter_rel, *([GITATTRIBUTES] if stage_attributes else []))
     configure_notes_rewrite(repo)
     repo.info_exclude_add("/.hermit/")
     write_schema_copy(repo.work_tree)
     return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
                       adapter_dir=adapter_rel, files=tuple(written), branch=branch)
+
+
+GITATTRIBUTES = ".gitattributes"
+
+
+def _attributes(repo: Repo, head: str | None, adapter_rel: str, export: str | None) -> str | None:
+    """``.gitattributes`` with the adapter's context export (``ADAPTER.md``, a byte-equal copy of
+    ``AGENTS.md``) marked ``linguist-generated``, so GitHub collapses its diff and each prompt change
+    is reviewed once; None when the template has no export or the line is already there."""
+    if not export:
+        return None
+    line = f"/{adapter_rel}/{export} linguist-generated=true"
+    current = (repo.read_blob(head, GITATTRIBUTES) or b"").decode("utf-8", "replace") if head else ""
+    if line in current.splitlines():
+        return None
+    if current and not current.endswith("\n"):
+        current += "\n"
+    return current + "# git-hermit: a byte-equal copy of the prompt; collapsed in GitHub diffs\n" + line + "\n"
+
+
+def _worktree_matches(repo: Repo, head: str | None, path: str) -> bool:
+    """The work-tree file equals HEAD's (or both are absent): safe to overwrite and stage it."""
+    full = repo.work_tree / path
+    committed = repo.read_blob(head, path) if head else None
+    if not full.exists():
+        return committed is None
+    return committed is not None and full.read_bytes() == committed

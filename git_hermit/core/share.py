@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from git_hermit.core.runs import list_runs
 from git_hermit.errors import GitStateError, NotesConflict, RefConflict
-from git_hermit.gitio import (NOTES_REFS, PushedRef, RefUpdate, Repo, ZERO_SHA, fetch_tracking, merge_notes,
-                              push_atomic)
+from git_hermit.gitio import (NOTES_REFS, PushedRef, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, fetch_tracking,
+                              merge_notes, push_atomic)
 from git_hermit.model.merge import FieldConflict, merge_records
 from git_hermit.model.records import canonical_json, loads
 
@@ -95,6 +95,7 @@ def _merge_notes_updates(repo: Repo, remote_refs: dict[str, str], remote: str) -
 def fetch_runs(repo: Repo, remote: str = "origin") -> FetchOutcome:
     """Every run's branches and tags fast-forwarded, every notes ref merged; one local transaction."""
     remote_refs = fetch_tracking(repo, remote)
+    configure_notes_rewrite(repo)      # a clone never ran init: make the notes readable and kept here too
     updates, moves = _merge_notes_updates(repo, remote_refs, remote)
     warnings = []
     for ref, theirs in sorted(remote_refs.items()):

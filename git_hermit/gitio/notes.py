@@ -34,8 +34,20 @@ _MAX_ATTEMPTS = 12
 _LOCK_WAIT_S = 30.0
 
 
+# Shown under each commit by plain `git log`: a change's declaration and its verdict are short and
+# are what a reviewer asks; scores (per-task outcomes) and analysis (long overviews) are not.
+DISPLAY_REFS = ("refs/notes/hermit/manifest", "refs/notes/hermit/verdicts")
+
+
 def configure_notes_rewrite(repo: Repo) -> None:
-    """Make amend and rebase carry hermit notes to the rewritten commits (idempotent)."""
+    """Make the hermit notes survive rewrites and readable in `git log` (idempotent).
+
+    - ``notes.rewriteRef`` (no default in git): amend and rebase copy the hermit notes;
+    - ``notes.rewrite.amend|rebase = true``;
+    - ``notes.rewriteMode = overwrite`` unless the user chose one: git's default ``concatenate``
+      would join two JSON notes into one invalid note when a rebase squashes commits;
+    - ``notes.displayRef`` for the manifest and verdict notes (``DISPLAY_REFS``).
+    """
     present = set(repo.config_get_all("notes.rewriteRef"))
     for ref in NOTES_REFS.values():
         if ref not in present:
@@ -43,6 +55,12 @@ def configure_notes_rewrite(repo: Repo) -> None:
     for command in ("amend", "rebase"):
         if repo.config_get(f"notes.rewrite.{command}") != "true":
             repo.config_set(f"notes.rewrite.{command}", "true")
+    if repo.config_get("notes.rewriteMode") is None:
+        repo.config_set("notes.rewriteMode", "overwrite")
+    shown = set(repo.config_get_all("notes.displayRef"))
+    for ref in DISPLAY_REFS:
+        if ref not in shown:
+            repo.config_add("notes.displayRef", ref)
 
 
 def _annotated_object(path: str) -> str | None:

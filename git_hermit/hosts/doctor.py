@@ -127,7 +127,8 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
         for remote in remotes:
             if not remote.fetches_notes:
                 problems.append(f"remote {remote.remote} does not fetch {HERMIT_NOTES} "
-                                f"(git config --add remote.{remote.remote}.fetch '+{HERMIT_NOTES}:{HERMIT_NOTES}')")
+                                f"(run `git hermit fetch {remote.remote}`: it merges them; a forced "
+                                f"'+{HERMIT_NOTES}:{HERMIT_NOTES}' refspec would overwrite local notes)")
     node = find_node()
     hosts = tuple(_host_status(host, run_hosts, work_dir) for host in HOSTS)
     for status in hosts:

@@ -244,8 +244,7 @@ class AHEEvolver:
             result.commits.append(PlannedCommit(
                 files=group[0].files,
                 summary=f"rollback {', '.join(r.change_id for r in group)} ({', '.join(verdicts)})",
-                body=f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; "
-                     f"its files are restored to their state before {commit[:12]}.",
+                body=_rollback_body(ctx, evaluation, group, judged, commit),
                 reverts=commit, verdict="HARMFUL" if "HARMFUL" in verdicts else verdicts[0]))
             verdict = result.verdicts.get(commit)
             if verdict is not None:
@@ -493,3 +492,35 @@ def _safe(name: str) -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _rollback_body(ctx: StepContext, evaluation, group: list[_Rollback], judged: str, commit: str) -> str:
+    """The evidence of an automatic rollback, for its commit body (GitHub shows no notes): the
+    tasks that regressed, the predicted fixes that did not happen, pass@1 before and after."""
+    lines = [f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; its files are restored to "
+             f"their state before {commit[:12]}."]
+    by_id = {cv.change_id: cv for cv in evaluation.changes}
+    for r in group:
+        cv = by_id.get(r.change_id)
+        if cv is None:
+            continue
+        lines += ["", f"{r.change_id} ({r.verdict}): {cv.description}".strip(),
+                  f"- risks realised (predicted tasks that regressed): {', '.join(cv.risk_realized) or 'none'}",
+                  f"- predicted fixes that did not happen: {', '.join(cv.still_failed) or 'none'}",
+                  f"- predicted fixes that happened: {', '.join(cv.actually_fixed) or 'none'}"]
+    prev = ctx.history[-1] if ctx.history else None
+    if prev is not None:
+        from git_hermit.rollouts import stats
+        before = {t: sum(a.outcome == "pass" for a in s.attempts) / len(s.attempts)
+                  for t, s in prev.scores.tasks.items() if s.attempts}
+        after = stats.per_task_pass_at_1(ctx.results)
+        if set(before) & set(after):
+            comparison = stats.paired_bootstrap(before, after)
+            lines += ["", f"Tasks that regressed this step: {', '.join(comparison.flips_down) or 'none'}"
+                      + (f" (not predicted by any change: {', '.join(evaluation.unattributed_regressions)})"
+                         if evaluation.unattributed_regressions else ""),
+                      f"pass@1 on the {prev.scores.split} split (k={ctx.k}): {prev.scores.pass_at_1:.3f} "
+                      f"(H_{prev.step - 1}, {prev.commit[:12]}) -> {sum(after.values()) / len(after):.3f} "
+                      f"(H_{ctx.step - 1}, {ctx.commit[:12]}): {comparison} (paired bootstrap 95% CI "
+                      f"over {comparison.n_tasks} tasks)"]
+    return "\n".join(lines)
