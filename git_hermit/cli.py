@@ -58,14 +58,18 @@ def cli(debug: bool, chdir: str | None) -> None:
               help="Seed adapter template.")
 @click.option("--run", help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
-def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
+@click.option("--github", is_flag=True,
+              help="Also add .github/workflows/hermit-step.yml: a step on dispatch/schedule, pushed, with its PR.")
+def init(template_id: str, run: str | None, adapter_dir: str | None, github: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, github=github)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    if result.workflow:
+        click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     click.echo("next: edit the tasks/judge/agent blocks of the config, then `git hermit check` and `git hermit step`")
 
 

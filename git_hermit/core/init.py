@@ -31,10 +31,11 @@ class InitResult:
     adapter_dir: str
     files: tuple[str, ...]
     branch: str | None          # the user's branch that received the seed commit, if any
+    workflow: str | None = None # the GitHub Actions workflow written (--github)
 
 
 def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None,
-             adapter_dir: str | None = None) -> InitResult:
+             adapter_dir: str | None = None, github: bool = False) -> InitResult:
     template = load_template(template_id)
     run = run or template.name
     check_run_name(run)
@@ -74,6 +75,12 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
         attributes = _attributes(repo, head, adapter_rel, template.context_export)
         if attributes is not None:
             changes[GITATTRIBUTES] = FileChange(attributes.encode())
+        workflow = None
+        if github:
+            if (repo.work_tree / WORKFLOW_PATH).exists() or (head and repo.read_blob(head, WORKFLOW_PATH)):
+                raise InputError(f"{WORKFLOW_PATH} already exists", hint="remove it or run init without --github")
+            workflow = workflow_text()
+            changes[WORKFLOW_PATH] = FileChange(workflow.encode())
         # the branch the run starts from: its step pull requests are opened against it
         message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
                                body=f"The seed adapter of template {template.id} and the run's {config_rel}.",
@@ -91,17 +98,22 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
             target.rmdir()
         shutil.move(str(staged), str(target))
         (repo.work_tree / config_rel).write_text(config_text)
+        if workflow is not None:
+            (repo.work_tree / WORKFLOW_PATH).parent.mkdir(parents=True, exist_ok=True)
+            (repo.work_tree / WORKFLOW_PATH).write_text(workflow)
         stage_attributes = attributes is not None and _worktree_matches(repo, head, GITATTRIBUTES)
         if stage_attributes:
             (repo.work_tree / GITATTRIBUTES).write_text(attributes)
         repo.update_refs(updates, message=f"git hermit init {run}")
     if branch:
-        repo.git("add", "--", config_rel, adapter_rel, *([GITATTRIBUTES] if stage_attributes else []))
+        repo.git("add", "--", config_rel, adapter_rel, *([GITATTRIBUTES] if stage_attributes else []),
+                 *([WORKFLOW_PATH] if workflow is not None else []))
     configure_notes_rewrite(repo)
     repo.info_exclude_add("/.hermit/")
     write_schema_copy(repo.work_tree)
     return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
-                      adapter_dir=adapter_rel, files=tuple(written), branch=branch)
+                      adapter_dir=adapter_rel, files=tuple(written), branch=branch,
+                      workflow=WORKFLOW_PATH if workflow is not None else None)
 
 
 GITATTRIBUTES = ".gitattributes"
@@ -129,3 +141,14 @@ def _worktree_matches(repo: Repo, head: str | None, path: str) -> bool:
     if not full.exists():
         return committed is None
     return committed is not None and full.read_bytes() == committed
+
+
+WORKFLOW_PATH = ".github/workflows/hermit-step.yml"
+
+
+def workflow_text() -> str:
+    """The GitHub Actions workflow of templates/github/, pinned to this git-hermit version."""
+    from git_hermit import __version__
+    from git_hermit.resources import templates_dir
+    text = (templates_dir() / "github" / "hermit-step.yml").read_text()
+    return text.replace("@GIT_HERMIT_VERSION@", __version__)
