@@ -197,6 +197,36 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--split", default="test", show_default=True, help="The split both runs' final commits were scored on.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
+    """Two runs side by side: final pass@1 on a common split with a paired CI, steps, changes, ledger."""
+    from dataclasses import asdict
+    from git_hermit.core.compare import compare_runs
+    result = compare_runs(_repo(), run_a, run_b, split)
+    comp = result.comparison
+    if as_json:
+        _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),
+                    "difference": {"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
+                                   "n_tasks": comp.n_tasks}})
+        return
+    rows = [("run", lambda r: r.run), ("evolver", lambda r: r.evolver),
+            ("final commit", lambda r: f"{r.commit[:10]} ({r.chosen_by})"),
+            (f"pass@1 ({result.split})", lambda r: f"{r.pass_at_1:.3f} (k={r.k}, {r.tasks} tasks)"),
+            ("steps", lambda r: str(r.steps)),
+            ("changes kept", lambda r: str(r.changes - r.rolled_back)), ("rolled back", lambda r: str(r.rolled_back)),
+            ("tokens", lambda r: f"{r.tokens:,}"),
+            ("cost", lambda r: "unknown" if r.cost_usd is None else f"${r.cost_usd:.2f}")]
+    width = max(len(label) for label, _ in rows)
+    for label, get in rows:
+        click.echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
+    click.echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
+               f"{result.split} tasks)")
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
 @click.option("--run", help="Run (default: the only one).")
