@@ -181,3 +181,11 @@ echo https://github.com/acme/widgets/pull/7
     assert calls[-1].startswith("pr edit hermit/demo/step-0002 --title")
     body = Path(calls[0].split("--body-file ")[1])
     assert body.read_text().startswith("## hermit demo step 2")
+
+
+def test_chart_png_with_the_plot_extra(demo, tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    out = tmp_path / "chart.png"
+    result = hermit(demo, "report", "4", "--chart", str(out), "-o", str(tmp_path / "r.md"))
+    assert result.code == 0, result.err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
