@@ -61,6 +61,7 @@ class RollbackRow:
     reverts: str
     verdict: str | None
     reason: str
+    change_ids: tuple[str, ...] = ()     # the changes declared on the reverted commit
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,13 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
         still_failing=tuple(c.verdict.still_failed) if c.verdict else (),
         risks_realised=tuple(c.verdict.risk_realized) if c.verdict else (),
         rolled_back_by=c.verdict.rollback_commit if c.verdict else None) for c in view.changes)
+    declared: dict[str, list[str]] = {}
+    for v in history.steps:
+        for c in v.changes:
+            declared.setdefault(c.commit, []).append(c.change.id)
     rollbacks = tuple(RollbackRow(commit=c.sha, reverts=c.reverts or "", verdict=c.reverts_verdict,
-                                  reason=_body(c.info.message)) for c in view.rollbacks)
+                                  reason=_body(c.info.message), change_ids=tuple(declared.get(c.reverts or "", ())))
+                      for c in view.rollbacks)
     ledger_src = (view.analysis.body.get("ledger") or {}) if view.analysis else {}
     ledger = tuple(LedgerRow(role, int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0),
                              u.get("cost_usd")) for role, u in sorted(ledger_src.items()))

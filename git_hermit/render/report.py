@@ -115,7 +115,7 @@ def _money(cost: float | None) -> str:
 def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     head = [f"## {report.title}", "", headline(report), "",
             f"`{report.head}` → `{report.base}` · run `{report.run}` · step {report.step}", ""]
-    curve = ["### pass@1 per step", ""]
+    curve = ["### pass@1 per step", "", "Each adapter version H_N as the next step's rollouts measured it.", ""]
     if report.curve:
         curve += [mermaid_chart(report), "",
                   "| step | commit | split | k | tasks | pass@1 | vs previous step (95% CI) | |",
@@ -141,8 +141,10 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     tail += ["### Rollbacks", ""]
     if report.rollbacks:
         for r in report.rollbacks:
-            why = f" ({r.verdict})" if r.verdict else ""
-            tail.append(f"- {_commit(report, r.commit)} reverts {_commit(report, r.reverts)}{why}")
+            what = ", ".join(f"`{cid}`" for cid in r.change_ids)
+            inner = ", ".join(x for x in (_commit(report, r.reverts) if what else "", r.verdict or "") if x)
+            target = what or _commit(report, r.reverts)
+            tail.append(f"- {_commit(report, r.commit)} reverts {target}" + (f" ({inner})" if inner else ""))
             if r.reason:
                 tail += ["", "  <details><summary>evidence</summary>", ""]
                 tail += ["  " + line if line else "" for line in r.reason.splitlines()]
@@ -158,7 +160,8 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     else:
         tail.append(f"No held-out result on this commit yet: `git hermit eval {report.head} "
                     f"--baseline hermit/{report.run}/step-0000 --split test`.")
-    tail += ["", "### Ledger", ""]
+    tail += ["", "### Ledger", "", f"Tokens and cost of step {report.step}: its rollouts of H_{report.step - 1}, "
+             "its judge and its learners.", ""]
     if report.ledger:
         tail += ["| role | input tokens | output tokens | cost (USD) |", "|---|---:|---:|---:|"]
         for row in report.ledger:
