@@ -485,6 +485,7 @@ def demo(directory: Path) -> None:
     click.echo(f"Look at it:  cd {outcome.directory}")
     click.echo("  git hermit log                      # steps, pass@1, changes and verdicts")
     click.echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
+    click.echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
     click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
     click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
     click.echo("")

@@ -62,6 +62,10 @@ def test_fresh_clone_reads_the_run_as_its_origin_does(shared, tmp_path):
         assert here.code == there.code == 0, (args, there.err)
         assert here.out == there.out, args
     assert "predictions so far" in hermit(other, "log").out
+    # eval re-runs what it cannot reuse (the clone has no .hermit/ working files): same figures
+    args = ("eval", "hermit/demo/final", "--baseline", "hermit/demo/step-0000", "--split", "test")
+    here, there = hermit(origin, *args, timeout=300), hermit(other, *args, timeout=300)
+    assert here.code == there.code == 0 and here.out == there.out, there.err
 
 
 def test_fetch_fast_forwards_a_step_and_merges_notes_on_different_commits(shared, tmp_path):
