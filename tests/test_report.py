@@ -189,3 +189,16 @@ def test_chart_png_with_the_plot_extra(demo, tmp_path):
     result = hermit(demo, "report", "4", "--chart", str(out), "-o", str(tmp_path / "r.md"))
     assert result.code == 0, result.err
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+
+
+def test_a_step_not_evaluated_yet_says_so(repo_with_history):
+    assert hermit(repo_with_history, "init", "--run", "r").code == 0
+    text = _report(repo_with_history)
+    assert "is not evaluated yet: the next `git hermit step` measures it" in text
+    assert "No step of this run is evaluated yet." in text and "```mermaid" not in text
+    assert "`hermit/r/step-0000` → `main`" in text
+
+
+def test_report_of_an_unknown_step_is_one_error(demo):
+    result = hermit(demo, "report", "9")
+    assert result.code == 4 and result.err.startswith("error: run 'demo' has no step 9") and "hint:" in result.err

@@ -183,3 +183,12 @@ def test_a_clone_continuing_the_run_counts_the_origins_predictions(shared, tmp_p
     again = _note(other, "scores", tip)["evaluation"]["precision_recall"]
     assert again["run"]["counts"] == expected["counts"]
     assert hermit(other, "log").out.splitlines()[-1] == hermit(origin, "log").out.splitlines()[-1]
+
+
+def test_doctor_counts_git_hermit_fetch_as_fetching_the_notes(shared, tmp_path):
+    _, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    before = hermit(other, "doctor", "--json")
+    assert "remote origin does not fetch" in before.out and "git hermit fetch origin" in before.out
+    assert hermit(other, "fetch").code == 0
+    assert "remote origin does not fetch" not in hermit(other, "doctor", "--json").out

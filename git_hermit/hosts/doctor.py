@@ -90,7 +90,9 @@ def _remotes(repo: "Repo") -> tuple[RemoteNotes, ...]:
     for name in repo.git("remote").split():
         fetch = _refspec_targets(repo.config_get_all(f"remote.{name}.fetch"))
         push = _refspec_targets(repo.config_get_all(f"remote.{name}.push"))
-        remotes.append(RemoteNotes(name, _covers(fetch, sample), _covers(push, sample)))
+        # `git hermit fetch` keeps the remote's notes under refs/hermit-remote/<name>/ and merges them
+        fetched = bool(repo.list_refs(f"refs/hermit-remote/{name}/notes/"))
+        remotes.append(RemoteNotes(name, _covers(fetch, sample) or fetched, _covers(push, sample)))
     return tuple(remotes)
 
 
