@@ -192,3 +192,32 @@ def test_doctor_counts_git_hermit_fetch_as_fetching_the_notes(shared, tmp_path):
     assert "remote origin does not fetch" in before.out and "git hermit fetch origin" in before.out
     assert hermit(other, "fetch").code == 0
     assert "remote origin does not fetch" not in hermit(other, "doctor", "--json").out
+
+
+def test_a_push_that_loses_the_race_fetches_merges_and_retries(shared, tmp_path):
+    """Deterministic race: the remote's notes move between our fetch and our push (a pre-receive
+    hook publishes another clone's notes once); the push retries on the new notes and keeps both."""
+    origin, remote = shared
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    seed = git(other, "rev-parse", "hermit/demo/step-0000").strip()
+    tip = git(other, "rev-parse", "hermit/demo/step-0004").strip()
+    theirs = _note(other, "scores", seed)
+    _set_note(other, "scores", seed, {**theirs, "splits": {**theirs.get("splits", {}), "x": {"k": 1, "pass_at_1": 0.5}}})
+    git(other, "push", "-q", "origin", "refs/notes/hermit/scores:refs/side/scores")
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"""#!/bin/sh
+if [ ! -f {tmp_path}/raced ]; then
+  touch {tmp_path}/raced
+  env -u GIT_QUARANTINE_PATH -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES \\
+    git update-ref refs/notes/hermit/scores "$(git rev-parse refs/side/scores)"
+fi
+""")
+    hook.chmod(0o755)
+    mine = _note(origin, "scores", tip)
+    _set_note(origin, "scores", tip, {**mine, "splits": {**mine.get("splits", {}), "y": {"k": 1, "pass_at_1": 1.0}}})
+    result = hermit(origin, "push")
+    assert result.code == 0, result.err
+    assert (tmp_path / "raced").exists() and "pushed on attempt 2" in result.out
+    assert json.loads(git(remote, "notes", "--ref=hermit/scores", "show", seed))["splits"]["x"]["pass_at_1"] == 0.5
+    assert json.loads(git(remote, "notes", "--ref=hermit/scores", "show", tip))["splits"]["y"]["pass_at_1"] == 1.0

@@ -11,6 +11,8 @@ it merged with; if the remote moved meanwhile (another push), it fetches, merges
 from __future__ import annotations
 
 import json
+import random
+import time
 from dataclasses import dataclass, field
 
 from git_hermit.core.runs import list_runs
@@ -159,6 +161,7 @@ def push_run(repo: Repo, remote: str = "origin", run: str | None = None) -> Push
         except RefConflict:
             if attempt == PUSH_ATTEMPTS:
                 raise
+            time.sleep(random.uniform(0.05, 0.3) * attempt)    # let the other push finish, then re-merge
             continue
         return PushOutcome(remote, tuple(pushed), tuple(merged_all), attempt)
     raise AssertionError("unreachable")

@@ -92,7 +92,11 @@ def push_atomic(repo: Repo, remote: str, refs: list[tuple[str, str, str | None]]
         return results
     rejected = [r for r in results if r.flag == "!"]
     text = proc.stderr.decode("utf-8", "replace") + proc.stdout.decode("utf-8", "replace")
-    if "stale info" in text or "fetch first" in text or any("stale" in r.summary for r in rejected):
+    # Another push moved a ref since we fetched (stale lease), or holds its lock right now (the
+    # remote's atomic transaction failed): both are races the caller settles by fetching again.
+    raced = ("stale info", "fetch first", "atomic transaction failed", "cannot lock ref", "failed to lock",
+             "incorrect old value", "failed to update ref")
+    if any(marker in text for marker in raced):
         raise RefConflict(f"the remote {remote!r} moved while git-hermit was pushing; nothing was pushed",
                           hint="someone pushed at the same time; run the same command again")
     why = rejected[0].summary if rejected else first_error_line(proc.stderr)
