@@ -221,3 +221,16 @@ fi
     assert (tmp_path / "raced").exists() and "pushed on attempt 2" in result.out
     assert json.loads(git(remote, "notes", "--ref=hermit/scores", "show", seed))["splits"]["x"]["pass_at_1"] == 0.5
     assert json.loads(git(remote, "notes", "--ref=hermit/scores", "show", tip))["splits"]["y"]["pass_at_1"] == 1.0
+
+
+def test_a_remote_that_refuses_the_push_is_one_error_not_a_retry(shared, tmp_path):
+    origin, remote = shared
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho x >> {tmp_path}/calls\nexit 1\n")
+    hook.chmod(0o755)
+    tip = git(origin, "rev-parse", "hermit/demo/step-0004").strip()
+    mine = _note(origin, "scores", tip)
+    _set_note(origin, "scores", tip, {**mine, "splits": {**mine.get("splits", {}), "y": {"k": 1, "pass_at_1": 1.0}}})
+    result = hermit(origin, "push")
+    assert result.code == 4 and "pre-receive hook declined" in result.err and "hint:" in result.err
+    assert (tmp_path / "calls").read_text().count("x") == 1

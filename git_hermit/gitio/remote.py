@@ -96,11 +96,14 @@ def push_atomic(repo: Repo, remote: str, refs: list[tuple[str, str, str | None]]
     # remote's atomic transaction failed): both are races the caller settles by fetching again.
     raced = ("stale info", "fetch first", "atomic transaction failed", "cannot lock ref", "failed to lock",
              "incorrect old value", "failed to update ref")
-    if any(marker in text for marker in raced):
+    # A ref refused for its own reason (a protected branch, a declining hook) is no race: say so.
+    refused = [r for r in rejected if not any(marker in r.summary for marker in raced)]
+    if not refused and any(marker in text for marker in raced):
         raise RefConflict(f"the remote {remote!r} moved while git-hermit was pushing; nothing was pushed",
                           hint="someone pushed at the same time; run the same command again")
-    why = rejected[0].summary if rejected else first_error_line(proc.stderr)
-    where = f" ({rejected[0].ref})" if rejected else ""
+    first = (refused or rejected or [None])[0]
+    why = first.summary if first else first_error_line(proc.stderr)
+    where = f" ({first.ref})" if first else ""
     raise GitStateError(f"git push to {remote!r} failed{where}: {why}; nothing was pushed",
                         hint="check the remote's permissions and protected refs")
 
