@@ -94,8 +94,8 @@ def push_atomic(repo: Repo, remote: str, refs: list[tuple[str, str, str | None]]
     text = proc.stderr.decode("utf-8", "replace") + proc.stdout.decode("utf-8", "replace")
     # Another push moved a ref since we fetched (stale lease), or holds its lock right now (the
     # remote's atomic transaction failed): both are races the caller settles by fetching again.
-    raced = ("stale info", "fetch first", "atomic transaction failed", "cannot lock ref", "failed to lock",
-             "incorrect old value", "failed to update ref")
+    raced = ("stale info", "fetch first", "atomic push failed", "atomic transaction failed", "cannot lock ref",
+             "failed to lock", "incorrect old value", "failed to update ref")
     # A ref refused for its own reason (a protected branch, a declining hook) is no race: say so.
     refused = [r for r in rejected if not any(marker in r.summary for marker in raced)]
     if not refused and any(marker in text for marker in raced):
