@@ -78,19 +78,28 @@ def cli(debug: bool, chdir: str | None) -> None:
               help="Seed adapter template.")
 @click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
+@click.option("--example", is_flag=True,
+              help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
 @click.option("--github", is_flag=True,
               help="Also add .github/workflows/hermit-step.yml: a step on dispatch/schedule, pushed, with its PR.")
-def init(template_id: str, run: str | None, adapter_dir: str | None, github: bool) -> None:
+def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, github=github)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
+                      github=github)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
     if result.workflow:
         click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
-    click.echo("next: edit the tasks/judge/agent blocks of the config, then `git hermit check` and `git hermit step`")
+    if example:
+        click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
+        click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
+                   "or `login: chatgpt`; see the README)")
+    else:
+        click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
+                   "benchmark), then `git hermit check` and `git hermit step`")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -99,9 +108,11 @@ def init(template_id: str, run: str | None, adapter_dir: str | None, github: boo
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
 @click.option("--template", help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
+@click.option("--manifest", type=click.Path(path_type=Path),
+              help="Also check an ahe change manifest: no two changes may declare the same file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, as_json: bool) -> int:
+          static_only: bool, manifest: Path | None, as_json: bool) -> int:
     """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
     from git_hermit.core.check import run_check
     from git_hermit.errors import NotARepository
@@ -111,7 +122,8 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
         if directory is None:
             raise
         repo = None
-    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=not static_only)
+    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
+                       hosts=not static_only, manifest=manifest)
     if as_json:
         _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
                     "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
@@ -249,21 +261,27 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
+@click.option("--force", is_flag=True,
+              help="On a conflict with later work: restore the change's files as they were before it.")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
-def rollback(target: str, reason: str, run: str | None) -> None:
-    """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
+def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
+    """Revert one change (three-way, keeping later work) as a new commit on the run's tip.
+
+    TARGET: a change id (chg-2, step-3:chg-2) or a revision. A change group is reverted whole."""
     from git_hermit.core.rollback import rollback as do_rollback
     from git_hermit.core.runs import open_run
     from git_hermit.gitio import RunLock
     repo = _repo()
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit rollback"):
-        result = do_rollback(open_run(repo, ctx.run), target, reason)
+        result = do_rollback(open_run(repo, ctx.run), target, reason, force=force)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
-    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) restored in {result.plan.commit[:12]} "
+    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
     for path in result.plan.files:
         click.echo(f"    {path}")
+    for sha in result.removed_lines_of:
+        click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -334,6 +352,21 @@ def doctor(run_hosts: bool, as_json: bool) -> None:
         click.echo(render_text(report))
 
 
+@cli.group(context_settings=CONTEXT)
+def hosts() -> None:
+    """The host CLIs git-hermit runs (Codex, Claude Code, Pi)."""
+
+
+@hosts.command(name="install", context_settings=CONTEXT)
+@click.argument("names", nargs=-1, type=click.Choice(["codex", "claude-code", "pi"]))
+def hosts_install(names: tuple[str, ...]) -> None:
+    """Install the pinned host CLIs (default: all three) with npm where git-hermit finds them."""
+    from git_hermit.hosts.install import install_hosts
+    for item in install_hosts(list(names), say=lambda msg: click.echo(msg, err=True)):
+        state = "installed" if item.changed else "already installed"
+        click.echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
+
+
 def _progress(label: str):
     from git_hermit.render.progress import rollout_progress
     return rollout_progress(label)
@@ -355,11 +388,13 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
     with _progress(f"rollouts {split}") as update:
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update)
     if as_json:
-        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused})
+        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
+                    "pass_at_1_ci": list(_ci(ev))})
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
-    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {ev.pass_at_1:.3f}  "
-               + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
+    interval = ev.pass_at_1_interval()
+    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
+               f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
     click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
     for line in ev.ledger.render():
@@ -384,8 +419,10 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     if as_json:
         _echo_json({
             "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
+                                          "pass_at_1_ci": list(_ci(cand)),
                                           "ledger": cand.ledger.to_dict()},
             "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
+                          "pass_at_1_ci": list(_ci(base)),
                           "ledger": base.ledger.to_dict()} if base else None),
             "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
@@ -396,7 +433,7 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         if ev is None:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
-        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1:.3f}  {extra}")
+        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
     if comp is not None:
         click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
         click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
@@ -407,6 +444,11 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
         click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+
+
+def _ci(ev) -> tuple[float, float]:
+    interval = ev.pass_at_1_interval()
+    return interval.low, interval.high
 
 
 def _print_step(outcome) -> None:
@@ -427,8 +469,10 @@ def _print_step(outcome) -> None:
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
-        click.echo("hint: the step kept the adapter as it was; see `git hermit show "
-                   f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)
+        kept = ("the step kept the adapter as it was" if not outcome.commits
+                else f"nothing refused was committed ({outcome.commits} commit(s) passed)")
+        click.echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
+                   f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -442,7 +486,7 @@ def step(run: str | None) -> int:
     from git_hermit.core.step import run_step
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_step(_repo(), run, say=update.say, on_progress=update)
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
 
@@ -455,11 +499,18 @@ def train(run: str | None, epochs: int | None) -> int:
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = do_train(_repo(), run, epochs=epochs, say=lambda msg: click.echo(msg, err=True),
+        outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
                            on_progress=update)
     for item in outcome.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.reason}")
+    # the independent test of the final snapshot against the seed, when the run has a test split
+    from git_hermit.core.heldout import evaluate_final
+    from git_hermit.core.runs import open_run
+    with _progress("held-out test") as update:
+        held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update)
+    if held is not None:
+        click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
 
 
@@ -492,7 +543,7 @@ def demo(directory: Path) -> None:
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_demo(directory, say=update.say, on_progress=update)
     for item in outcome.training.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.training.reason}")
@@ -547,18 +598,23 @@ def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_tabl
 def _command_docs() -> list:
     """The CLI as plain records for the manual page (click stays in this module)."""
     from git_hermit.render.manpage import CommandDoc, OptionDoc
-    root = click.Context(cli, info_name="git hermit")
     docs = []
-    for name, command in [("", cli)] + [(n, cli.get_command(root, n)) for n in cli.list_commands(root)]:
-        ctx = click.Context(command, info_name=name or "git hermit", parent=root if name else None)
-        options = []
-        for param in command.get_params(ctx):
-            record = param.get_help_record(ctx) if isinstance(param, click.Option) and param.name != "help" else None
-            if record is not None:
-                options.append(OptionDoc(flags=record[0], help=record[1]))
+
+    def walk(command: click.Command, ctx: click.Context, name: str) -> None:
+        options = [OptionDoc(flags=record[0], help=record[1]) for param in command.get_params(ctx)
+                   if isinstance(param, click.Option) and param.name != "help"
+                   and (record := param.get_help_record(ctx)) is not None]
         usage = " ".join(command.collect_usage_pieces(ctx))
-        docs.append(CommandDoc(name=name, usage=f"git hermit {name} {usage}".replace("  ", " ").strip(),
-                               help=command.help or "", options=tuple(options)))
+        if not isinstance(command, click.Group) or not name:
+            docs.append(CommandDoc(name=name, usage=f"git hermit {name} {usage}".replace("  ", " ").strip(),
+                                   help=command.help or "", options=tuple(options)))
+        if isinstance(command, click.Group):
+            for sub_name in command.list_commands(ctx):
+                sub = command.get_command(ctx, sub_name)
+                full = f"{name} {sub_name}".strip()
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx), full)
+
+    walk(cli, click.Context(cli, info_name="git hermit"), "")
     return docs
 
 
@@ -577,6 +633,7 @@ def _param_kind(param: click.Parameter) -> dict[str, Any]:
 
 
 def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
+    """A command's (or group's, with its sub-commands) options and arguments for completion."""
     options: dict[str, Any] = {}
     arguments = []
     for param in command.get_params(ctx):
@@ -588,19 +645,20 @@ def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
                                  **_param_kind(param)}
         elif isinstance(param, click.Argument):
             arguments.append({"many": param.nargs == -1, **_param_kind(param)})
-    return {"help": (command.short_help or command.help or "").split("\n")[0], "options": options,
-            "arguments": arguments}
+    scope: dict[str, Any] = {"help": (command.short_help or command.help or "").split("\n")[0],
+                             "options": options, "arguments": arguments}
+    if isinstance(command, click.Group):
+        scope["commands"] = {}
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx))
+    return scope
 
 
 def completion_table() -> dict[str, Any]:
     """The commands, options and argument kinds that completer.py answers from."""
-    root = click.Context(cli, info_name="git hermit")
-    commands = {}
-    for name in cli.list_commands(root):
-        command = cli.get_command(root, name)
-        if command is not None and not command.hidden:
-            commands[name] = _scope(command, click.Context(command, info_name=name, parent=root))
-    return {"group": _scope(cli, root), "commands": commands}
+    return _scope(cli, click.Context(cli, info_name="git hermit"))
 
 
 def manpage_text() -> str:
@@ -620,6 +678,41 @@ def completion(shell: str) -> None:
     """
     from git_hermit.render.completion import completion_script
     click.echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
+
+
+# ------------------------------------------------------------------------------------------
+# trace: session files read by the trajectory readers (works outside a repository too)
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "family", type=click.Choice(["codex", "claude", "pi"]),
+              help="The host that wrote the files (default: detected from each file).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
+    """What each session file holds: format and version, steps, user turns, tool calls by kind,
+    failed calls, tokens (input, cached, output, reasoning), cost when hermit.yaml has prices,
+    model, truncated, warnings and errors.
+
+    FILES are Codex rollouts or `codex exec --json` streams, Claude Code sessions or stream-json
+    output, Pi sessions or `pi --mode json` streams, or Harbor ATIF trajectories. A Claude
+    session's sub-agent transcripts beside it (<session>/subagents/agent-*.jsonl) are listed
+    with their tokens. Files are streamed: memory stays bounded by the longest line.
+    """
+    from git_hermit.core.trace import trace_files, trace_prices
+    from git_hermit.render.trace import trace_json, trace_lines
+    reports = trace_files(list(files), family, trace_prices())
+    for number, report in enumerate(reports):
+        if as_json:
+            click.echo(json.dumps(trace_json(report), sort_keys=True))
+            continue
+        if number:
+            click.echo("")
+        for line in trace_lines(report):
+            click.echo(line)
+    failed = next((r.error for r in reports if r.error is not None), None)
+    if failed is not None:
+        if as_json:      # the per-file objects already carry the errors
+            sys.exit(failed.exit_code)
+        raise failed
 
 
 # ------------------------------------------------------------------------------------------

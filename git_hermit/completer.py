@@ -68,8 +68,7 @@ def _values(kind: dict, incomplete: str, given: dict[str, str], table: dict) -> 
     except Exception:  # outside a repository, or a broken one: complete nothing, print nothing
         return []
     if source == "command":
-        return [Candidate(name, spec["help"]) for name, spec in sorted(table["commands"].items())
-                if name.startswith(incomplete)]
+        return [Candidate(name) for name in sorted(table["commands"]) if name.startswith(incomplete)]
     if kind.get("path") in ("file", "dir"):
         return [Candidate(incomplete, type=kind["path"])]
     return []
@@ -78,8 +77,7 @@ def _values(kind: dict, incomplete: str, given: dict[str, str], table: dict) -> 
 def complete(args: list[str], incomplete: str, table: dict | None = None) -> list[Candidate]:
     """What to offer for ``incomplete`` after the words ``args`` (``git-hermit`` itself excluded)."""
     table = table or _load_table()
-    scope = table["group"]
-    command: str | None = None
+    scope = table                      # the group; a command's own scope once its name is read
     positionals = 0
     given: dict[str, str] = {}
     pending: str | None = None          # an option still waiting for its value
@@ -88,16 +86,14 @@ def complete(args: list[str], incomplete: str, table: dict | None = None) -> lis
         if pending is not None:
             given[pending] = word
             pending = None
-        elif word == "--" and command is not None:
+        elif word == "--" and "commands" not in scope:
             only_positionals = True
         elif word.startswith("-") and not only_positionals and word != "-":
-            name = word.split("=", 1)[0]
-            spec = scope["options"].get(name)
+            spec = scope["options"].get(word.split("=", 1)[0])
             if spec is not None and spec["takes_value"] and "=" not in word:
-                pending = name
-        elif command is None:
-            command = word
-            scope = table["commands"].get(word)
+                pending = word
+        elif "commands" in scope:
+            scope = scope["commands"].get(word)
             if scope is None:
                 return []
         else:
@@ -107,8 +103,8 @@ def complete(args: list[str], incomplete: str, table: dict | None = None) -> lis
     if incomplete.startswith("-") and not only_positionals:
         return [Candidate(name, spec["help"]) for name, spec in scope["options"].items()
                 if name.startswith(incomplete)]
-    if command is None:
-        return [Candidate(name, spec["help"]) for name, spec in sorted(table["commands"].items())
+    if "commands" in scope:
+        return [Candidate(name, spec["help"]) for name, spec in sorted(scope["commands"].items())
                 if name.startswith(incomplete)]
     arguments = scope["arguments"]
     if positionals < len(arguments):

@@ -71,10 +71,23 @@ class RefConflict(HermitError):
     exit_code = 9
 
 
+class RevertConflict(HermitError):
+    """A three-way rollback would conflict with later commits that touched the same lines."""
+
+    exit_code = 14
+
+
 class SchemaError(HermitError):
     """A record (note, manifest, deploy record) does not match its JSON Schema."""
 
     exit_code = 11
+
+
+class GitLockFile(HermitError):
+    """A git lock file (``<ref>.lock``, ``packed-refs.lock``) blocks a ref the command must update:
+    a git process is running, or one crashed and left it behind."""
+
+    exit_code = 13
 
 
 class AgentError(HermitError):
@@ -86,7 +99,7 @@ class AgentError(HermitError):
 class NotesConflict(HermitError):
     """Two clones changed one field of one git-hermit note differently (push/fetch stop)."""
 
-    exit_code = 13
+    exit_code = 15
 
 
 USAGE_EXIT = 2            # click's own code for a bad command line
@@ -109,6 +122,8 @@ EXIT_CODES: dict[int, str] = {
     SchemaError.exit_code: "a git-hermit note fails its schema",
     AgentError.exit_code: "an agent or learner binary is missing (or gh failed)",
     NotesConflict.exit_code: "a note was changed differently on both sides of a push or fetch (the message names it)",
+    GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
+    RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

@@ -134,6 +134,21 @@ FAILING = [
      [at("middleware.py", "def stop(", "middleware-functions: stop must take")]),
     ("ahe@1.0", "middleware-functions", edit("middleware.py", lambda t: t.replace("def stop(inp: HookInput)", "def stop(inp, *, strict)")),
      [at("middleware.py", "def stop(", "middleware-functions: stop must take")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\n\ndef _bail():\n    os._exit(2)\n"),
+     [at("middleware.py", "os._exit(2)", "middleware-process: uses os._exit")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\nimport signal\nsignal.alarm(1)\n"),
+     [at("middleware.py", "import signal", "middleware-process: imports 'signal'"),
+      at("middleware.py", "signal.alarm", "middleware-process: uses signal.alarm")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\nos.kill(os.getppid(), 9)\n"),
+     [at("middleware.py", "os.kill(", "middleware-process: uses os.kill")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\nfrom os import _exit as leave\n"),
+     [at("middleware.py", "from os import _exit", "middleware-process: imports os._exit")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\ngetattr(os, '_exit')(2)\n"),
+     [at("middleware.py", "getattr(os", "middleware-process: looks up '_exit'")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\nimport ctypes\n"),
+     [at("middleware.py", "import ctypes", "middleware-process: imports 'ctypes'")]),
+    ("ahe@1.0", "middleware-process", edit("middleware.py", lambda t: t + "\nimport sys\nsys.exit(2)\n"),
+     [at("middleware.py", "sys.exit(2)", "middleware-process: uses sys.exit")]),
     ("ahe@1.0", "middleware-imports", edit("middleware.py", lambda t: t.replace("import os\n", "import os\nimport requests\n")),
      [at("middleware.py", "import requests", "middleware-imports: imports 'requests'")]),
     ("ahe@1.0", "middleware-imports", edit("middleware.py", lambda t: t.replace("import os\n", "import os\nfrom yaml.loader import SafeLoader\n")),
@@ -263,6 +278,8 @@ PASSING = [
     ("ahe@1.0", "middleware-imports",
      edit("middleware.py", lambda t: t.replace("import os\n", "import os.path\nimport json, importlib\n"
                                                               "from hermit_hooks import EVENTS\n"))),
+    ("ahe@1.0", "middleware-process",
+     edit("middleware.py", lambda t: t + "\nimport subprocess\nsubprocess.run(['true'])\nos.environ.get('X')\n")),
     ("ahe@1.0", "memory-at-session-start",
      edit("middleware.py", lambda t: t.replace('MEMORY_FILE = os.path.join(ADAPTER_DIR, "MEMORY.md")',
                                                'MEMORY_NAME = "MEMORY.md"\nMEMORY_FILE = os.path.join(ADAPTER_DIR, MEMORY_NAME)'))),
@@ -377,7 +394,9 @@ def test_hosts_true_merges_the_host_checks(tmp_path, monkeypatch):
 def test_hosts_true_runs_the_installed_host_checks_on_the_seed(tmp_path):
     pytest.importorskip("git_hermit.adapter.hostcheck", reason="the host checks are not installed")
     adapter = seed(tmp_path, "ahe@1.0")
-    assert run(adapter, "ahe@1.0", hosts=True) == []
+    found = run(adapter, "ahe@1.0", hosts=True)
+    # the one remark: Pi has no sub-agents, so the seed's reviewer is not installed there
+    assert [(v.path, v.rule, v.severity) for v in found] == [("agents/reviewer.md", "host-subagents", "warning")]
     # Still reads MEMORY.md (the static rule passes) but no longer hands it over: only a host sees that.
     edit("middleware.py", lambda t: t.replace("return HookResult(context=\"\\n\\n\".join(parts)) if parts else None",
                                               "return None"))(adapter)

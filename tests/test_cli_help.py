@@ -192,7 +192,7 @@ COMMAND_LINES = [
     ([], ""), ([], "s"), ([], "--"), (["--debug"], "lo"), (["-C", "."], "sh"),
     (["log"], "--"), (["log"], "--r"), (["log", "--run"], ""), (["show"], ""), (["show", "--run", "ahe"], "step-"),
     (["deploy", "--host"], ""), (["init", "--template"], "c"), (["completion"], ""), (["help"], "ro"),
-    (["rollout", "-k"], ""), (["step"], "--run"),
+    (["rollout", "-k"], ""), (["step"], "--run"), (["hosts"], ""), (["hosts", "install"], "c"),
 ]
 
 
@@ -224,3 +224,28 @@ def test_tab_and_version_do_not_import_click(initialised):
 
     from git_hermit.cli import cli
     assert version.stdout == CliRunner().invoke(cli, ["--version"], prog_name="git-hermit").output
+
+
+def _fake_installed(hosts_dir: Path, package: str, version: str, binary: str) -> None:
+    node = hosts_dir / "node" / "node_modules"
+    (node / package).mkdir(parents=True)
+    (node / package / "package.json").write_text(json.dumps({"name": package, "version": version}))
+    (node / ".bin").mkdir(exist_ok=True)
+    exe = node / ".bin" / binary
+    exe.write_text(f"#!/bin/sh\necho '{version}'\n")
+    exe.chmod(0o755)
+
+
+def test_hosts_install_keeps_a_pinned_cli_and_needs_npm_for_the_rest(tmp_path):
+    from git_hermit.hosts.locate import PINNED_PACKAGES
+    package, version = PINNED_PACKAGES["pi"].rsplit("@", 1)
+    hosts_dir = tmp_path / "hosts"
+    _fake_installed(hosts_dir, package, version, "pi")
+    no_npm = {"GIT_HERMIT_HOSTS_DIR": str(hosts_dir), "PATH": "/usr/bin/nonexistent"}
+    kept = hermit(tmp_path, "hosts", "install", "pi", env=no_npm)
+    assert kept.code == 0, kept.err
+    assert f"pi: {package} {version} already installed" in kept.out
+    missing = hermit(tmp_path, "hosts", "install", "codex", env=no_npm)
+    assert missing.code == 12 and "npm is not installed" in missing.err and "hint: " in missing.err
+    unknown = hermit(tmp_path, "hosts", "install", "emacs")
+    assert unknown.code == 2 and unknown.err.startswith("error: ")

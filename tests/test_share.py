@@ -122,7 +122,7 @@ def test_notes_conflict_stops_the_push_naming_commit_and_record(shared, tmp_path
     before_remote = git(remote, "for-each-ref")
     before_local = git(other, "for-each-ref", "refs/notes", "refs/heads", "refs/tags")
     result = hermit(other, "push")
-    assert result.code == 13, result.err
+    assert result.code == 15, result.err
     lines = result.err.strip().splitlines()
     assert lines[0].startswith("error: ") and seed[:12] in lines[0] and "scores" in lines[0]
     assert "pass_at_1" in lines[0] and lines[1].startswith("hint: ")

@@ -14,15 +14,17 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict, StreamSpent
-from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
-from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
+from git_hermit.errors import ConfigError, GitStateError, RefConflict, StreamSpent
+from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
+from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
+                              check_ref_locks, drop_stale_keepalive)
 from git_hermit.learners import SessionLearner, make_learner
 from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.scratch import clean_stale
@@ -94,6 +96,32 @@ def _revert_files(repo: Repo, adapter: str) -> Callable[[str], dict[str, FileCha
     return revert
 
 
+def _past_rollbacks(history, prev_view) -> list[PastRollback]:
+    """The rollbacks step N-1 committed, each with the tasks its reverted changes had regressed (their
+    realised risks, plus the judging step's unattributed regressions) and had fixed, from the notes."""
+    if prev_view is None:
+        return []
+    views = {cv.commit: [] for sv in history.steps for cv in sv.changes}
+    for sv in history.steps:
+        for cv in sv.changes:
+            views[cv.commit].append(cv)
+    analysis_of = {sv.step: (sv.analysis.body if sv.analysis else {}) for sv in history.steps}
+    found = []
+    for rollback in prev_view.rollbacks:
+        changes = views.get(rollback.reverts, [])
+        restores: list[str] = []
+        undoes: list[str] = []
+        for cv in changes:
+            if cv.verdict is None:
+                continue
+            restores += cv.verdict.risk_realized
+            restores += analysis_of.get(cv.verdict.step, {}).get("unattributed_regressions") or []
+            undoes += cv.verdict.actually_fixed
+        found.append(PastRollback(rollback.sha, rollback.reverts, tuple(cv.change.id for cv in changes),
+                                  tuple(dict.fromkeys(restores)), tuple(dict.fromkeys(undoes))))
+    return found
+
+
 def _learner_factory(ctx: RunContext):
     params = ctx.config.evolver_params()
     scripted = {"debugger": "git_hermit.demo.learners:debugger_session",
@@ -126,8 +154,21 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     with RunLock(repo, ctx.run, "git hermit step"):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
+        _check_publishable(repo, ctx.run)
         clean_stale()                        # workspaces and login copies of a killed run
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
+
+
+def _keepalive_base(run: str) -> str:
+    return f"refs/hermit-tmp/{run}"
+
+
+def _check_publishable(repo: Repo, run: str) -> None:
+    """Before the step spends anything: no git lock file may block a ref its transaction moves,
+    and keep-alive refs a killed step left behind are dropped (we hold the run lock)."""
+    check_ref_locks(repo, [f"refs/heads/hermit/{run}/", f"refs/tags/hermit/{run}/", "refs/notes/hermit/",
+                           _keepalive_base(run) + "/"])
+    drop_stale_keepalive(repo, _keepalive_base(run))
 
 
 def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcome:
@@ -135,6 +176,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
+    if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
+        evolver.check_config(config)
     here = step_dir(repo, ctx.run, n)
     here.mkdir(parents=True, exist_ok=True)
     say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
@@ -165,6 +208,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     run_history = load_history(ctx)
     prev_view = next((v for v in run_history.steps if v.step == n - 1), None)
     prev_changes = [PastChange(cv.commit, cv.change) for cv in (prev_view.changes if prev_view else [])]
+    prev_rollbacks = _past_rollbacks(run_history, prev_view)
     best_commit = repo.read_ref(best_tag(ctx.run))
     best = None
     if best_commit:
@@ -172,15 +216,18 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         best = (best_commit, best_scores.pass_at_1) if best_scores else None
     ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
     template = load_template(config.template)
+    limits = Limits.of(config.evolver)
     step_ctx = StepContext(
         repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
         best=best, ledger=ledger, learner=_learner_factory(ctx),
         revert_files=_revert_files(repo, config.adapter),
-        materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
+        materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
-        say=say)
+        screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
+                                                       directory=directory),
+        say=say, prev_rollbacks=prev_rollbacks)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
     return _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
@@ -188,13 +235,34 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
              ledger: Ledger, comparison, say) -> StepOutcome:
-    """Commits, notes and refs of the step, published in one CAS transaction."""
+    """Commits, notes and refs of the step, published in one CAS transaction. Until then every
+    object written here is held by a keep-alive ref (a concurrent `git gc --prune=now` cannot
+    prune it), deleted in that same transaction."""
+    keep = KeepAlive(repo, f"{_keepalive_base(ctx.run)}/step-{n:04d}")
+    try:
+        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep, say)
+    except BaseException:
+        keep.drop()
+        raise
+
+
+def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
+                  ledger: Ledger, comparison, keep: KeepAlive, say) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
     tip = evaluated
     manifest_notes: dict[str, str] = {}
     provenance_notes: dict[str, str] = {}
-    for planned in result.commits:
+    template, limits = load_template(config.template), Limits.of(config.evolver)
+    for index, planned in enumerate(result.commits):
+        # The last gate, whatever the evolver: learner content is screened (rollbacks restore
+        # committed content), and every new object must pass `git fsck --strict` as a strict
+        # remote would check it. A refused commit is dropped with the ones after it (they were
+        # built on it) and the reason recorded, like any refused learner output.
+        refused = [] if planned.reverts else screen(planned.files, template=template, limits=limits)
+        if refused:
+            _refuse_from(result, index, refused, say)
+            break
         extra = list(planned.trailers)
         if planned.manifest is not None:
             note = redact(dumps("manifest", planned.manifest))
@@ -208,7 +276,14 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
         # the learner wrote change commits (author), the user ran the step (committer)
         author = None if planned.reverts else learner_author(evolver, config.evolver)
-        tip = repo.write_commit(tip, files, message, author=author)
+        commit = repo.write_commit(tip, files, message, author=author)
+        complaint = repo.fsck_new_objects(commit, tip)
+        if complaint:
+            _refuse_from(result, index, [f"git fsck --strict refuses the commit '{redact(planned.summary)}': "
+                                         f"{complaint}"], say)
+            break
+        tip = commit
+        keep.hold({"tip": tip})
         if planned.manifest is not None:
             manifest_notes[tip] = note
         if planned.provenance is not None:
@@ -217,17 +292,21 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             result.verdicts[planned.reverts] = replace(result.verdicts[planned.reverts], rollback_commit=tip)
     if result.stop is None and tip == evaluated:
         # every step gets its own tip (the home of its analysis note), even with no edits
-        why = "; ".join(result.rejected) or "the learners made no edits to the adapter"
+        why = "; ".join(result.rejected) or result.unchanged or "the learners made no edits to the adapter"
         tip = repo.write_commit(evaluated, {}, step_message(
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
+        keep.hold({"tip": tip})
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
+    if result.rejected:
+        analysis["rejected"] = list(dict.fromkeys([*analysis.get("rejected", []), *result.rejected]))
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
     analysis["tokens_per_trial"] = ledger.tokens_per_trial()
     analysis_note = None
     if result.stop is None:
         analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
-    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall")
+    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall",
+                                                  "rollback_flips", "rollback_regressions")
                   if result.analysis.get(k)}
     scores = replace(scores, stop=result.stop, evaluation=json.loads(redact(json.dumps(evaluation))) or None)
     for attempt in range(MAX_PUBLISH_ATTEMPTS):
@@ -241,12 +320,14 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             new, old = store.prepare(NOTES_REFS[kind], notes, f"git-hermit {ctx.run} step {n}")
             if new is not None:
                 updates.append(RefUpdate(NOTES_REFS[kind], new, old or ZERO_SHA))
+        keep.hold({f"notes-{u.ref.rsplit('/', 1)[1]}": u.new for u in updates})
         if result.stop is None:
             updates.append(RefUpdate(step_ref(ctx.run, n), tip, ZERO_SHA))
         if result.best:
             updates.append(RefUpdate(best_tag(ctx.run), evaluated, repo.read_ref(best_tag(ctx.run)) or ZERO_SHA))
         try:
-            repo.update_refs(updates, message=f"git hermit step {n}")
+            repo.update_refs(updates + keep.releases(), message=f"git hermit step {n}")
+            keep.published()
             break
         except RefConflict:
             if repo.read_ref(step_ref(ctx.run, n)):
@@ -262,6 +343,17 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
                        rollbacks=rollbacks, best=result.best)
 
 
+def _refuse_from(result: StepResult, index: int, reasons: list[str], say) -> None:
+    """Drop planned commit ``index`` and every later one (built on it); record why (exit 8)."""
+    later = len(result.commits) - index - 1
+    if later:
+        reasons = [*reasons, f"{later} later commit(s) of the step were built on it and are dropped too"]
+    for reason in reasons:
+        say(f"refused: {reason}")
+    result.rejected.extend(reasons)
+    del result.commits[index:]
+
+
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TrainOutcome:
@@ -271,14 +363,18 @@ class TrainOutcome:
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
           on_progress=None) -> TrainOutcome:
-    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C."""
+    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
+
+    A streaming evolver (``step_limit``) runs its stream once instead: every window when its
+    limit is None, whatever ``trainer.epochs`` says (epochs belong to ahe); ``--epochs`` still caps.
+    """
     ctx = open_run(repo, run)
-    limit = epochs if epochs is not None else ctx.config.epochs
+    limit, unit = _step_limit(ctx, epochs)
     done: list[StepOutcome] = []
     while True:
         ctx = open_run(repo, ctx.run)
-        if ctx.tip[0] >= limit:
-            return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
+        if limit is not None and ctx.tip[0] >= limit:
+            return TrainOutcome(tuple(done), f"{limit} step(s) done ({unit})")
         try:
             outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
         except StreamSpent:
@@ -286,6 +382,16 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
+
+
+def _step_limit(ctx: RunContext, epochs: int | None) -> tuple[int | None, str]:
+    """(the run's last step number or None for the stream's end, what sets it)."""
+    if epochs is not None:
+        return epochs, "epochs"
+    evolver = make_evolver(ctx.config.evolver_name)
+    if hasattr(evolver, "step_limit"):
+        return evolver.step_limit(ctx.config.evolver_params())
+    return ctx.config.epochs, "epochs"
 
 
 @dataclass(frozen=True)
@@ -318,11 +424,9 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> Final
     repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA)], message="git hermit finalize")
     written = None
     if archive is not None:
-        fmt = "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
-        if archive.exists() and archive.is_dir():
-            raise InputError(f"{archive} is a directory", hint="give a file name ending in .tar, .tar.gz or .zip")
-        repo.git("archive", f"--format={fmt}", f"--prefix={Path(ctx.config.adapter).name}/",
-                 "-o", str(archive.resolve()), f"{commit}:{ctx.config.adapter}")
+        # streaming runs: the host-native layout for the run's host (core/archiving.py)
+        from git_hermit.core.archiving import write_archive
+        write_archive(repo, ctx.config, commit, archive)
         written = archive
     scores = read_scores(repo, commit)
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "

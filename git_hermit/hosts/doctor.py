@@ -183,7 +183,7 @@ def render_text(report: DoctorReport) -> str:
     lines.append(f"{mark[report.sandbox_ok]}sandbox: {report.sandbox}")
     for status in report.hosts:
         if not status.installed:
-            lines.append(f"!! {status.host}: not installed (scripts/install-hosts.sh installs {status.pinned})")
+            lines.append(f"!! {status.host}: not installed (`git hermit hosts install {status.host}` installs {status.pinned})")
             continue
         lines.append(f"{mark[status.version == status.pinned]}{status.host} {status.version or '?'} "
                      f"(pinned {status.pinned}) at {status.cli}")

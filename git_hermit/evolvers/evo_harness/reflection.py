@@ -1,22 +1,23 @@
-"""Reflection on one failed training run: the evidence a Worker reads (result, feedback,
-final answer, trajectory — redacted, cut to ``max_evidence_chars`` with the cut marked), and
+"""Reflection on one failed training run: the evidence a Worker reads (result, task statement,
+feedback, final answer, trajectory — redacted, cut to ``max_evidence_chars`` with the cut marked), and
 the parsing of its answer, ``{lesson, trigger, evidence, scope_hint}`` or ``{"skip": true}``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from git_hermit.model.learner_json import load_json
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
 from git_hermit.rollouts.trajectories import iter_steps, render_step
 
 FIELDS = ("lesson", "trigger", "evidence", "scope_hint")
-PROMPT_FILES = ("prompt.md", "prompt.txt", "task.md")
+# the task statement the rollout kept (the worker writes task.md beside result.json)
+PROMPT_FILES = ("task.md", "prompt.md", "prompt.txt")
 
 
 def failed(result: RolloutResult, threshold: float) -> bool:
@@ -43,7 +44,7 @@ def evidence(result: RolloutResult, directory: Path, limit: int) -> str:
              + (f", {result.exception_type}" if result.exception_type else "")]
     for name in PROMPT_FILES:
         if (directory / name).is_file():
-            parts += ["", "## Task prompt", (directory / name).read_text(errors="replace")]
+            parts += ["", "## Task statement", (directory / name).read_text(errors="replace")]
             break
     if result.error:
         parts += ["", "## Error", result.error]
@@ -94,8 +95,8 @@ def _json_object(reply: str) -> dict[str, Any] | None:
         candidates.append(reply[start:end + 1])
     for text in candidates:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
+            data = load_json(text)
+        except ValueError:     # not JSON, or nested past what a record holds (never a RecursionError)
             continue
         if isinstance(data, dict):
             return data

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from git_hermit.model.rollout import Usage
+from git_hermit.redact import register
 
 # Variables every agent process may see; everything else from the user's environment is
-# withheld so no unrelated secret reaches an agent, a trajectory or a log.
+# withheld so no unrelated secret reaches an agent, a trajectory or a log (hermit.yaml's
+# agent.env and agent.pass_env arrive as ``extra_env``: the user's explicit choice).
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR",
                  "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
                  "NO_PROXY")
@@ -64,6 +66,7 @@ class AgentContext:
         env = {k: v for k, v in os.environ.items() if k in BASE_ENV_KEYS}
         env["HOME"] = str(self.home)
         env.update(self.extra_env)
+        register(self.extra_env)   # environment values are redacted from everything stored
         return env
 
 

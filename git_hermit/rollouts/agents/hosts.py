@@ -58,7 +58,7 @@ class HostCLIAgent:
         self.binary = _resolve_bin(self.cfg, self.host)
         if self.binary is None:
             raise AgentError(f"the {self.host} CLI was not found",
-                             hint="install it (scripts/install-hosts.sh) or set agent.bin in hermit.yaml")
+                             hint="install it (`git hermit hosts install`) or set agent.bin in hermit.yaml")
         provider = self.cfg.get("provider") or {}
         env_key = provider.get("env_key")
         if env_key and env_key not in os.environ and not self.cfg.get("login"):
