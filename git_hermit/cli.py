@@ -80,14 +80,19 @@ def cli(debug: bool, chdir: str | None) -> None:
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
 @click.option("--example", is_flag=True,
               help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
-def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool) -> None:
+@click.option("--github", is_flag=True,
+              help="Also add .github/workflows/hermit-step.yml: a step on dispatch/schedule, pushed, with its PR.")
+def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
+                      github=github)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    if result.workflow:
+        click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:
         click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
         click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
@@ -192,6 +197,85 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("target", required=False)
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown",
+              show_default=True, help="Markdown (a PR body), JSON, or a self-contained HTML page.")
+@click.option("-o", "output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
+@click.option("--chart", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw the pass@1 chart as a PNG (needs the `plot` extra: matplotlib).")
+@click.option("--open", "open_pr", is_flag=True,
+              help="Open (or update) the step's pull request with `gh`; prints the command when gh is missing.")
+def report(target: str | None, run: str | None, fmt: str, output: Path | None, chart: Path | None,
+           open_pr: bool) -> None:
+    """A step's pull-request description (TARGET: STEP, step-N or the step's branch; default: the tip).
+
+    The pull request is hermit/<run>/step-NNNN against the branch the run was initialised on.
+    """
+    from git_hermit.core.report import build_report
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.report import html_page, markdown, report_json
+    repo = _repo()
+    data = build_report(open_run(repo, run), target)
+    if fmt == "json":
+        text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
+    elif fmt == "html":
+        text = html_page(data)
+    else:
+        text = markdown(data)
+    if chart is not None:
+        from git_hermit.render.chart import write_png
+        write_png(data, chart)
+        click.echo(f"wrote the pass@1 chart to {chart}", err=True)
+    if open_pr:
+        from git_hermit.core.pullrequest import open_pull_request
+        result = open_pull_request(repo, data.run, data.step, base=data.base, head=data.head, title=data.title,
+                                   body=markdown(data))
+        if not result.ran:
+            import shlex
+            click.echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
+            click.echo(shlex.join(result.command))
+        else:
+            click.echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
+        return
+    if output is not None:
+        output.write_text(text)
+        click.echo(f"wrote {output} ({len(text):,} characters)", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--split", default="test", show_default=True, help="The split both runs' final commits were scored on.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
+    """Two runs side by side: final pass@1 on a common split with a paired CI, steps, changes, ledger."""
+    from dataclasses import asdict
+    from git_hermit.core.compare import compare_runs
+    result = compare_runs(_repo(), run_a, run_b, split)
+    comp = result.comparison
+    if as_json:
+        _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),
+                    "difference": {"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
+                                   "n_tasks": comp.n_tasks}})
+        return
+    rows = [("run", lambda r: r.run), ("evolver", lambda r: r.evolver),
+            ("final commit", lambda r: f"{r.commit[:10]} ({r.chosen_by})"),
+            (f"pass@1 ({result.split})", lambda r: f"{r.pass_at_1:.3f} (k={r.k}, {r.tasks} tasks)"),
+            ("steps", lambda r: str(r.steps)),
+            ("changes kept", lambda r: str(r.changes - r.rolled_back)), ("rolled back", lambda r: str(r.rolled_back)),
+            ("tokens", lambda r: f"{r.tokens:,}"),
+            ("cost", lambda r: "unknown" if r.cost_usd is None else f"${r.cost_usd:.2f}")]
+    width = max(len(label) for label, _ in rows)
+    for label, get in rows:
+        click.echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
+    click.echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
+               f"{result.split} tasks)")
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
 @click.option("--force", is_flag=True,
@@ -215,6 +299,40 @@ def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
         click.echo(f"    {path}")
     for sha in result.removed_lines_of:
         click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False, default="origin")
+@click.option("--run", help="Push only this run's branches and tags (default: every run).")
+def push(remote: str, run: str | None) -> None:
+    """Push the run's step branches, tags and refs/notes/hermit/* together (git push --atomic),
+    after merging notes that moved on REMOTE (field-wise; a real conflict stops the push)."""
+    from git_hermit.core.share import push_run
+    outcome = push_run(_repo(), remote, run)
+    for move in outcome.merged:
+        click.echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
+    moved = [p for p in outcome.pushed if p.moved]
+    for item in moved:
+        click.echo(f"pushed {item.ref}  {item.summary}")
+    if not moved:
+        click.echo(f"{outcome.remote} is up to date")
+    if outcome.attempts > 1:
+        click.echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False, default="origin")
+def fetch(remote: str) -> None:
+    """Bring every run's branches, tags and notes from REMOTE into the local refs (your own branches
+    are never touched; notes are merged field-wise, step branches only fast-forward)."""
+    from git_hermit.core.share import fetch_runs
+    outcome = fetch_runs(_repo(), remote)
+    for move in outcome.moves:
+        click.echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not outcome.moves and not outcome.warnings:
+        click.echo(f"up to date with {outcome.remote}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -473,6 +591,7 @@ def demo(directory: Path) -> None:
     click.echo(f"Look at it:  cd {outcome.directory}")
     click.echo("  git hermit log                      # steps, pass@1, changes and verdicts")
     click.echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
+    click.echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
     click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
     click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
     click.echo("")

@@ -90,7 +90,9 @@ def _remotes(repo: "Repo") -> tuple[RemoteNotes, ...]:
     for name in repo.git("remote").split():
         fetch = _refspec_targets(repo.config_get_all(f"remote.{name}.fetch"))
         push = _refspec_targets(repo.config_get_all(f"remote.{name}.push"))
-        remotes.append(RemoteNotes(name, _covers(fetch, sample), _covers(push, sample)))
+        # `git hermit fetch` keeps the remote's notes under refs/hermit-remote/<name>/ and merges them
+        fetched = bool(repo.list_refs(f"refs/hermit-remote/{name}/notes/"))
+        remotes.append(RemoteNotes(name, _covers(fetch, sample) or fetched, _covers(push, sample)))
     return tuple(remotes)
 
 
@@ -131,7 +133,8 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
         for remote in remotes:
             if not remote.fetches_notes:
                 problems.append(f"remote {remote.remote} does not fetch {HERMIT_NOTES} "
-                                f"(git config --add remote.{remote.remote}.fetch '+{HERMIT_NOTES}:{HERMIT_NOTES}')")
+                                f"(run `git hermit fetch {remote.remote}`: it merges them; a forced "
+                                f"'+{HERMIT_NOTES}:{HERMIT_NOTES}' refspec would overwrite local notes)")
     node = find_node()
     # Pi runs no hooks, so it has no conformance session; its row says whether it is installed.
     hosts = tuple(_host_status(host, run_hosts and host in HOSTS, work_dir) for host in (*HOSTS, "pi"))
