@@ -27,6 +27,11 @@ def _repo():
     return Repo.discover()
 
 
+# Commands that take the run's lock refuse (exit 6) while another process holds it, or wait.
+_WAIT = click.option("--wait", is_flag=True,
+                     help="If another git-hermit process holds the run's lock, wait for it instead of exiting 6.")
+
+
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
@@ -209,14 +214,17 @@ def _progress(label: str):
 @click.option("--tasks", "only_tasks", help="Comma-separated task ids to run (default: all of the split).")
 @click.option("--run", help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool) -> None:
+@_WAIT
+def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool,
+            wait: bool) -> None:
     """Run the split's rollouts on REV (default: the run's tip) and write its scores note."""
     from git_hermit.core.evaluate import rollout_commit
     from git_hermit.core.runs import open_run
     ctx = open_run(_repo(), run)
     tasks = [t.strip() for t in only_tasks.split(",") if t.strip()] if only_tasks else None
     with _progress(f"rollouts {split}") as update:
-        ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update)
+        ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update, wait=wait,
+                                    say=lambda msg: click.echo(msg, err=True))
     if as_json:
         _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused})
         return
@@ -236,13 +244,16 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
 @click.option("-k", "k", type=int, help="Rollouts per task (default: inferred from the rows).")
 @click.option("--run", help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool) -> None:
+@_WAIT
+def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool,
+                 wait: bool) -> None:
     """pass@1 and pass@k of REV on a held-out split, with a CI against --baseline."""
     from git_hermit.core.evaluate import eval_commits
     from git_hermit.core.runs import open_run
     ctx = open_run(_repo(), run)
     with _progress(f"eval {split}") as update:
-        report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update)
+        report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update, wait=wait,
+                              say=lambda msg: click.echo(msg, err=True))
     cand, base, comp = report.candidate, report.baseline, report.comparison
     if as_json:
         _echo_json({
@@ -296,16 +307,23 @@ def _print_step(outcome) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", help="Run (default: the only one).")
-def step(run: str | None) -> int:
+@_WAIT
+def step(run: str | None, wait: bool) -> int:
     """One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, commits.
 
     Killed at any point, the same command resumes: finished rollouts and learner sessions
     are reused and nothing is published until the step's single ref transaction.
     """
-    from git_hermit.core.step import run_step
+    from git_hermit.core.step import RunFinished, run_step
     from git_hermit.errors import ManifestError
-    with _progress("rollouts") as update:
-        outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+    try:
+        with _progress("rollouts") as update:
+            outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update,
+                               wait=wait)
+    except RunFinished as finished:
+        click.echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
+        click.echo("next: `git hermit finalize`, or start a new run to train further")
+        return 0
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
 
@@ -313,13 +331,14 @@ def step(run: str | None) -> int:
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", help="Run (default: the only one).")
 @click.option("--epochs", type=click.IntRange(min=1), help="Total steps of the run (default: trainer.epochs).")
-def train(run: str | None, epochs: int | None) -> int:
+@_WAIT
+def train(run: str | None, epochs: int | None, wait: bool) -> int:
     """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable)."""
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
         outcome = do_train(_repo(), run, epochs=epochs, say=lambda msg: click.echo(msg, err=True),
-                           on_progress=update)
+                           on_progress=update, wait=wait)
     for item in outcome.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.reason}")

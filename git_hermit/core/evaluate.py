@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.config import RunConfig
-from git_hermit.core.runs import RunContext, run_dir
+from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.errors import ConfigError, InputError
-from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
+from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.model.records import Attempt, Comparison as CIRecord, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts import stats
@@ -174,8 +174,20 @@ def step_of(ctx: RunContext, commit: str) -> int:
 
 def rollout_commit(ctx: RunContext, rev: str | None, split: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None,
-                   on_progress: Callable[[Progress], None] | None = None) -> tuple[EvalRun, Scores]:
-    """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores."""
+                   on_progress: Callable[[Progress], None] | None = None, wait: bool = False,
+                   say: Callable[[str], None] | None = None) -> tuple[EvalRun, Scores]:
+    """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores.
+
+    Under the run lock, like `step`: two processes never run (and bill) the same rows twice
+    nor both write the commit's scores note."""
+    with RunLock(ctx.repo, ctx.run, "git hermit rollout", wait=wait, on_wait=say):
+        return _rollout_locked(open_run(ctx.repo, ctx.run), rev, split, k=k, only_tasks=only_tasks,
+                               on_progress=on_progress)
+
+
+def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | None,
+                    only_tasks: list[str] | None,
+                    on_progress: Callable[[Progress], None] | None) -> tuple[EvalRun, Scores]:
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
     bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
     ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
@@ -193,8 +205,16 @@ class EvalReport:
 
 
 def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None = None,
-                 on_progress: Callable[[str], Callable[[Progress], None]] | None = None) -> EvalReport:
-    """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI."""
+                 on_progress: Callable[[str], Callable[[Progress], None]] | None = None, wait: bool = False,
+                 say: Callable[[str], None] | None = None) -> EvalReport:
+    """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI
+    (under the run lock, like `rollout`)."""
+    with RunLock(ctx.repo, ctx.run, "git hermit eval", wait=wait, on_wait=say):
+        return _eval_locked(open_run(ctx.repo, ctx.run), rev, baseline, split, k=k, on_progress=on_progress)
+
+
+def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None,
+                 on_progress: Callable[[str], Callable[[Progress], None]] | None) -> EvalReport:
     runs: dict[str, EvalRun] = {}
     bench = load_benchmark(ctx.config, split, k=k)
     timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")

@@ -20,7 +20,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict, StreamSpent
+from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
 from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
 from git_hermit.learners import make_learner
@@ -31,6 +31,15 @@ from git_hermit.rollouts.ledger import Ledger, load_prices
 from git_hermit.rollouts.runner import Progress, atomic_write
 
 MAX_PUBLISH_ATTEMPTS = 5
+
+
+class RunFinished(Exception):
+    """The run has nothing left to do (its target was reached, or its stream is spent): not an
+    error; `step` and `train` say so and exit 0 without touching a ref or a note."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -112,9 +121,9 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 
 
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
-             on_progress: Callable[[Progress], None] | None = None) -> StepOutcome:
+             on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> StepOutcome:
     ctx = open_run(repo, run)
-    with RunLock(repo, ctx.run, "git hermit step"):
+    with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
 
@@ -124,14 +133,17 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
-    here = step_dir(repo, ctx.run, n)
-    here.mkdir(parents=True, exist_ok=True)
-    say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
+    stopped = read_scores(repo, evaluated)
+    if stopped is not None and stopped.split == "train" and stopped.stop and config.allow_early_stop:
+        # a step already evaluated the tip and stopped training: a rerun would only rewrite notes
+        raise RunFinished(f"step {n} evaluated H_{n - 1} and stopped training ({stopped.stop})")
     bench = load_benchmark(config, "train", k=params.get("k"))
     chosen = evolver.step_tasks(bench.split.tasks, n, params)
     if chosen is not None and not chosen:
-        raise StreamSpent(f"run {ctx.run!r} has used its whole training stream ({len(bench.split.tasks)} tasks)",
-                          hint="add training rows, or `git hermit finalize` the run")
+        raise RunFinished(f"the training stream is spent (all {len(bench.split.tasks)} tasks were used)")
+    here = step_dir(repo, ctx.run, n)
+    here.mkdir(parents=True, exist_ok=True)
+    say(f"step {n}: rollouts of H_{n - 1} (hermit/{ctx.run}/step-{n - 1:04d} {evaluated[:12]})")
     if chosen is not None:
         bench = load_benchmark(config, "train", k=params.get("k"), only_tasks=list(chosen))
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
@@ -158,7 +170,11 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     best = None
     if best_commit:
         best_scores = read_scores(repo, best_commit)
-        best = (best_commit, best_scores.pass_at_1) if best_scores else None
+        # exact, from the note's per-attempt outcomes: the note's pass_at_1 is rounded to 6 digits,
+        # and 1/3 must tie with 1/3, never beat 0.333333
+        best = (best_commit, stats.exact_pass_at_1(
+            {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts))
+             for t, s in best_scores.tasks.items()})) if best_scores else None
     ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
     template = load_template(config.template)
     step_ctx = StepContext(
@@ -257,7 +273,7 @@ class TrainOutcome:
 
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
-          on_progress=None) -> TrainOutcome:
+          on_progress=None, wait: bool = False) -> TrainOutcome:
     """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C."""
     ctx = open_run(repo, run)
     limit = epochs if epochs is not None else ctx.config.epochs
@@ -267,9 +283,10 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         if ctx.tip[0] >= limit:
             return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
         try:
-            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
-        except StreamSpent:
-            return TrainOutcome(tuple(done), "the training stream is spent")
+            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress, wait=wait)
+        except RunFinished as finished:
+            return TrainOutcome(tuple(done), f"run {ctx.run!r} is finished: {finished.reason}" if not done
+                                else finished.reason)
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
@@ -291,14 +308,17 @@ def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None)
 
 
 def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> FinalizeOutcome:
-    mode = ctx.config.evolver_params().get("final", "best_ever")
+    # ahe keeps a best-ever tag, so it hands back that commit by default; the streaming evolvers
+    # (continual-harness, evo-harness) have no score gate and no best tag: their default is the tip
+    mode = ctx.config.evolver_params().get("final") or ("best_ever" if ctx.config.evolver_name == "ahe" else "last")
     if mode not in ("best_ever", "last"):
         raise ConfigError(f"evolver.params.final must be best_ever or last, not {mode!r}")
     if mode == "best_ever":
         commit = repo.read_ref(best_tag(ctx.run))
         if commit is None:
-            raise GitStateError(f"run {ctx.run!r} has no best-ever commit yet",
-                                hint="run `git hermit step` at least once, or set final: last")
+            hint = ("run `git hermit step` at least once, or set final: last" if ctx.config.evolver_name == "ahe"
+                    else f"{ctx.config.evolver_name} sets no best-ever tag: set evolver.params.final: last")
+            raise GitStateError(f"run {ctx.run!r} has no best-ever commit yet", hint=hint)
     else:
         commit = ctx.tip[1]
     old = repo.read_ref(final_tag(ctx.run))

@@ -26,6 +26,7 @@ from git_hermit.gitio import FileChange
 from git_hermit.model.records import Change, Manifest, Verdict
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
+from git_hermit.rollouts.stats import exact_pass_at_1_of
 from git_hermit.rollouts.trajectories import explode
 
 
@@ -106,8 +107,9 @@ class AHEEvolver:
         records.write_stats(state / "stats", ctx.step, stats, step_diff)
         records.write_task_history(state, history)
 
-        # best-ever: strictly higher pass@1 than the best tag's evaluation
-        if ctx.best is None or stats.pass_rate > ctx.best[1]:
+        # best-ever: strictly higher pass@1 than the best tag's evaluation, compared exactly
+        # (ctx.best carries a Fraction), so a tie never moves the tag
+        if ctx.best is None or exact_pass_at_1_of(ctx.results) > ctx.best[1]:
             result.best = True
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
