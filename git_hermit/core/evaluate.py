@@ -129,10 +129,11 @@ def scores_record(run: str, step: int, ev: EvalRun, *, timeout_as: str = "except
 
 
 def merged_scores_text(repo: Repo, scores: Scores) -> str:
-    """The commit's scores note text with ``scores`` in it, keeping the other splits' scores.
+    """The commit's scores note text with the step's ``scores`` in it, keeping the other splits' scores.
 
     The note's top level is the training split a step evaluated (what `log` shows); a
-    held-out split lands under ``splits.<name>`` of the same note.
+    held-out split lands under ``splits.<name>`` of the same note. A step's record is the
+    evaluation of its split, so it replaces that split's outcomes (keeping the other splits).
     """
     existing = read_scores(repo, scores.commit)
     if existing is not None and existing.split != scores.split:
@@ -145,9 +146,56 @@ def merged_scores_text(repo: Repo, scores: Scores) -> str:
     return dumps("scores", scores)
 
 
+def _merge_runs(old: Scores, new: Scores) -> Scores:
+    """One split's record after a `rollout`/`eval` re-run: never poorer than what the note held.
+
+    Outcomes are merged per task (the new run's win); what only the old record knows — the
+    step's CI, its evaluation (flips, verdicts, precision/recall), its stop, tasks the new run
+    did not cover — is kept. A run that found nothing new returns ``old`` itself, so a fully
+    reused re-run leaves the note byte-identical.
+    """
+    tasks = {**old.tasks, **new.tasks}
+    keep = {"ci": new.ci or old.ci, "evaluation": new.evaluation or old.evaluation, "stop": new.stop or old.stop,
+            "splits": old.splits}
+    if tasks == old.tasks:
+        return replace(old, ci=keep["ci"])
+    if set(new.tasks) >= set(old.tasks):
+        return replace(new, **keep)
+    counts = {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts)) for t, s in tasks.items()}
+    ks = sorted({int(k) for k in (*old.pass_at, *new.pass_at)})
+    pass_at = {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
+                             / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}
+    return replace(old, tasks=tasks, pass_at_1=round(float(stats.exact_pass_at_1(counts)), 6), pass_at=pass_at,
+                   k=max(old.k, new.k), ci=keep["ci"])
+
+
+def _rerun_record(existing: Scores | None, scores: Scores) -> Scores:
+    """The whole note after a `rollout`/`eval` of ``scores.split`` (see ``_merge_runs``)."""
+    if existing is None:
+        return scores
+    if existing.split == scores.split:
+        return _merge_runs(existing, scores)
+    if scores.split == "train":   # the training split takes the top level; the held-out one moves down
+        return replace(scores, splits={**existing.splits, existing.split: existing.split_summary()})
+    entry = existing.splits.get(scores.split)
+    if entry is not None:
+        old = Scores.from_dict({"run": existing.run, "commit": existing.commit, "split": scores.split,
+                                "v": existing.v, **entry})
+        scores = _merge_runs(old, scores)
+    return replace(existing, splits={**existing.splits, scores.split: scores.split_summary()})
+
+
 def write_scores(repo: Repo, scores: Scores) -> None:
-    NotesStore(repo).write(NOTES_REFS["scores"], scores.commit, merged_scores_text(repo, scores),
-                           f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")
+    """Merge a `rollout`/`eval` record into the commit's scores note; write only if it changed."""
+    store = NotesStore(repo)
+    current = store.read(NOTES_REFS["scores"], scores.commit)
+    existing = loads("scores", current, where=scores.commit[:12]) if current else None
+    merged = _rerun_record(existing, scores)
+    text = dumps("scores", merged)
+    if existing is not None and (merged is existing or text == current):
+        return
+    store.write(NOTES_REFS["scores"], scores.commit, text,
+                f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")
 
 
 def read_scores(repo: Repo, commit: str) -> Scores | None:

@@ -24,6 +24,7 @@ from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
 from git_hermit.model.records import Change, Manifest, Verdict
+from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
 from git_hermit.rollouts.stats import exact_pass_at_1_of
@@ -274,14 +275,20 @@ class AHEEvolver:
 
         def run(job: debugger.DebugJob) -> tuple[str, str]:
             cached = out / f"{_safe(job.task)}.json"
-            if cached.is_file():   # resumed: a finished session is never re-run or re-billed
-                return job.task, json.loads(cached.read_text())["response"]
+            if cached.is_file():   # resumed: a finished session is never re-run, but its bill stays in the ledger
+                saved = json.loads(cached.read_text())
+                for bill in saved.get("usage", []):
+                    ctx.ledger.record("debugger", job.task, bill.get("model"), Usage.from_dict(bill.get("usage")),
+                                      step=ctx.step)
+                return job.task, saved["response"]
             workspace = out / "sessions" / _safe(job.task)
             workspace.mkdir(parents=True, exist_ok=True)
             response = debugger.error_response("failed", "no attempt ran")
+            spent: list[dict] = []
             for attempt in range(retries):
                 answer = learner.ask(workspace, rules + "\n\n" + job.query, timeout_s=timeout, key=job.task)
                 ctx.ledger.record("debugger", job.task, answer.model, answer.usage, step=ctx.step)
+                spent.append({"model": answer.model, "usage": answer.usage.to_dict()})
                 if answer.ok:
                     response = redact(answer.text)
                     break
@@ -289,7 +296,7 @@ class AHEEvolver:
                 response = debugger.error_response(kind, answer.error or "no answer")
                 if attempt + 1 < retries:
                     time.sleep(schedule[attempt])
-            write_json_atomic(cached, {"task": job.task, "response": response})
+            write_json_atomic(cached, {"task": job.task, "response": response, "usage": spent})
             return job.task, response
 
         ctx.say(f"agent debugger: {len(jobs)} task(s)")
@@ -326,7 +333,11 @@ class AHEEvolver:
         if done.is_file():
             # resumed after the session: learn() has just rewritten this step's history block,
             # so the cached Evolve output goes back under it (the session is never re-run)
-            text = json.loads(done.read_text()).get("text", "")
+            saved = json.loads(done.read_text())
+            text = saved.get("text", "")
+            if saved.get("usage"):   # the session's bill survives the resume (ledger, analysis note, log)
+                ctx.ledger.record("evolve", f"step-{ctx.step}", saved.get("model"), Usage.from_dict(saved["usage"]),
+                                  step=ctx.step)
             records.append_history(state / "evolution_history.md", ctx.step, records.render_history_after(text))
             return workspace
         if workspace.exists():
@@ -350,7 +361,7 @@ class AHEEvolver:
                              timeout_s=float(ctx.params.get("evolve_timeout_s", 7200)), key=f"step-{ctx.step}")
         ctx.ledger.record("evolve", f"step-{ctx.step}", answer.model, answer.usage, step=ctx.step)
         write_json_atomic(done, {"ok": answer.ok, "error": answer.error, "text": redact(answer.text)[:20000],
-                                 "usage": answer.usage.to_dict()})
+                                 "usage": answer.usage.to_dict(), "model": answer.model})
         records.append_history(state / "evolution_history.md", ctx.step,
                                records.render_history_after(redact(answer.text)))
         return workspace
