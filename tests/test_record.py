@@ -261,4 +261,4 @@ def test_timeout_as_fail_labels_a_fail_and_tells_the_debugger_it_timed_out(repo)
     scores = json.loads(git(repo, "notes", "--ref=hermit/scores", "show", step_ref(0)))
     assert scores["tasks"]["t2"]["outcome"] == "fail"       # the label for the diff is fail
     prompt = (control / "debugger-prompt-t2.md").read_text()
-    assert "1 timed out" in prompt and "TIMEOUT" in prompt, prompt[:2000]
+    assert "1 of 1 rollouts timed out" in prompt and "TIMEOUT" in prompt, prompt[:2000]
