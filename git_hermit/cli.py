@@ -284,20 +284,25 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
 
 
 def _print_step(outcome) -> None:
-    line = f"step {outcome.step}: evaluated {outcome.evaluated[:12]} pass@1 {outcome.pass_at_1:.3f}"
+    # One numbering everywhere (README "Step numbering"): step N runs the rollouts of H_{N-1}
+    # (branch step-{N-1}, the row `log` calls step N-1) and makes H_N (branch step-N).
+    n, branch = outcome.step, f"hermit/{outcome.run}/step-{{:04d}}"
+    line = (f"step {n}: rollouts of H_{n - 1} ({branch.format(n - 1)} {outcome.evaluated[:12]}): "
+            f"pass@1 {outcome.pass_at_1:.3f}")
     if outcome.comparison is not None:
-        line += f" ({outcome.comparison} vs previous step)"
+        line += f" ({outcome.comparison} vs H_{outcome.compared_to})"
     click.echo(line)
     if outcome.verdicts:
-        click.echo("  verdicts: " + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
+        click.echo(f"  verdicts on step {n - 1}'s changes: "
+                   + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
     if outcome.rollbacks:
         click.echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
     if outcome.best:
-        click.echo("  new best-ever: the evaluated commit is now the best tag")
+        click.echo(f"  new best-ever: H_{n - 1} is now the best tag")
     if outcome.stop:
-        click.echo(f"  stop: {outcome.stop}")
+        click.echo(f"  stop: {outcome.stop} (no H_{n})")
     elif outcome.tip:
-        click.echo(f"  hermit step-{outcome.step:04d} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
+        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:

@@ -186,10 +186,10 @@ def test_step_output_log_show_and_notes_agree_on_step_numbers(demo, demo_master)
     row4 = next(line for line in log.splitlines() if line.startswith("step    4"))
     assert tip4[:10] in row4 and "pass@1 1.000" in row4
     show = hermit(demo, "show", "step-2").out
-    assert "scores of H_2 (train, k=2, rollouts of step 3)" in show
-    assert "verdict on chg-1: EFFECTIVE (judged by step 3 from the rollouts of H_2)" in show
+    assert "scores of this commit (train, k=2), measured by step 3's rollouts: pass@1" in show
+    assert "verdict on chg-1: EFFECTIVE (judged by step 3's rollouts)" in show
     analysis = json.loads(git(demo, "notes", "--ref=hermit/analysis", "show", "hermit/demo/step-0002"))
-    assert analysis["step"] == 2 and analysis["evaluated_step"] == 1
+    assert analysis["step"] == 2 and analysis["evaluated"] == "H_1"
     assert analysis["commit_evaluated"] == rev(demo, "hermit/demo/step-0001")
     # every path a note names exists where it says (relative to the repository's top)
     overview = analysis["overview"]

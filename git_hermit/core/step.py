@@ -55,6 +55,8 @@ class StepOutcome:
     verdicts: dict[str, str] = field(default_factory=dict)
     rollbacks: int = 0
     best: bool = False
+    run: str = ""
+    compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
 
 
 def make_evolver(name: str):
@@ -160,7 +162,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     timeout_as = params.get("timeout_as", "exception")
     scores = scores_record(ctx.run, n, ev, timeout_as=timeout_as,
                            ci=comparison_record(history[-1].commit, comparison) if comparison else None)
-    say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs step {history[-1].step})" if comparison else "")
+    say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs H_{history[-1].step - 1})" if comparison else "")
         + (f"; {ev.reused} rollouts reused" if ev.reused else ""))
 
     run_history = load_history(ctx)
@@ -188,7 +190,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         say=say)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
-    return _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
+    outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
+    return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)
 
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
@@ -225,6 +228,9 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
+    # step N learns H_N from the rollouts of H_{N-1}: the note (on H_N) says which adapter it analysed
+    analysis["evaluated"] = f"H_{n - 1}"
+    analysis["commit_evaluated"] = evaluated
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
     analysis["tokens_per_trial"] = ledger.tokens_per_trial()
     analysis_note = None
@@ -262,7 +268,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
                        tip=None if result.stop else tip, commits=len(result.commits), stop=result.stop,
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
-                       rollbacks=rollbacks, best=result.best)
+                       rollbacks=rollbacks, best=result.best, run=ctx.run)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -157,7 +157,11 @@ class AHEEvolver:
             overview_path = overview.write_analysis(
                 analysis_dir, ctx.step, reports, detail_dir=f"state/analysis/{queries.step_dir(ctx.step)}/detail/")
             overview_text = overview_path.read_text()
-            result.analysis["overview"] = overview_text
+            # the Evolve Agent reads `state/…` in its workspace; the note names the directory as it
+            # lies in the repository, so the path a reader follows exists where the note says
+            detail = f"state/analysis/{queries.step_dir(ctx.step)}/detail/"
+            where = (ctx.run_dir / detail).relative_to(ctx.repo.work_tree).as_posix() + "/"
+            result.analysis["overview"] = overview_text.replace(f"`{detail}`", f"`{where}`")
         # else: no analysis section at all, as upstream, rather than a fallback text per task
 
         # the Evolve Agent
