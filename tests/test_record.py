@@ -182,7 +182,7 @@ def test_step_output_log_show_and_notes_agree_on_step_numbers(demo, demo_master)
     assert f"step 5: rollouts of H_4 (hermit/demo/step-0004 {tip4[:12]}): pass@1 1.000" in out
     assert "step 4 made H_4: hermit/demo/step-0004 -> " + tip4[:12] in out
     log = hermit(demo, "log").out
-    assert "H_N = hermit/demo/step-NNNN" in log.splitlines()[0]
+    assert "row N is H_N (hermit/demo/step-NNNN), made by step N" in log.splitlines()[0]
     row4 = next(line for line in log.splitlines() if line.startswith("step    4"))
     assert tip4[:10] in row4 and "pass@1 1.000" in row4
     show = hermit(demo, "show", "step-2").out
