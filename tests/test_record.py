@@ -133,9 +133,10 @@ def test_rollout_and_eval_twice_on_the_demo_leave_every_note_byte_identical(demo
         assert hermit(demo, *read_only).code == 0
     assert notes_snapshot(demo) == once
     # a partial rollout (--tasks) never replaces the whole record by a poorer one
-    r = hermit(demo, "rollout", "hermit/demo/step-0001", "--tasks", "csv-1")
-    assert r.code == 0, r.err
-    assert notes_snapshot(demo) == once
+    for partial in (("--tasks", "csv-1"), ("-k", "1")):
+        r = hermit(demo, "rollout", "hermit/demo/step-0001", *partial)
+        assert r.code == 0, r.err
+        assert notes_snapshot(demo) == once, partial
 
 
 # --- 8. rollout and eval take the run lock ---------------------------------------------------------
@@ -195,6 +196,7 @@ def test_step_output_log_show_and_notes_agree_on_step_numbers(demo, demo_master)
     overview = analysis["overview"]
     detail = overview.split("Detail per task: `", 1)[1].split("`", 1)[0]
     assert (demo / detail).is_dir() and any((demo / detail).glob("*.md")), detail
+    assert "`detail/" not in overview and "`state/" not in overview
 
 
 # --- 11. learner usage survives a resume -----------------------------------------------------------

@@ -154,12 +154,17 @@ def _merge_runs(old: Scores, new: Scores) -> Scores:
     did not cover — is kept. A run that found nothing new returns ``old`` itself, so a fully
     reused re-run leaves the note byte-identical.
     """
-    tasks = {**old.tasks, **new.tasks}
+    tasks = dict(old.tasks)
+    for task, score in new.tasks.items():   # attempt by attempt: a `-k 1` re-run keeps attempt 2
+        attempts = list(tasks[task].attempts) if task in tasks else []
+        for i, attempt in enumerate(score.attempts):
+            attempts[i:i + 1] = [attempt]
+        tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts))
     keep = {"ci": new.ci or old.ci, "evaluation": new.evaluation or old.evaluation, "stop": new.stop or old.stop,
             "splits": old.splits}
     if tasks == old.tasks:
         return replace(old, ci=keep["ci"])
-    if set(new.tasks) >= set(old.tasks):
+    if tasks == new.tasks:
         return replace(new, **keep)
     counts = {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts)) for t, s in tasks.items()}
     ks = sorted({int(k) for k in (*old.pass_at, *new.pass_at)})

@@ -161,7 +161,8 @@ class AHEEvolver:
             # lies in the repository, so the path a reader follows exists where the note says
             detail = f"state/analysis/{queries.step_dir(ctx.step)}/detail/"
             where = (ctx.run_dir / detail).relative_to(ctx.repo.work_tree).as_posix() + "/"
-            result.analysis["overview"] = overview_text.replace(f"`{detail}`", f"`{where}`")
+            result.analysis["overview"] = (overview_text.replace(f"`{detail}`", f"`{where}`")
+                                           .replace("`detail/{task}.md`", f"`{where}{{task}}.md`"))
         # else: no analysis section at all, as upstream, rather than a fallback text per task
 
         # the Evolve Agent
