@@ -61,7 +61,7 @@ def main() -> None:
         for host in args.host or HOSTS:
             cli = find_host_cli(host)
             if cli is None:
-                print(f"{host}: not installed (scripts/install-hosts.sh); skipped")
+                print(f"{host}: not installed (git hermit hosts install); skipped")
                 continue
             timings: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
             calls = 0

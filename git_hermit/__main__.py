@@ -1,5 +1,5 @@
 """``python -m git_hermit`` runs the CLI (same as the ``git-hermit`` executable)."""
 
-from git_hermit.cli import main
+from git_hermit.launcher import main
 
 main()

@@ -15,11 +15,10 @@ from typing import Any
 import click
 
 from git_hermit import __version__
-from git_hermit.errors import HermitError
+from git_hermit.completer import COMPLETE_VAR
+from git_hermit.errors import INTERNAL_ERROR_EXIT, INTERRUPTED_EXIT, USAGE_EXIT, HermitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-INTERNAL_ERROR_EXIT = 70
-INTERRUPTED_EXIT = 130
 
 
 def _repo():
@@ -36,6 +35,27 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
+def _complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Run names from the repository's step branches (one git process); nothing outside a repo."""
+    try:
+        from git_hermit.core.runs import list_runs
+        return [r for r in list_runs(_repo()) if r.startswith(incomplete)]
+    except Exception:  # completion must never print an error into the user's prompt
+        return []
+
+
+def _complete_step(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """``step-N`` names of the run given with --run (or the only run)."""
+    try:
+        from git_hermit.core.runs import list_runs, list_steps
+        repo = _repo()
+        run = ctx.params.get("run") or next(iter(list_runs(repo)), None)
+        names = [f"step-{n}" for n, _ in list_steps(repo, run)] if run else []
+        return [n for n in names if n.startswith(incomplete)]
+    except Exception:
+        return []
+
+
 @click.group(context_settings=CONTEXT)
 @click.option("--debug", is_flag=True, help="Print each git command with its duration, and tracebacks.")
 @click.option("-C", "chdir", type=click.Path(file_okay=False), help="Run as if started in this directory.")
@@ -50,7 +70,7 @@ def cli(debug: bool, chdir: str | None) -> None:
         try:
             os.chdir(chdir)
         except OSError as exc:
-            raise HermitError(f"cannot change to {chdir}: {exc.strerror}") from None
+            raise click.BadParameter(f"cannot change to {chdir}: {exc.strerror}", param_hint="-C") from None
     if debug:
         from git_hermit.gitio import set_debug
         set_debug(True)
@@ -61,7 +81,7 @@ def cli(debug: bool, chdir: str | None) -> None:
 @click.option("--template", "template_id", default="ahe@1.0", show_default=True,
               type=click.Choice(["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]),
               help="Seed adapter template.")
-@click.option("--run", help="Run name (default: the template's name).")
+@click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
 def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
@@ -77,7 +97,7 @@ def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", required=False)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), help="Check this directory instead.")
-@click.option("--run", help="Run whose template and adapter to use.")
+@click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
 @click.option("--template", help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -106,7 +126,7 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option("--run", help="Run to show (default: the only one).")
+@click.option("--run", shell_complete=_complete_run, help="Run to show (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def log(run: str | None, as_json: bool) -> None:
     """One line per step: commit, pass@1, changes and their verdicts, rollbacks."""
@@ -122,8 +142,8 @@ def log(run: str | None, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("target")
-@click.option("--run", help="Run for step-N targets.")
+@click.argument("target", shell_complete=_complete_step)
+@click.option("--run", shell_complete=_complete_run, help="Run for step-N targets.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def show(target: str, run: str | None, as_json: bool) -> None:
     """A step's or commit's manifest, verdicts and scores (TARGET: step-N or any revision)."""
@@ -151,7 +171,7 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
-@click.option("--run", help="Run (default: the only one).")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 def rollback(target: str, reason: str, run: str | None) -> None:
     """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
     from git_hermit.core.rollback import rollback as do_rollback
@@ -172,7 +192,7 @@ def rollback(target: str, reason: str, run: str | None) -> None:
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--host", required=True, type=click.Choice(["codex", "claude-code", "pi"]), help="The host to deploy for.")
 @click.option("--rev", help="Deploy the adapter at this revision (default: the run's adapter in the work tree).")
-@click.option("--run", help="Run whose adapter to deploy.")
+@click.option("--run", shell_complete=_complete_run, help="Run whose adapter to deploy.")
 @click.option("--force", is_flag=True, help="Overwrite files this deployment did not write.")
 def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: bool) -> None:
     """Write what HOST reads into DIRECTORY: context file, hooks, skills, sub-agents."""
@@ -202,6 +222,21 @@ def doctor(run_hosts: bool, as_json: bool) -> None:
         click.echo(render_text(report))
 
 
+@cli.group(context_settings=CONTEXT)
+def hosts() -> None:
+    """The host CLIs git-hermit runs (Codex, Claude Code, Pi)."""
+
+
+@hosts.command(name="install", context_settings=CONTEXT)
+@click.argument("names", nargs=-1, type=click.Choice(["codex", "claude-code", "pi"]))
+def hosts_install(names: tuple[str, ...]) -> None:
+    """Install the pinned host CLIs (default: all three) with npm where git-hermit finds them."""
+    from git_hermit.hosts.install import install_hosts
+    for item in install_hosts(list(names), say=lambda msg: click.echo(msg, err=True)):
+        state = "installed" if item.changed else "already installed"
+        click.echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
+
+
 def _progress(label: str):
     from git_hermit.render.progress import rollout_progress
     return rollout_progress(label)
@@ -210,9 +245,9 @@ def _progress(label: str):
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", required=False)
 @click.option("--split", default="train", show_default=True, help="Split of hermit.yaml data: to run.")
-@click.option("-k", "k", type=int, help="Rollouts per task (default: inferred from the rows).")
+@click.option("-k", "k", type=click.IntRange(min=1), help="Rollouts per task (default: inferred from the rows).")
 @click.option("--tasks", "only_tasks", help="Comma-separated task ids to run (default: all of the split).")
-@click.option("--run", help="Run (default: the only one).")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_WAIT
 def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool,
@@ -241,8 +276,8 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
 @click.argument("rev")
 @click.option("--baseline", help="Compare against this revision (paired bootstrap 95% CI over tasks).")
 @click.option("--split", default="test", show_default=True, help="Held-out split of hermit.yaml data:.")
-@click.option("-k", "k", type=int, help="Rollouts per task (default: inferred from the rows).")
-@click.option("--run", help="Run (default: the only one).")
+@click.option("-k", "k", type=click.IntRange(min=1), help="Rollouts per task (default: inferred from the rows).")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_WAIT
 def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool,
@@ -311,7 +346,7 @@ def _print_step(outcome) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option("--run", help="Run (default: the only one).")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @_WAIT
 def step(run: str | None, wait: bool) -> int:
     """One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, commits.
@@ -334,7 +369,7 @@ def step(run: str | None, wait: bool) -> int:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option("--run", help="Run (default: the only one).")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--epochs", type=click.IntRange(min=1), help="Total steps of the run (default: trainer.epochs).")
 @_WAIT
 def train(run: str | None, epochs: int | None, wait: bool) -> int:
@@ -351,7 +386,7 @@ def train(run: str | None, epochs: int | None, wait: bool) -> int:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option("--run", help="Run (default: the only one).")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--archive", type=click.Path(path_type=Path), help="Also write the adapter as .tar, .tar.gz or .zip.")
 def finalize(run: str | None, archive: Path | None) -> None:
     """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
@@ -398,6 +433,123 @@ def demo(directory: Path) -> None:
     click.echo(DEMO_NOTICE)
 
 
+def _complete_command(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return [name for name in cli.list_commands(ctx) if name.startswith(incomplete)]
+
+
+@cli.command(name="help", context_settings=CONTEXT)
+@click.argument("command", required=False, shell_complete=_complete_command)
+@click.option("--man", "as_roff", is_flag=True, help="Print the whole manual page as roff (what `man git-hermit` shows).")
+@click.option("--completion-table", "as_table", is_flag=True, hidden=True,
+              help="Print the table shell completion reads (git_hermit/_completion_table.py).")
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_table: bool) -> None:
+    """Help for COMMAND (or the overview); `git help hermit` opens the manual page."""
+    if as_roff:
+        click.echo(manpage_text(), nl=False)
+        return
+    if as_table:
+        import pprint
+        click.echo('"""Generated by `git hermit help --completion-table`: what shell completion offers."""\n\n'
+                   f"TABLE = {pprint.pformat(completion_table(), width=110)}")
+        return
+    parent = ctx.parent
+    if command is None:
+        click.echo(cli.get_help(parent))
+        return
+    sub = cli.get_command(parent, command)
+    if sub is None:
+        raise click.BadParameter(f"no such command {command!r} (commands: {', '.join(cli.list_commands(parent))})",
+                                 param_hint="COMMAND")
+    with click.Context(sub, info_name=command, parent=parent) as sub_ctx:
+        click.echo(sub.get_help(sub_ctx))
+
+
+def _command_docs() -> list:
+    """The CLI as plain records for the manual page (click stays in this module)."""
+    from git_hermit.render.manpage import CommandDoc, OptionDoc
+    docs = []
+
+    def walk(command: click.Command, ctx: click.Context, name: str) -> None:
+        options = [OptionDoc(flags=record[0], help=record[1]) for param in command.get_params(ctx)
+                   if isinstance(param, click.Option) and param.name != "help"
+                   and (record := param.get_help_record(ctx)) is not None]
+        usage = " ".join(command.collect_usage_pieces(ctx))
+        if not isinstance(command, click.Group) or not name:
+            docs.append(CommandDoc(name=name, usage=f"git hermit {name} {usage}".replace("  ", " ").strip(),
+                                   help=command.help or "", options=tuple(options)))
+        if isinstance(command, click.Group):
+            for sub_name in command.list_commands(ctx):
+                sub = command.get_command(ctx, sub_name)
+                full = f"{name} {sub_name}".strip()
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx), full)
+
+    walk(cli, click.Context(cli, info_name="git hermit"), "")
+    return docs
+
+
+def _param_kind(param: click.Parameter) -> dict[str, Any]:
+    """How completion offers a value of ``param``: its choices, a path kind, or a named source."""
+    kind: dict[str, Any] = {}
+    if isinstance(param.type, click.Choice):
+        kind["choices"] = [str(c) for c in param.type.choices]
+    elif isinstance(param.type, click.Path):
+        kind["path"] = "dir" if not param.type.file_okay else "file"
+    callback = getattr(param, "_custom_shell_complete", None)
+    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command"}
+    if callback in sources:
+        kind["source"] = sources[callback]
+    return kind
+
+
+def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
+    """A command's (or group's, with its sub-commands) options and arguments for completion."""
+    options: dict[str, Any] = {}
+    arguments = []
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            if param.hidden:
+                continue
+            for name in [*param.opts, *param.secondary_opts]:
+                options[name] = {"help": param.help or "", "takes_value": not (param.is_flag or param.count),
+                                 **_param_kind(param)}
+        elif isinstance(param, click.Argument):
+            arguments.append({"many": param.nargs == -1, **_param_kind(param)})
+    scope: dict[str, Any] = {"help": (command.short_help or command.help or "").split("\n")[0],
+                             "options": options, "arguments": arguments}
+    if isinstance(command, click.Group):
+        scope["commands"] = {}
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx))
+    return scope
+
+
+def completion_table() -> dict[str, Any]:
+    """The commands, options and argument kinds that completer.py answers from."""
+    return _scope(cli, click.Context(cli, info_name="git hermit"))
+
+
+def manpage_text() -> str:
+    """git-hermit(1) as roff: shipped in the wheel as share/man/man1/git-hermit.1."""
+    from git_hermit.render.manpage import render_manpage
+    return render_manpage(_command_docs(), version=__version__, date="")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the completion script for SHELL; it completes `git hermit <TAB>` and `git-hermit <TAB>`.
+
+    bash: eval "$(git hermit completion bash)" in ~/.bashrc (after git's own completion);
+    zsh: eval "$(git hermit completion zsh)" in ~/.zshrc (after compinit);
+    fish: git hermit completion fish > ~/.config/fish/completions/git-hermit.fish
+    """
+    from git_hermit.render.completion import completion_script
+    click.echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
+
+
 # ------------------------------------------------------------------------------------------
 def _on_interrupt(signum, frame) -> None:
     """Ctrl-C: end every agent and learner process now (they run in their own sessions, out
@@ -407,37 +559,50 @@ def _on_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _fail(message: str, hint: str | None, code: int, *, as_json: bool) -> None:
+    """Report a failure as ``error:``/``hint:`` lines on stderr, or (--json) one JSON object on stdout."""
+    if as_json:
+        click.echo(json.dumps({"error": message, "hint": hint, "code": code}, sort_keys=True))
+    else:
+        click.echo(f"error: {message}", err=True)
+        if hint:
+            click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def _usage_hint(exc: click.ClickException) -> str:
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "git hermit"
+    return f"see `{path} -h` for its arguments and options"
+
+
+RESUME_HINT = "run the same command again to resume: finished rollouts and learner sessions are reused"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``git-hermit`` executable."""
     args = list(sys.argv[1:] if argv is None else argv)
     import signal
     signal.signal(signal.SIGINT, _on_interrupt)
-    debug = "--debug" in args
+    debug, as_json = "--debug" in args, "--json" in args
     try:
         code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(INTERRUPTED_EXIT)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _fail("interrupted", RESUME_HINT, INTERRUPTED_EXIT, as_json=as_json)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        # click's own usage errors (unknown option, missing argument, bad value): exit 2
+        _fail(exc.format_message(), _usage_hint(exc), USAGE_EXIT if exc.exit_code == 2 else exc.exit_code,
+              as_json=as_json)
     except HermitError as exc:
         if debug:
             import traceback
             traceback.print_exc()
-        click.echo(f"error: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted; run the same command again to resume", err=True)
-        sys.exit(INTERRUPTED_EXIT)
+        _fail(exc.message, exc.hint, exc.exit_code, as_json=as_json)
     except Exception as exc:  # a bug: keep it to one line unless --debug
         if debug:
             raise
-        click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
-        click.echo("hint: rerun with --debug for the traceback, and report it", err=True)
-        sys.exit(INTERNAL_ERROR_EXIT)
+        _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
+              INTERNAL_ERROR_EXIT, as_json=as_json)
     sys.exit(code if isinstance(code, int) else 0)

@@ -47,6 +47,7 @@ class RunConfig:
     trainer: dict[str, Any] = field(default_factory=dict)
     executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
     prices: dict[str, Any] = field(default_factory=dict)
+    sandbox: dict[str, Any] = field(default_factory=dict)   # seed 000: {enabled, network, allow}
     path: Path | None = None           # where it was read from
     raw: dict[str, Any] = field(default_factory=dict)
 

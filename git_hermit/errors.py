@@ -77,3 +77,27 @@ class AgentError(HermitError):
     """An acting agent or learner binary is missing or cannot start."""
 
     exit_code = 12
+
+
+USAGE_EXIT = 2            # click's own code for a bad command line
+INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
+INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
+
+# What each exit code means to a user: the README's table, the man page and `help` read this.
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    CheckFailed.exit_code: "check found broken rules",
+    HermitError.exit_code: "git-hermit's installation is incomplete (a shipped file is missing: reinstall)",
+    USAGE_EXIT: "bad command-line usage (unknown option, missing argument, bad value)",
+    NotARepository.exit_code: "not in a (non-bare) git repository",
+    GitStateError.exit_code: "the repository lacks what the command needs (unknown revision, missing step)",
+    ConfigError.exit_code: "hermit.yaml missing or invalid (the message names the key)",
+    LockHeld.exit_code: "the run is locked by another live git hermit process",
+    InputError.exit_code: "bad input (tasks, rows, names, arguments)",
+    ManifestError.exit_code: "a learner's change manifest or edit was rejected; the step kept the adapter",
+    RefConflict.exit_code: "a ref moved underneath us and retries did not settle it",
+    SchemaError.exit_code: "a git-hermit note fails its schema",
+    AgentError.exit_code: "an agent or learner binary is missing",
+    INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
+    INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
+}

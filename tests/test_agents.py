@@ -117,7 +117,7 @@ def _agent_block(host: str, base_url: str) -> tuple[dict, dict]:
 @pytest.mark.parametrize("host", ["codex", "claude-code"])
 def test_real_cli_rollout_against_scripted_model(repo, tmp_path, host):
     if find_host_cli(host) is None:
-        pytest.skip(f"the {host} CLI is not installed (scripts/install-hosts.sh)")
+        pytest.skip(f"the {host} CLI is not installed (git hermit hosts install)")
     shell_marker = tmp_path / "shell-ran.txt"
     make_project(repo, "print('unused')\n", n_tasks=1, k=1, host=host)
     with open(repo / "tasks.jsonl", "w") as handle:

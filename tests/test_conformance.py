@@ -26,7 +26,7 @@ def require_cli(host: str) -> Path:
         pytest.skip("node is not installed")
     cli = find_host_cli(host)
     if cli is None:
-        pytest.skip(f"the {host} CLI is not installed (scripts/install-hosts.sh)")
+        pytest.skip(f"the {host} CLI is not installed (git hermit hosts install)")
     return cli
 
 

@@ -162,7 +162,7 @@ def test_rollback_bad_inputs_leave_everything_unchanged(repo):
     assert hermit(repo, "init", "--run", "r").code == 0
     change = _commit_change(repo, "r", 1, {"MEMORY.md": b"no header any more\n"}, "chg-1")
     before = snapshot_state(repo)
-    for args, code in ((["nope", "--reason", "x"], 7),
+    for args, code in ((["nope", "--reason", "x"], 4),
                        ([change, "--reason", " "], 7),
                        (["refs/heads/hermit/r/step-0000", "--reason", "seed"], 7)):
         r = hermit(repo, "rollback", *args, "--run", "r")

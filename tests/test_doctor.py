@@ -64,7 +64,7 @@ def test_outside_a_repository_only_git_and_hosts_are_checked(no_hosts):
 def test_installed_hosts_report_their_version():
     found = {h: locate.find_host_cli(h) for h in locate.HOSTS}
     if not all(found.values()):
-        pytest.skip("the host CLIs are not installed (scripts/install-hosts.sh)")
+        pytest.skip("the host CLIs are not installed (git hermit hosts install)")
     report = doctor.doctor_report(None, run_hosts=False)
     for status in report.hosts:
         assert status.installed and status.version == locate.cli_version(found[status.host])

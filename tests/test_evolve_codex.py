@@ -36,7 +36,7 @@ def require_codex():
         pytest.skip("node is not installed")
     cli = find_host_cli("codex")
     if cli is None:
-        pytest.skip("the codex CLI is not installed (scripts/install-hosts.sh)")
+        pytest.skip("the codex CLI is not installed (git hermit hosts install)")
     return cli
 
 

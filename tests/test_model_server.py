@@ -125,7 +125,7 @@ def test_callable_script_and_last_turn_repeats():
 def test_unknown_routes_and_side_requests():
     with ScriptedModelServer(SCRIPT) as server:
         with pytest.raises(urllib.error.HTTPError) as excinfo:
-            post(server.base_url + "/v1/chat/completions", {})
+            post(server.base_url + "/v1/embeddings", {})
         assert excinfo.value.code == 404
         _, text = post(server.base_url + "/v1/messages/count_tokens", {"messages": []})
         assert json.loads(text)["input_tokens"] >= 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -64,3 +65,11 @@ def test_wheel_in_fresh_venv_runs_init_check_log_demo(tmp_path):
     assert demo.returncode == 0, demo.stderr[-2000:]
     assert "training stopped" in demo.stdout and "simulated" in demo.stdout
     assert list((Path(where.stdout.strip()).parent / "evolvers" / "ahe" / "prompts").glob("*.md"))
+    # the manual page ships where man finds it from PATH: `git help hermit` and `git hermit --help`
+    assert (env_dir / "share" / "man" / "man1" / "git-hermit.1").is_file()
+    if shutil.which("man") is None:
+        pytest.skip("man is not installed: cannot open the shipped manual page")
+    for argv in (["git", "help", "hermit"], ["git", "hermit", "--help"]):
+        page = _run(argv, repo, env={**path_env, "MANPAGER": "cat", "PAGER": "cat", "MANWIDTH": "100"})
+        assert page.returncode == 0, (argv, page.stderr)
+        assert "EXIT STATUS" in page.stdout and "completion" in page.stdout, page.stdout[:500]

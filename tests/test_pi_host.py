@@ -2,7 +2,7 @@
 
 Fast tests read the recorded Pi stream and session file, check the backend's models.json and
 run a Pi deployment's session-start command by hand. The ``hosts`` tests run the installed
-Pi (scripts/install-hosts.sh pi) against the scripted model server through `git hermit rollout`.
+Pi (git hermit hosts install pi) against the scripted model server through `git hermit rollout`.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def require_pi() -> Path:
         pytest.skip("node is not installed (Pi runs on Node 20+)")
     cli = find_host_cli("pi")
     if cli is None:
-        pytest.skip("the pi CLI is not installed (scripts/install-hosts.sh pi)")
+        pytest.skip("the pi CLI is not installed (git hermit hosts install pi)")
     return cli
 
 

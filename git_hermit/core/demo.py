@@ -49,6 +49,8 @@ def _demo_config(text: str, blocks: dict) -> str:
 def run_demo(directory: Path, *, say: Callable[[str], None] = print, on_progress=None) -> DemoOutcome:
     start = time.monotonic()
     directory = directory.resolve()
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"{directory} exists and is not a directory", hint="give a new directory: git hermit demo DIR")
     if directory.exists() and any(directory.iterdir()):
         raise InputError(f"{directory} exists and is not empty", hint="give a new directory: git hermit demo DIR")
     directory.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.model.records import Attempt, Comparison as CIRecord, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts import stats
+from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
@@ -85,10 +86,12 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
     judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     timeout_as = (config.evolver_params() or {}).get("timeout_as", "exception")
+    sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", "codex"),
+                               provider=agent_cfg.get("provider"))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
                        judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
-                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as)
+                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as, sandbox=sandbox)
             for row in bench.split.rows]
 
 

@@ -91,7 +91,7 @@ def find_change_commit(ctx: RunContext, target: str) -> tuple[str, tuple[str, ..
         return candidates[0][1], (candidates[0][2],)
     sha = ctx.repo.rev_parse(target)
     if sha is None:
-        raise InputError(f"no change or revision named {target!r} in run {ctx.run!r}",
+        raise GitStateError(f"no change or revision named {target!r} in run {ctx.run!r}",
                          hint="see `git hermit log` for change ids and commits")
     if not ctx.repo.is_ancestor(sha, ctx.tip[1]):
         raise GitStateError(f"{sha[:12]} is not part of run {ctx.run!r}",

@@ -23,7 +23,9 @@ from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_
 from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
 from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
-from git_hermit.learners import make_learner
+from git_hermit.learners import SessionLearner, make_learner
+from git_hermit.rollouts.sandbox import spec_from_config
+from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.model.records import Analysis, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
@@ -114,7 +116,14 @@ def _learner_factory(ctx: RunContext):
             dbg = params.get("debugger") or {}
             overrides = {"name": dbg.get("model"), "effort": dbg.get("effort"), "bin": dbg.get("bin"),
                          "args": dbg.get("args")}
-        return make_learner(ctx.config.evolver, role, scripted_default=scripted.get(role), overrides=overrides)
+        learner = make_learner(ctx.config.evolver, role, scripted_default=scripted.get(role), overrides=overrides)
+        if isinstance(learner, SessionLearner):
+            # seed 000: the learners' sandbox, hosted web search set explicitly, hidden paths
+            learner.sandbox = spec_from_config(ctx.config.sandbox, backend=learner.backend,
+                                               provider=learner.cfg.get("provider"))
+            learner.cfg["web_search"] = bool(params.get("web_search", False))
+            learner.hide = tuple(params.get("hide") or ())
+        return learner
     return learner
 
 
@@ -125,8 +134,10 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
              on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> StepOutcome:
     ctx = open_run(repo, run)
+    spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
+        clean_stale()                        # workspaces and login copies of a killed run
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
 
 

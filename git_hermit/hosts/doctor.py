@@ -53,6 +53,8 @@ class DoctorReport:
     node: str | None
     hosts: tuple[HostStatus, ...]
     problems: tuple[str, ...] = field(default=())
+    sandbox_ok: bool = False           # bubblewrap can create its namespaces here
+    sandbox: str = ""                  # one line saying why (or why not)
 
     @property
     def ok(self) -> bool:
@@ -140,8 +142,25 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
                             + ", ".join(broken + list(status.conformance["errors"])))
     if node is None and any(s.installed for s in hosts):
         problems.append("node is not on PATH; the host CLIs' launchers need it")
+    from git_hermit.rollouts.sandbox import probe   # lazy: doctor must start even without it
+    sandbox_ok, sandbox = probe()
+    if not sandbox_ok and repo is not None and _sandbox_enabled(repo):
+        problems.append(f"hermit.yaml enables the sandbox but {sandbox}; `step` refuses to run "
+                        "(set sandbox: {enabled: false} to run unsandboxed explicitly)")
     return DoctorReport(git_version, str(repo.work_tree) if repo is not None else None, rewrite_refs, missing,
-                        remotes, str(node) if node else None, hosts, tuple(problems))
+                        remotes, str(node) if node else None, hosts, tuple(problems), sandbox_ok, sandbox)
+
+
+def _sandbox_enabled(repo: "Repo") -> bool:
+    from git_hermit.config import config_paths, parse_config
+    from git_hermit.errors import HermitError
+    for path in config_paths(repo.work_tree):
+        try:
+            if parse_config(path.read_text(), source=path.name).sandbox.get("enabled"):
+                return True
+        except (HermitError, OSError):
+            continue
+    return False
 
 
 def render_text(report: DoctorReport) -> str:
@@ -158,9 +177,10 @@ def render_text(report: DoctorReport) -> str:
             lines.append(f"{mark[remote.fetches_notes]}remote {remote.remote}: fetches hermit notes: "
                          f"{'yes' if remote.fetches_notes else 'no'}; pushes them: {'yes' if remote.pushes_notes else 'no'}")
     lines.append(f"{mark[report.node is not None]}node {report.node or 'not found'}")
+    lines.append(f"{mark[report.sandbox_ok]}sandbox: {report.sandbox}")
     for status in report.hosts:
         if not status.installed:
-            lines.append(f"!! {status.host}: not installed (scripts/install-hosts.sh installs {status.pinned})")
+            lines.append(f"!! {status.host}: not installed (`git hermit hosts install {status.host}` installs {status.pinned})")
             continue
         lines.append(f"{mark[status.version == status.pinned]}{status.host} {status.version or '?'} "
                      f"(pinned {status.pinned}) at {status.cli}")

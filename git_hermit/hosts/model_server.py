@@ -1,8 +1,11 @@
 """A scripted model server: the real host CLIs talk to it instead of a model provider.
 
-It speaks OpenAI Responses SSE (``POST /v1/responses``, Codex) and Anthropic Messages SSE
-(``POST /v1/messages``, Claude Code and Pi), plays a script of turns chosen by how many tool
-results the conversation already holds, and records every request body for assertions.
+It speaks OpenAI Responses SSE (``POST /v1/responses``, Codex), Anthropic Messages (SSE or
+JSON, ``POST /v1/messages``, Claude Code, Pi, the Anthropic SDK) and OpenAI Chat Completions
+(SSE or JSON, ``POST /v1/chat/completions``: vLLM, Ollama, llama.cpp and the OpenAI SDK), plays
+a script of turns chosen by how many tool results the conversation already holds, records
+every request body for assertions, and can first answer with scripted faults (a 429 with
+Retry-After, a 500, a malformed body, a slow answer) to test retries and error reports.
 """
 
 from __future__ import annotations
@@ -10,16 +13,36 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 
 RESPONSES_API = "responses"
 MESSAGES_API = "messages"
+CHAT_API = "chat"
 
 # Each host's name and input shape for its shell tool: Codex's exec_command takes "cmd",
 # Claude Code's Bash and Pi's bash take "command".
-_SHELL_TOOL = {RESPONSES_API: ("exec_command", "cmd"), MESSAGES_API: ("Bash", "command")}
+_SHELL_TOOL = {RESPONSES_API: ("exec_command", "cmd"), MESSAGES_API: ("Bash", "command"),
+               CHAT_API: ("shell", "command")}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A scripted failure answered instead of the next conversation turn.
+
+    ``status``: an HTTP error (429 with ``retry_after`` seconds, 500, 529 …); ``malformed``:
+    a 200 whose body is not the API's JSON; ``delay_s``: wait this long before answering the
+    turn normally (longer than the client's timeout: a timeout)."""
+
+    status: int | None = None
+    retry_after: float | None = None
+    malformed: bool = False
+    delay_s: float = 0.0
+
+
+FAULT_TURN = -2   # RecordedRequest.turn_index of a request answered with a Fault
 
 
 @dataclass(frozen=True)
@@ -68,8 +91,9 @@ Script = Sequence[Turn] | Callable[[dict, int], Turn]
 class ScriptedModelServer:
     """A local HTTP model that plays ``script``; use as a context manager or start()/stop()."""
 
-    def __init__(self, script: Script, *, model: str = "scripted-model"):
+    def __init__(self, script: Script, *, model: str = "scripted-model", faults: Sequence[Fault] = ()):
         self._script = script
+        self._faults = list(faults)
         self.model = model
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -126,6 +150,10 @@ class ScriptedModelServer:
         index = min(tool_results, len(self._script) - 1)
         return index, self._script[index]
 
+    def _next_fault(self) -> Fault | None:
+        with self._lock:
+            return self._faults.pop(0) if self._faults else None
+
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self._requests.append(request)
@@ -141,6 +169,8 @@ def count_tool_results(api: str, body: dict) -> int:
             1 for item in body.get("input") or []
             if isinstance(item, dict) and item.get("type") in ("function_call_output", "custom_tool_call_output")
         )
+    if api == CHAT_API:
+        return sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool")
     count = 0
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
@@ -255,6 +285,44 @@ def _messages_events(message: dict) -> list[tuple[str, dict]]:
     ]
 
 
+def _chat_completion(server: ScriptedModelServer, turn: Turn, raw: bytes) -> dict:
+    """A whole Chat Completions answer (``object: chat.completion``)."""
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if turn.is_tool_call:
+        name, tool_input = _tool_call(CHAT_API, turn)
+        arguments = json.dumps(tool_input)
+        message["tool_calls"] = [{"id": server._next_id("call"), "type": "function",
+                                  "function": {"name": name, "arguments": arguments}}]
+        answer, finish = arguments, "tool_calls"
+    else:
+        message["content"] = turn.text or ""
+        answer, finish = turn.text or "", "stop"
+    prompt_tokens, completion_tokens = _usage_numbers(raw, answer)
+    return {"id": server._next_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()),
+            "model": server.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens,
+                      "prompt_tokens_details": {"cached_tokens": 0},
+                      "completion_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def _chat_chunks(completion: dict, *, include_usage: bool) -> list[dict]:
+    """The same answer as ``chat.completion.chunk`` objects (then ``data: [DONE]``)."""
+    base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
+            "model": completion["model"]}
+    choice, message = completion["choices"][0], completion["choices"][0]["message"]
+    if message.get("tool_calls"):
+        call = message["tool_calls"][0]
+        delta = {"role": "assistant", "tool_calls": [{"index": 0, **call}]}
+    else:
+        delta = {"role": "assistant", "content": message["content"]}
+    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+              {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}]
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return chunks
+
+
 def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -284,16 +352,35 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             if path.endswith("/responses"):
                 api = RESPONSES_API
+            elif path.endswith("/chat/completions"):
+                api = CHAT_API
             elif path.endswith("/messages"):
                 api = MESSAGES_API
             else:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             results = count_tool_results(api, body)
+            fault = server._next_fault()
+            if fault is not None:   # recorded as it arrives (turn -2), so tests can count it at once
+                server._record(RecordedRequest(api, path, headers, body, results, FAULT_TURN))
+                if fault.delay_s:   # a late answer: the client has timed out and gone by then
+                    time.sleep(fault.delay_s)
+                    self.close_connection = True
+                else:
+                    self._send_fault(fault)
+                return
             index, turn = server._choose(body, results)
             server._record(RecordedRequest(api, path, headers, body, results, index))
             if api == RESPONSES_API:
                 self._send_sse(_responses_events(server, turn, raw), with_type=True)
+                return
+            if api == CHAT_API:
+                completion = _chat_completion(server, turn, raw)
+                if body.get("stream"):
+                    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._send_chat_stream(_chat_chunks(completion, include_usage=include_usage))
+                else:
+                    self._send_json(200, completion)
                 return
             message, _ = _messages_message(server, turn, raw)
             if body.get("stream"):
@@ -301,15 +388,39 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send_json(200, message)
 
-        def _send_json(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
+        def _send_fault(self, fault: Fault) -> None:
+            if fault.malformed:
+                self._send_raw(200, b"{this is not the API's JSON")
+                return
+            status = fault.status or 500
+            extra = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
+            self._send_json(status, {"type": "error", "error": {"type": "scripted_fault", "message":
+                                                                 f"scripted fault {status}"}}, headers=extra)
+
+        def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
             self.close_connection = True
+
+        def _send_chat_stream(self, chunks: list[dict]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+        def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), headers)
 
         def _send_sse(self, events: list[tuple[str, dict]], *, with_type: bool) -> None:
             # No Content-Length: the stream ends when the connection closes, which Claude Code

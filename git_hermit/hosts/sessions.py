@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,25 +119,11 @@ def run_session(
     env.update(prepare_home(host, home, workspace, base_url, model))
     env.update(extra_env or {})
     argv = session_command(host, cli, prompt, extra_args)
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    timed_out = False
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        # The CLI's hooks and shells are in its process group: take them all down.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        stdout, stderr = proc.communicate()
-    duration = time.monotonic() - started
-    return SessionResult(host=host, argv=tuple(argv), stdout=stdout, stderr=stderr,
-                         exit_code=None if timed_out else proc.returncode, duration_s=duration,
-                         timed_out=timed_out, home=home, events=tuple(parse_events(stdout)))
+    from git_hermit.rollouts.process import run_capture   # the one process runner
+    outcome = run_capture(argv, cwd=workspace, env=env, timeout_s=timeout_s)
+    return SessionResult(host=host, argv=tuple(argv), stdout=outcome.stdout, stderr=outcome.stderr,
+                         exit_code=outcome.returncode, duration_s=outcome.duration_s,
+                         timed_out=outcome.timed_out, home=home, events=tuple(parse_events(outcome.stdout)))
 
 
 def parse_events(stdout: str) -> list[dict]:

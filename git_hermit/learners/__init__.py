@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Callable, Protocol
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.scratch import scratch
 
 # The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
 # a longer prompt goes to a file in the workspace and the session is told to read it.
@@ -49,6 +49,8 @@ class SessionLearner:
     role: str
     backend: str
     cfg: dict[str, Any]
+    sandbox: Any = None           # a rollouts.sandbox.SandboxSpec, or None: unsandboxed
+    hide: tuple[str, ...] = ()    # workspace paths (globs) the session must not see (seed 000 ``hide``)
 
     def _agent(self):
         from git_hermit.rollouts.agents import make_agent
@@ -64,20 +66,37 @@ class SessionLearner:
         session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"
         if session_dir.exists():
             shutil.rmtree(session_dir)
-        (session_dir / "home").mkdir(parents=True)
+        session_dir.mkdir(parents=True)
         # The workspace lives inside the user's repository (.hermit/runs/…); run the session in a
         # copy outside it, so the CLI does not load that repository's AGENTS.md / CLAUDE.md or
-        # project .codex/.claude settings and hooks as its own. The edits are copied back.
-        with tempfile.TemporaryDirectory(prefix=f"hermit-{_safe(self.role)}-") as tmp:
-            place = Path(tmp) / "workspace"
-            shutil.copytree(workspace, place, symlinks=True)
+        # project .codex/.claude settings and hooks as its own. The edits are copied back. The
+        # private home (copied login files) lives in private scratch, removed after the session.
+        with scratch(f"{_safe(self.role)}-") as tmp:
+            place = tmp / "workspace"
+            hidden = _hidden(workspace, self.hide)
+            shutil.copytree(workspace, place, symlinks=True,
+                            ignore=lambda d, names: [n for n in names if Path(d, n) in hidden])
+            (tmp / "home").mkdir()
             if len(prompt.encode()) > PROMPT_FILE_THRESHOLD:
                 prompt = _prompt_by_file(place, prompt, f"PROMPT-{_safe(self.role)}.md")
-            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=session_dir / "home",
-                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend)
+            ctx = AgentContext(rollout_dir=session_dir, workspace=place, home=tmp / "home",
+                               prompt=prompt, timeout_s=timeout_s, attempt=1, task_id=key, host=self.backend,
+                               sandbox=self.sandbox)
             run = agent.run(ctx)
+            kept = tmp / "hidden"               # hidden paths keep their own content
+            for path in hidden:
+                target = kept / path.relative_to(workspace)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(path, target)
             shutil.rmtree(workspace)
             shutil.copytree(place, workspace, symlinks=True)
+            for path in hidden:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(kept / path.relative_to(workspace), path)
         ok = run.error is None and not run.timed_out and bool(run.final_answer)
         return LearnerResult(run.final_answer or "", run.usage, ok,
                              None if ok else (run.error or "the session gave no answer"), run.duration_s, run.model)
@@ -113,36 +132,75 @@ class OneShotLearner:
         return result
 
     def _complete(self, prompt: str, timeout_s: float) -> LearnerResult:
-        """One call to the model: its text and usage (a failure is a LearnerResult, not raised)."""
+        """One call to the model: its text and usage (a failure is a LearnerResult, not raised).
+
+        The official SDKs retry a 429 (after its Retry-After), a 5xx, a dropped connection and a
+        timeout ``max_retries`` times (default 2); what still fails is reported with its reason."""
         import os
         provider = self.cfg.get("provider") or {}
         env_key = provider.get("env_key") or ("OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY")
         api_key = os.environ.get(env_key)
         model = self.cfg.get("name") or self.cfg.get("model")
+        stream = bool(self.cfg.get("stream"))
+        retries = self.cfg.get("max_retries")
+        retries = 2 if retries is None else int(retries)
         start = time.monotonic()
         try:
             if self.api == "openai":
-                from openai import OpenAI
-                client = OpenAI(base_url=provider.get("base_url"), api_key=api_key or "none", timeout=timeout_s)
-                reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
-                text = reply.choices[0].message.content or ""
-                u = reply.usage
-                usage = Usage(getattr(u, "prompt_tokens", 0) or 0,
-                              getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
-                              getattr(u, "completion_tokens", 0) or 0)
+                text, usage = _openai_chat(provider.get("base_url"), api_key, model, prompt, timeout_s, retries, stream)
             else:
-                from anthropic import Anthropic
-                client = Anthropic(base_url=provider.get("base_url"), api_key=api_key, timeout=timeout_s)
-                reply = client.messages.create(model=model, max_tokens=8000,
-                                               messages=[{"role": "user", "content": prompt}])
-                text = "".join(getattr(block, "text", "") for block in reply.content)
-                usage = Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
-                              reply.usage.output_tokens)
+                text, usage = _anthropic_message(provider.get("base_url"), api_key, model, prompt, timeout_s,
+                                                 retries, stream)
         except Exception as exc:   # a failed call is the learner's error, retried by the caller
             return LearnerResult("", Usage(), False, f"{type(exc).__name__}: {exc}"[:300],
                                  time.monotonic() - start, model)
         return LearnerResult(text, usage, bool(text.strip()), None if text.strip() else "empty answer",
                              time.monotonic() - start, model)
+
+
+def _openai_chat(base_url: str | None, api_key: str | None, model: str | None, prompt: str, timeout_s: float,
+                 retries: int, stream: bool) -> tuple[str, Usage]:
+    """One OpenAI Chat Completions call (what OpenAI, vLLM, Ollama, llama.cpp serve)."""
+    from openai import OpenAI
+    client = OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=retries)
+    messages = [{"role": "user", "content": prompt}]
+    if not stream:
+        reply = client.chat.completions.create(model=model, messages=messages)
+        if not reply.choices:
+            raise ValueError("the answer has no choices")
+        return reply.choices[0].message.content or "", _chat_usage(reply.usage)
+    parts, usage = [], Usage()
+    for chunk in client.chat.completions.create(model=model, messages=messages, stream=True,
+                                                stream_options={"include_usage": True}):
+        if chunk.choices and chunk.choices[0].delta.content:
+            parts.append(chunk.choices[0].delta.content)
+        if getattr(chunk, "usage", None):
+            usage = _chat_usage(chunk.usage)
+    return "".join(parts), usage
+
+
+def _chat_usage(u: Any) -> Usage:
+    if u is None:
+        return Usage()
+    return Usage(getattr(u, "prompt_tokens", 0) or 0,
+                 getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
+                 getattr(u, "completion_tokens", 0) or 0)
+
+
+def _anthropic_message(base_url: str | None, api_key: str | None, model: str | None, prompt: str,
+                       timeout_s: float, retries: int, stream: bool) -> tuple[str, Usage]:
+    """One Anthropic Messages call (streamed through the SDK's event accumulator when asked)."""
+    from anthropic import Anthropic
+    client = Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=retries)
+    kwargs = {"model": model, "max_tokens": 8000, "messages": [{"role": "user", "content": prompt}]}
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            reply = events.get_final_message()
+    else:
+        reply = client.messages.create(**kwargs)
+    text = "".join(getattr(block, "text", "") for block in reply.content)
+    return text, Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
+                       reply.usage.output_tokens)
 
 
 @dataclass
@@ -171,6 +229,17 @@ def _prompt_by_file(workspace: Path, prompt: str, name: str) -> str:
     path.write_text(prompt, encoding="utf-8")
     return (f"Your full instructions and task are in the file .hermit/{name} in the current directory "
             f"({len(prompt):,} characters, too long to pass here). Read all of it first, then follow it exactly.")
+
+
+def _hidden(workspace: Path, patterns: tuple[str, ...]) -> set[Path]:
+    """The workspace paths the ``hide`` globs match (never the workspace itself)."""
+    found: set[Path] = set()
+    for pattern in patterns:
+        for path in workspace.glob(str(pattern).strip("/")):
+            if path != workspace and workspace in path.parents:
+                found.add(path)
+    # a path under another hidden one goes with its parent
+    return {p for p in found if not any(q in p.parents for q in found)}
 
 
 def _safe(key: str) -> str:

@@ -13,8 +13,6 @@ import math
 import os
 import re
 import shlex
-import signal
-import subprocess
 import tempfile
 import time
 import unicodedata
@@ -27,6 +25,7 @@ from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Outcome, RolloutResult, Usage
 
 from .ledger import Price, price_usage
+from .process import run_capture
 from .tasks import Task, listing
 
 PASS_REWARD = 1.0          # spec/ahe.md §1.1: reward >= 1.0 passes
@@ -37,7 +36,6 @@ JUDGE_KEYS = {
     # llm timeout_s is read by the caller and passed in as judge(timeout_s=…), the request timeout
     "llm": {"kind", "model", "base_url", "env_key", "rubric", "max_retries", "timeout_s"},
 }
-_KILL_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -374,28 +372,9 @@ def _substitute(argument: str, values: Mapping[str, str]) -> str:
 
 
 def _run_with_timeout(argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> tuple[str, bool]:
-    """Run ``argv`` in its own process group; on timeout kill the whole group. (output, timed_out)."""
-    process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        raw, _ = process.communicate(timeout=timeout_s)
-        return raw.decode("utf-8", errors="replace"), False
-    except subprocess.TimeoutExpired:
-        _kill_group(process.pid)
-        # children that escaped the group may keep the pipe open: bound the final read too
-        try:
-            raw, _ = process.communicate(timeout=_KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raw = b""
-        return raw.decode("utf-8", errors="replace"), True
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """Run ``argv`` under the process runner; on timeout its whole tree dies. (output, timed_out)."""
+    outcome = run_capture(argv, cwd=cwd, env=env, timeout_s=timeout_s, merge_stderr=True)
+    return outcome.stdout, outcome.timed_out
 
 
 def _reward_from_file(path: Path) -> float | None:

@@ -62,8 +62,13 @@ def load_split(path: Path, tasks: Mapping[str, Task], *, k: int | None = None,
         raise InputError(f"rows file for split {name!r} not found: {path}", "check `data:` in hermit.yaml")
     if k is not None and k < 1:
         raise ConfigError(f"k must be at least 1, got {k}", "set k to the rollouts per task, or null")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"rows file {path.name}: not UTF-8 text (byte {exc.start + 1})",
+                         "save the file as UTF-8") from None
     entries: list[tuple[int, str]] = [
-        (number, line.strip()) for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        (number, line.strip()) for number, line in enumerate(text.splitlines(), 1)
         if line.strip() and not line.lstrip().startswith("#")]
     if not entries:
         raise InputError(f"rows file {path.name} (split {name!r}) lists no rows", "one <task>#<n> per line")

@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
 from git_hermit.rollouts.process import kill_all
+from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.rollouts.executors import ExecutorHandle
 from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
 
@@ -114,6 +115,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
              slots: dict[str, int] | None = None, progress: Progress | None = None) -> dict[str, list[RolloutResult]]:
     """Run every job not already finished; results grouped by task, attempts in order."""
     jobs = list(jobs)
+    clean_stale()            # scratch (workspaces, copied logins) a killed run left behind
     progress = progress or Progress(total=len(jobs))
     results: dict[tuple[str, int], RolloutResult] = {}
     pending: list[RolloutJob] = []

@@ -119,21 +119,31 @@ def _load_records(spec: dict[str, Any], base_dir: Path) -> dict[str, Task]:
     return tasks
 
 
+UTF8_HINT = "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+
+
 def _read_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield (``file:line`` for errors, record). CSV fields may span lines (csv handles it)."""
     if path.suffix.lower() == ".csv":
         with path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
-            for record in reader:
-                yield f"{path.name}:{reader.line_num}", record
+            try:
+                for record in reader:
+                    yield f"{path.name}:{reader.line_num}", record
+            except UnicodeDecodeError:
+                raise InputError(f"{path.name}:{reader.line_num + 1}: not UTF-8 text", UTF8_HINT) from None
         return
     if path.suffix.lower() not in (".jsonl", ".ndjson"):
         raise InputError(f"tasks file {path.name}: unknown format", "use a .jsonl or .csv file")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            where = f"{path.name}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{where}: not UTF-8 text (byte {exc.start + 1} of the line)", UTF8_HINT) from None
             if not line.strip():
                 continue
-            where = f"{path.name}:{number}"
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:

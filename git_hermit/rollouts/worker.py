@@ -22,6 +22,7 @@ from git_hermit.adapter.deploy import deploy
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.judges import make_judge
+from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
 
 TASK_FILE = "task.md"
@@ -48,6 +49,7 @@ class RolloutJob:
     repo_path: str | None = None          # a local repository holding ``commit``; else a bundle is passed
     agent_slots: int | None = None        # agents running at once in this worker process (None: no cap)
     prices: dict[str, Any] = field(default_factory=dict)
+    sandbox: Any = None                   # a sandbox.SandboxSpec (hermit.yaml's sandbox:), or None
 
     @property
     def key(self) -> str:
@@ -132,8 +134,7 @@ def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) 
 def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutput:
     """Run one rollout in a scratch directory; never raises for the agent's or judge's failures."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hermit-rollout-") as tmp:
-        root = Path(tmp)
+    with scratch("rollout-") as root:
         out = root / "out"
         out.mkdir()
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
@@ -149,7 +150,8 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         agent = make_agent(job.agent_cfg)
         agent.check_available()
         ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,
-                           timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host)
+                           timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host,
+                           sandbox=job.sandbox)
         with _agent_gate(job.agent_slots):
             run = agent.run(ctx)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,

@@ -11,7 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from git_hermit.model.rollout import Usage
 
@@ -50,6 +50,7 @@ class AgentContext:
     task_id: str
     host: str
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    sandbox: Any = None                    # a sandbox.SandboxSpec to run the agent in, or None
 
     @property
     def trajectory_path(self) -> Path:
@@ -64,6 +65,15 @@ class AgentContext:
         env["HOME"] = str(self.home)
         env.update(self.extra_env)
         return env
+
+
+def in_sandbox(ctx: AgentContext, argv: list[str], env: dict[str, str], *,
+               readable: tuple[Path | str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+    """``argv``/``env`` unchanged without a sandbox, else wrapped in bubblewrap (rollouts.sandbox)."""
+    if ctx.sandbox is None:
+        return argv, env
+    from git_hermit.rollouts.sandbox import wrap
+    return wrap(argv, spec=ctx.sandbox, workspace=ctx.workspace, home=ctx.home, env=env, readable=readable)
 
 
 class AgentBackend(Protocol):

@@ -7,13 +7,14 @@ non-empty line of its stdout (which is kept as the trajectory).
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agents.base import AgentContext, AgentRun, last_nonempty_line
+from git_hermit.rollouts.agents.base import AgentContext, AgentRun, in_sandbox, last_nonempty_line
 from git_hermit.rollouts.process import run_process
 
 
@@ -44,8 +45,13 @@ class CommandAgent:
             argv.append(arg)
         if "/" in argv[0] and not Path(argv[0]).is_absolute():
             argv[0] = str((Path.cwd() / argv[0]).resolve())
+        env = ctx.base_env()
+        if ctx.sandbox is not None:   # the program and its prompt are readable, nothing else of the repo
+            program = shutil.which(argv[0]) or argv[0]
+            readable = tuple(p for p in {program, os.path.realpath(program), str(prompt_file)} if os.path.isabs(p))
+            argv, env = in_sandbox(ctx, argv, env, readable=readable)
         try:
-            outcome = run_process(argv, cwd=ctx.workspace, env=ctx.base_env(), timeout_s=ctx.timeout_s,
+            outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
                                   stdout_path=ctx.rollout_dir / "trajectory.txt", stderr_path=ctx.stderr_path)
         except OSError as exc:
             return AgentRun(None, Usage(), None, False, 0.0, f"cannot start {argv[0]}: {exc.strerror}",

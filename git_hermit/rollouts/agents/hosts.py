@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts.locate import find_host_cli
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agents.base import AgentContext, AgentRun, copy_login_files, real_home
+from git_hermit.rollouts.agents.base import AgentContext, AgentRun, copy_login_files, in_sandbox, real_home
 from git_hermit.rollouts.process import run_process
 from git_hermit.rollouts.trajectories import summarize
 
@@ -58,7 +58,7 @@ class HostCLIAgent:
         self.binary = _resolve_bin(self.cfg, self.host)
         if self.binary is None:
             raise AgentError(f"the {self.host} CLI was not found",
-                             hint="install it (scripts/install-hosts.sh) or set agent.bin in hermit.yaml")
+                             hint="install it (`git hermit hosts install`) or set agent.bin in hermit.yaml")
         provider = self.cfg.get("provider") or {}
         env_key = provider.get("env_key")
         if env_key and env_key not in os.environ and not self.cfg.get("login"):
@@ -82,6 +82,11 @@ class HostCLIAgent:
 
     def run(self, ctx: AgentContext) -> AgentRun:
         argv, env = self._command(ctx)
+        if ctx.sandbox is not None:
+            from git_hermit.rollouts.sandbox import install_dir
+            provider = self.cfg.get("provider") or {}
+            ctx = replace(ctx, sandbox=ctx.sandbox.with_endpoint(provider.get("base_url")))
+            argv, env = in_sandbox(ctx, argv, env, readable=(install_dir(self.binary or argv[0]),))
         outcome = run_process(argv, cwd=ctx.workspace, env=env, timeout_s=ctx.timeout_s,
                               stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
         return self._finish(ctx, outcome, ctx.trajectory_path)
@@ -115,6 +120,8 @@ class CodexAgent(HostCLIAgent):
             lines.insert(0, f"model = {_toml_str(self.cfg['model'])}")
         if self.cfg.get("effort"):
             lines.append(f"model_reasoning_effort = {_toml_str(self.cfg['effort'])}")
+        if self.cfg.get("web_search") is False:
+            lines.append('web_search = "disabled"')   # seed 000: hosted search runs past the sandbox
         if provider.get("base_url"):
             lines.append('model_provider = "hermit"')
         lines += ["", "[features]", "hooks = true", "", "[analytics]", "enabled = false"]
@@ -122,7 +129,8 @@ class CodexAgent(HostCLIAgent):
             wire = provider.get("wire_api", "responses")
             if wire != "responses":
                 raise ConfigError(f"agent.provider.wire_api {wire!r} is not supported by Codex",
-                                  hint='Codex only speaks wire_api: responses')
+                                  hint="Codex 0.164 refuses wire_api = chat; use a server's Responses endpoint "
+                                       "(wire_api: responses), or a chat-only server as evolver.base: llm")
             lines += ["", "[model_providers.hermit]", f"name = {_toml_str(provider.get('name', 'hermit'))}",
                       f"base_url = {_toml_str(provider['base_url'])}", f'wire_api = "{wire}"',
                       "request_max_retries = 2", "stream_max_retries = 2"]
@@ -160,6 +168,8 @@ class ClaudeCodeAgent(HostCLIAgent):
             env["ANTHROPIC_API_KEY"] = os.environ[env_key]
         self._copy_login(".claude", config_dir, CLAUDE_LOGIN_FILES)
         argv = [str(self.binary), "-p", ctx.prompt, *CLAUDE_FLAGS, *self.cfg.get("args", [])]
+        if self.cfg.get("web_search") is False:
+            argv += ["--disallowedTools", "WebSearch,WebFetch"]
         if self.cfg.get("model"):
             argv += ["--model", self.cfg["model"]]
         return argv, env

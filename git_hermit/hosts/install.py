@@ -1,0 +1,72 @@
+"""`git hermit hosts install`: put the pinned host CLIs where git-hermit finds them.
+
+Each host's npm package is installed at its pinned version into ``<hosts dir>/node``
+(``$GIT_HERMIT_HOSTS_DIR``, else ``~/.cache/git-hermit/hosts``), the first place
+``locate.find_host_cli`` looks; a package already there at its pinned version is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from git_hermit.errors import AgentError, InputError
+from git_hermit.hosts.locate import PINNED_PACKAGES, binary_name, cli_version, hosts_dirs
+
+
+@dataclass(frozen=True)
+class Installed:
+    host: str
+    package: str
+    version: str
+    path: Path
+    changed: bool          # False: it was already there at the pinned version
+
+
+def _installed_version(prefix: Path, package: str) -> str:
+    manifest = prefix / "node_modules" / package / "package.json"
+    try:
+        return json.loads(manifest.read_text()).get("version", "")
+    except (OSError, ValueError):
+        return ""
+
+
+def install_hosts(hosts: list[str] | None = None, *, say: Callable[[str], None] = print) -> list[Installed]:
+    """Install each host's pinned package (all three by default); return what is there now."""
+    hosts = list(hosts or PINNED_PACKAGES)
+    unknown = [h for h in hosts if h not in PINNED_PACKAGES]
+    if unknown:
+        raise InputError(f"unknown host(s) {', '.join(unknown)}", hint=f"known: {', '.join(PINNED_PACKAGES)}")
+    prefix = hosts_dirs()[0] / "node"
+    missing = [h for h in hosts if _installed_version(prefix, PINNED_PACKAGES[h].rsplit("@", 1)[0])
+               != PINNED_PACKAGES[h].rsplit("@", 1)[1]]
+    npm = shutil.which("npm")
+    if missing and npm is None:
+        raise AgentError(f"npm is not installed, and {', '.join(missing)} need it",
+                         hint="install Node.js 20 or newer (with npm), then rerun `git hermit hosts install`")
+    prefix.mkdir(parents=True, exist_ok=True)
+    done = []
+    for host in hosts:
+        spec = PINNED_PACKAGES[host]
+        package, version = spec.rsplit("@", 1)
+        changed = host in missing
+        if changed:
+            say(f"{host}: installing {spec} into {prefix}")
+            # Claude Code declares engines.node >= 22 but runs on Node 20; Pi's skipped install
+            # scripts (koffi, protobufjs) are not needed to run it.
+            proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                                   "--loglevel=error", spec], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise AgentError(f"npm could not install {spec}: {(proc.stderr or proc.stdout).strip()[-300:]}",
+                                 hint="check npm's access to its registry, then rerun `git hermit hosts install`")
+            got = _installed_version(prefix, package)
+            if got != version:
+                raise AgentError(f"{package} is at {got or 'nothing'} after npm install, expected {version}",
+                                 hint=f"remove {prefix / 'node_modules' / package} and rerun")
+        binary = prefix / "node_modules" / ".bin" / binary_name(host)
+        done.append(Installed(host, package, cli_version(binary) or version, binary, changed))
+    return done
