@@ -154,7 +154,7 @@ def _merge_runs(old: Scores, new: Scores) -> Scores:
 
     Outcomes are merged per task (the new run's win); what only the old record knows — the
     step's CI, its evaluation (flips, verdicts, precision/recall), its stop, tasks the new run
-    did not cover — is kept. A run that found nothing new returns ``old`` itself, so a fully
+    did not cover — is kept. A run that found nothing new returns ``old`` unchanged, so a fully
     reused re-run leaves the note byte-identical.
     """
     tasks = dict(old.tasks)
@@ -200,7 +200,7 @@ def write_scores(repo: Repo, scores: Scores) -> None:
     existing = loads("scores", current, where=scores.commit[:12]) if current else None
     merged = _rerun_record(existing, scores)
     text = dumps("scores", merged)
-    if existing is not None and (merged is existing or text == current):
+    if text == current:
         return
     store.write(NOTES_REFS["scores"], scores.commit, text,
                 f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")

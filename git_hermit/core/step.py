@@ -149,7 +149,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     stopped = read_scores(repo, evaluated)
     if stopped is not None and stopped.split == "train" and stopped.stop and config.allow_early_stop:
         # a step already evaluated the tip and stopped training: a rerun would only rewrite notes
-        raise RunFinished(f"step {n} evaluated H_{n - 1} and stopped training ({stopped.stop})")
+        raise RunFinished(f"step {stopped.step} evaluated H_{n - 1} and stopped training ({stopped.stop})")
     bench = load_benchmark(config, "train", k=params.get("k"))
     chosen = evolver.step_tasks(bench.split.tasks, n, params)
     if chosen is not None and not chosen:
