@@ -259,13 +259,15 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
     tasks = [t.strip() for t in only_tasks.split(",") if t.strip()] if only_tasks else None
     with _progress(f"rollouts {split}") as update:
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update, wait=wait,
-                                    say=lambda msg: click.echo(msg, err=True))
+                                    say=update.say)
     if as_json:
-        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused})
+        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
+                    "pass_at_1_ci": list(_ci(ev))})
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
-    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {ev.pass_at_1:.3f}  "
-               + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
+    interval = ev.pass_at_1_interval()
+    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
+               f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
     click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
     for line in ev.ledger.render():
@@ -288,13 +290,15 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     ctx = open_run(_repo(), run)
     with _progress(f"eval {split}") as update:
         report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update, wait=wait,
-                              say=lambda msg: click.echo(msg, err=True))
+                              say=update.say)
     cand, base, comp = report.candidate, report.baseline, report.comparison
     if as_json:
         _echo_json({
             "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
+                                          "pass_at_1_ci": list(_ci(cand)),
                                           "ledger": cand.ledger.to_dict()},
             "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
+                          "pass_at_1_ci": list(_ci(base)),
                           "ledger": base.ledger.to_dict()} if base else None),
             "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
@@ -305,7 +309,7 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         if ev is None:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
-        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1:.3f}  {extra}")
+        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
     if comp is not None:
         click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
         click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
@@ -316,6 +320,11 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
         click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+
+
+def _ci(ev) -> tuple[float, float]:
+    interval = ev.pass_at_1_interval()
+    return interval.low, interval.high
 
 
 def _print_step(outcome) -> None:
@@ -358,8 +367,7 @@ def step(run: str | None, wait: bool) -> int:
     from git_hermit.errors import ManifestError
     try:
         with _progress("rollouts") as update:
-            outcome = run_step(_repo(), run, say=lambda msg: click.echo(msg, err=True), on_progress=update,
-                               wait=wait)
+            outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait)
     except RunFinished as finished:
         click.echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
         click.echo("next: `git hermit finalize`, or start a new run to train further")
@@ -377,11 +385,18 @@ def train(run: str | None, epochs: int | None, wait: bool) -> int:
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     with _progress("rollouts") as update:
-        outcome = do_train(_repo(), run, epochs=epochs, say=lambda msg: click.echo(msg, err=True),
+        outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
                            on_progress=update, wait=wait)
     for item in outcome.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.reason}")
+    # the independent test of the final snapshot against the seed, when the run has a test split
+    from git_hermit.core.heldout import evaluate_final
+    from git_hermit.core.runs import open_run
+    with _progress("held-out test") as update:
+        held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update)
+    if held is not None:
+        click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
 
 
@@ -414,7 +429,7 @@ def demo(directory: Path) -> None:
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=lambda msg: click.echo(msg, err=True), on_progress=update)
+        outcome = run_demo(directory, say=update.say, on_progress=update)
     for item in outcome.training.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.training.reason}")

@@ -1,19 +1,22 @@
 """hermit.yaml → a typed, validated run configuration.
 
 A run's config is ``hermit.yaml`` (or ``hermit/<run>.yaml`` when a repo holds several runs),
-validated against ``schemas/config.schema.json``; unknown keys are errors with their path.
-Defaults live here, and ``render_default_config`` writes the commented file ``init`` creates.
+validated against ``schemas/config.schema.json`` and its ``evolver.params`` against the evolver's
+own ``evolvers/<name>/params.schema.json`` (with the defaults); unknown keys are errors with their
+path. ``render_default_config`` writes the commented file ``init`` creates.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
 from git_hermit.errors import ConfigError
+from git_hermit.evolvers.params import init_params, param_defaults, params_problems
 from git_hermit.model.schema import schema_errors
 from git_hermit.resources import schemas_dir
 
@@ -21,14 +24,8 @@ CONFIG_FILE = "hermit.yaml"
 RUNS_DIR = "hermit"
 SCHEMA_LINK = ".hermit/config.schema.json"   # local copy the yaml-language-server line points at
 
-AHE_DEFAULT_PARAMS: dict[str, Any] = {
-    "task_field": "task", "k": None, "evolve_timeout_s": 7200, "timeout_as": "exception",
-    "target_pass_rate": 0.95, "stability_min_iterations": 3, "rollback": "auto",
-    "rollback_verdicts": ["HARMFUL"], "final": "best_ever", "explore": False,
-    "debugger": {"enabled": True, "concurrency": 16, "timeout_s": 600, "retries": 3,
-                 "backoff_s": 2.0, "max_tasks": 90, "verifier_output": True,
-                 "verifier_tail_chars": 4000, "verifier_tail_lines": 60, "explode_traces": True},
-}
+# Names agent.env / agent.pass_env may not set: the framework gives every agent its own.
+RESERVED_AGENT_ENV = frozenset({"HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR"})
 
 
 @dataclass(frozen=True)
@@ -58,8 +55,8 @@ class RunConfig:
                 "evo_harness": "evo-harness"}.get(name, name)
 
     def evolver_params(self) -> dict[str, Any]:
-        """The evolver's params over its defaults (nested dicts merged one level deep)."""
-        params = dict(AHE_DEFAULT_PARAMS) if self.evolver_name == "ahe" else {}
+        """The evolver's params over its defaults (its params.schema.json; nested dicts merged one level deep)."""
+        params = param_defaults(self.evolver_name)
         if self.evolver_name == "continual-harness" and self.data.get("step_size"):
             params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the Refiner's window
         for key, value in (self.evolver.get("params") or {}).items():
@@ -68,6 +65,21 @@ class RunConfig:
             else:
                 params[key] = value
         return params
+
+    def agent_env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What the acting agent gets besides the framework's minimal environment: ``agent.env``,
+        then the user's variables ``agent.pass_env`` names (a named variable that is not set is
+        a ConfigError, raised before any rollout starts). Nothing else of the user's environment."""
+        environ = os.environ if environ is None else environ
+        env = dict(self.agent.get("env") or {})
+        names = list(self.agent.get("pass_env") or [])
+        missing = [name for name in names if name not in environ]
+        if missing:
+            raise ConfigError(f"agent.pass_env names {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
+                              " not set in your environment",
+                              hint=f"export {missing[0]}=… before running git hermit, or remove it from agent.pass_env")
+        env.update({name: environ[name] for name in names})
+        return env
 
     @property
     def epochs(self) -> int:
@@ -107,7 +119,33 @@ def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = No
     known = set(RunConfig.__dataclass_fields__) - {"path", "raw"}
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."
-    return RunConfig(**values, path=path, raw=data)
+    config = RunConfig(**values, path=path, raw=data)
+    _check_evolver_params(config, source)
+    _check_agent_env(config, source)
+    return config
+
+
+def _check_evolver_params(config: RunConfig, source: str) -> None:
+    """``evolver.params`` against the evolver's own schema: an unknown key or a bad value is one
+    ConfigError naming its path, so no command starts (and spends) on a setting that does nothing."""
+    params = config.evolver.get("params")
+    if params is None:
+        return
+    problems = params_problems(config.evolver_name, params)
+    if problems:
+        first = problems[0]
+        where = "evolver.params" + (f".{first.path}" if first.path and not first.path.startswith("[") else first.path)
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{source}: {where} {first.message}{more}", hint=first.hint)
+
+
+def _check_agent_env(config: RunConfig, source: str) -> None:
+    for block in ("env", "pass_env"):
+        names = config.agent.get(block) or []
+        for name in sorted(set(names) & RESERVED_AGENT_ENV):
+            path = f"agent.{block}.{name}" if block == "env" else f"agent.pass_env ({name})"
+            raise ConfigError(f"{source}: {path} cannot be set: git-hermit gives every agent its own {name}",
+                              hint=f"remove {name} from agent.{block}; agent.home/login choose the files it holds")
 
 
 def config_paths(work_tree: Path) -> list[Path]:
@@ -152,6 +190,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
     depth = config_path.count("/")
     schema_ref = "../" * depth + SCHEMA_LINK
     evolver = template.split("@")[0]
+    evolver_name = RunConfig(run=run, template=template, adapter=adapter).evolver_name
     lines = [
         f"# yaml-language-server: $schema={schema_ref}",
         "# git-hermit run configuration. Every key is documented in the README (section hermit.yaml).",
@@ -165,6 +204,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "  timeout_s: 1800              # wall clock per rollout; a timeout is an exception typed …Timeout",
         "  # provider: {base_url: http://127.0.0.1:8000/v1, env_key: OPENAI_API_KEY, wire_api: responses}",
         "  # login: chatgpt             # use your own Codex/Claude login instead of an API key",
+        "  # env: {MY_SETTING: value}   # set for the agent; pass_env: [NAME] hands your own NAME through",
         "tasks: {path: tasks.jsonl, id_field: id, prompt_field: prompt, answer_field: answer}",
         "judge: {kind: answer, mode: normalised}   # answer (exact|normalised|numeric) | command | llm",
         "data:",
@@ -172,7 +212,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "  # test: rows/test.txt        # held-out split for `git hermit eval --split test`",
         "evolver:",
         f"  name: {evolver}",
-        "  params: {k: 2, rollback: auto}   # see the README for every parameter and its default",
+        f"  params: {_flow(init_params(evolver_name))}   # see the README for every parameter and its default",
         "  base: codex                  # the learners' backend: codex | claude-code | llm | scripted",
         "  model: {name: gpt-5.6-luna, effort: medium}",
         "trainer: {epochs: 10, allow_early_stop: true, concurrency: 4}",
@@ -181,3 +221,8 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "",
     ]
     return "\n".join(lines)
+
+
+def _flow(params: dict[str, Any]) -> str:
+    """A one-line YAML mapping: ``{k: 2, rollback: auto}``."""
+    return yaml.safe_dump(params, default_flow_style=True, sort_keys=False).strip()

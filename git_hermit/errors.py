@@ -73,6 +73,13 @@ class SchemaError(HermitError):
     exit_code = 11
 
 
+class GitLockFile(HermitError):
+    """A git lock file (``<ref>.lock``, ``packed-refs.lock``) blocks a ref the command must update:
+    a git process is running, or one crashed and left it behind."""
+
+    exit_code = 13
+
+
 class AgentError(HermitError):
     """An acting agent or learner binary is missing or cannot start."""
 
@@ -98,6 +105,7 @@ EXIT_CODES: dict[int, str] = {
     RefConflict.exit_code: "a ref moved underneath us and retries did not settle it",
     SchemaError.exit_code: "a git-hermit note fails its schema",
     AgentError.exit_code: "an agent or learner binary is missing",
+    GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

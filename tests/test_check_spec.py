@@ -377,7 +377,9 @@ def test_hosts_true_merges_the_host_checks(tmp_path, monkeypatch):
 def test_hosts_true_runs_the_installed_host_checks_on_the_seed(tmp_path):
     pytest.importorskip("git_hermit.adapter.hostcheck", reason="the host checks are not installed")
     adapter = seed(tmp_path, "ahe@1.0")
-    assert run(adapter, "ahe@1.0", hosts=True) == []
+    found = run(adapter, "ahe@1.0", hosts=True)
+    # the one remark: Pi has no sub-agents, so the seed's reviewer is not installed there
+    assert [(v.path, v.rule, v.severity) for v in found] == [("agents/reviewer.md", "host-subagents", "warning")]
     # Still reads MEMORY.md (the static rule passes) but no longer hands it over: only a host sees that.
     edit("middleware.py", lambda t: t.replace("return HookResult(context=\"\\n\\n\".join(parts)) if parts else None",
                                               "return None"))(adapter)

@@ -89,6 +89,22 @@ def test_memory_delta_limit_and_headings():
         deltas.parse_memory(json.dumps({"add": [{"topic": "A", "note": "x\n## B\ny"}]}), 5)
 
 
+def test_memory_pass_can_retire_topics(tmp_path):
+    d = deltas.parse_memory(json.dumps({"retire": ["Running commands", "ghost"],
+                                        "add": [{"topic": "Ports", "note": "8123"}]}), 3)
+    assert d.retire == ("Running commands", "ghost")
+    with pytest.raises(DeltaError, match="memory_max_changes=2"):
+        deltas.parse_memory(json.dumps({"retire": ["a", "b"], "add": [{"topic": "c", "note": "n"}]}), 2)
+    template = load_template(TEMPLATE)
+    root = tmp_path / "adapter"
+    write_seed(template, root)
+    done = deltas.apply_memory(root, Layout.of(template), d)
+    assert done == ["added 'Ports'", "retired 'Running commands'", "skipped retire 'ghost': no such topic"]
+    notes = deltas.Notes.parse((root / "memory/NOTES.md").read_text())
+    assert notes.topics() == {"ports": "8123"} and notes.header.startswith("# Notes")
+    assert [v for v in check_adapter(root, template) if v.severity == "error"] == []
+
+
 def test_notes_fold_replaces_known_topics_and_appends_new():
     harness = "# Notes\n\nintro\n\n## Tests\n\nrun pytest\n\n## Build\n\nmake\n"
     session_a = harness.replace("run pytest", "run pytest -x (stop at first)") + "\n## Ports\n\nuse 8123\n"
@@ -271,3 +287,170 @@ def test_a_killed_step_resumes_with_the_cached_pass_answers(repo):
                                          "step-1-memory", "step-1-memory"]
     assert len(_step_commits(repo, 1)) == 4
     assert sorted(calls(control, "agent")) == ["t1#1", "t2#1", "t3#1"]       # rollouts reused too
+
+
+# ---------------------------------------------------------------------------------- issue 9
+PLANTED = "PLANTED-JUDGE-7731"
+# A verifier that writes its planted text on every task: t1 passes, t2 fails, t3 gives no
+# reward (a judge exception, whose error line is the planted text).
+JUDGE = """#!{python}
+import json, os, sys
+task = os.environ["HERMIT_TASK_ID"]
+print("{planted} verdict on " + task + ": expected 42, reward follows")
+if task != "t3":
+    print(json.dumps({{"reward": 1.0 if task == "t1" else 0.0}}))
+"""
+
+
+def test_feedback_false_hides_every_outcome_from_every_refiner_pass(repo):
+    control = _make_run(repo, tasks=3)
+    judge = control / "judge.py"
+    judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
+    judge.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
+    config["evolver"]["params"]["feedback"] = False
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "step")
+    assert r.returncode == 0, r.stderr + r.stdout
+    scores = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/scores", "show", "refs/heads/hermit/r/step-0000"))
+    assert {t: s["outcome"] for t, s in scores["tasks"].items()} == {"t1": "pass", "t2": "fail", "t3": "exception"}
+    prompts = sorted(control.glob("prompt-step-1-*.md"))
+    assert [p.name for p in prompts] == [f"prompt-step-1-{n}.md" for n in sorted(("policy", "subagents", "skills",
+                                                                                    "memory"))]
+    for path in prompts:
+        text = path.read_text()
+        assert "### Task t1, attempt 1\n" in text and "### Task t3, attempt 1\n" in text, path.name
+        for leak in (PLANTED, "expected 42", "reward", "verdict", "judge", ": pass", ": fail", ": exception",
+                     "RewardFileNotFound"):
+            assert leak.lower() not in text.lower(), (path.name, leak)
+
+
+def test_feedback_true_shows_the_verdict_of_tasks_below_one(repo):
+    control = _make_run(repo, tasks=3)
+    judge = control / "judge.py"
+    judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
+    judge.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "step")
+    assert r.returncode == 0, r.stderr + r.stdout
+    text = (control / "prompt-step-1-skills.md").read_text()
+    assert "### Task t2, attempt 1: fail" in text and f"{PLANTED} verdict on t2" in text
+    assert f"{PLANTED} verdict on t1" not in text        # a pass shows no verdict
+
+
+def test_every_pass_dropped_says_why_in_the_commit_body(repo):
+    control = _make_run(repo, tasks=3)
+    (control / "refiner.json").write_text(json.dumps({"1": {"policy": "```\n```", "subagents": "no.", "skills": "[1]",
+                                                            "memory": "no."}}))
+    r = _hermit(repo, control, "step")
+    assert r.returncode == 0, r.stderr + r.stdout
+    message = git(repo, "log", "-1", "--format=%B", "refs/heads/hermit/r/step-0001")
+    assert "no adapter changes" in message and "made no edits" not in message
+    assert "policy pass dropped: the policy answer is empty" in message, message
+    assert "skills pass dropped: the answer is a JSON list, not an object" in message, message
+
+
+def test_train_runs_the_whole_stream_once_whatever_trainer_epochs_says(repo):
+    control = _make_run(repo, tasks=7)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["trainer"]["epochs"] = 1
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "train")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "training stopped: the training stream is spent" in r.stdout
+    assert sorted(calls(control, "agent")) == [f"t{i}#1" for i in range(1, 8)]        # each task once
+    assert git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/hermit/r/").split() == [
+        f"hermit/r/step-{n:04d}" for n in range(4)]
+
+
+# Passes a task when the deployed policy carries a lesson the Refiner wrote (the seed has none).
+LESSON_JUDGE = """#!{python}
+import json, os
+from pathlib import Path
+policy = Path(os.environ["HERMIT_WORKSPACE"], "AGENTS.md").read_text()
+print(json.dumps({{"reward": 1.0 if "Lesson of step" in policy else 0.0}}))
+"""
+
+
+def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
+    control = _make_run(repo, tasks=8)
+    judge = control / "judge.py"
+    judge.write_text(LESSON_JUDGE.format(python=sys.executable))
+    judge.chmod(0o755)
+    (repo / "rows" / "train.txt").write_text("".join(f"t{i}#1\n" for i in range(1, 7)))
+    (repo / "rows" / "test.txt").write_text("t7#1\nt8#1\n")
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
+    config["data"]["test"] = "rows/test.txt"
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = _hermit(repo, control, "train")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "training stopped: the training stream is spent" in r.stdout
+    # the final snapshot (the tip: nothing is selected) and the seed, on the test split
+    assert "held-out test: final" in r.stdout and "pass@1 1.000 vs seed" in r.stdout, r.stdout
+    assert "difference +100.0 points" in r.stdout and "over 2 tasks" in r.stdout, r.stdout
+    agent = calls(control, "agent")
+    assert sorted(agent[6:]) == ["t7#1", "t7#1", "t8#1", "t8#1"]
+    tip = git(repo, "rev-parse", "refs/heads/hermit/r/step-0002").strip()
+    note = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/scores", "show", tip))
+    assert note["split"] == "test" and note["ci"]["delta"] == 100.0 and note["ci"]["baseline"] == git(
+        repo, "rev-parse", "refs/heads/hermit/r/step-0000").strip()
+    again = _hermit(repo, control, "train")                  # nothing left to run: everything reused
+    assert again.returncode == 0 and "(4 rollouts reused)" in again.stdout, again.stdout + again.stderr
+    assert len(calls(control, "agent")) == len(agent)
+
+    log = _hermit(repo, control, "log")
+    assert log.returncode == 0, log.stderr
+    lines = log.stdout.splitlines()
+    assert lines[0].startswith("note: each step's rollouts ran a different window") and "not comparable" in lines[0]
+    step0 = next(line for line in lines if line.startswith("step    0"))
+    step1 = next(line for line in lines if line.startswith("step    1"))
+    assert "window pass@1 0.000 (3 tasks)  stream pass@1 0.000 (3 tasks)" in step0, step0
+    assert "window pass@1 1.000 (3 tasks)  stream pass@1 0.500 (6 tasks)" in step1, step1
+    assert "stream pass@1 0.500 over 6 tasks (2 window(s))" in lines
+    held = [line for line in lines if line.startswith("held-out test:")]
+    assert held and "step 2" in held[0] and "+100.0 points [+100.0, +100.0]" in held[0], lines
+    data = json.loads(_hermit(repo, control, "log", "--json").stdout)
+    assert [s["stream"]["pass_at_1"] if s["stream"] else None for s in data["steps"]] == [0.0, 0.5, None]
+    assert data["stream"]["pass_at_1"] == 0.5 and data["stream"]["tasks"] == 6 and "not comparable" in data["stream"]["note"]
+    assert data["held_out"]["ci"]["delta"] == 100.0 and data["held_out"]["seed_pass_at_1"] == 0.0
+
+
+def test_check_says_pi_has_no_sub_agents(repo):
+    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    r = subprocess.run([*GIT_HERMIT, "check"], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sub_agents/reviewer/AGENT.md:1: host-subagents: pi has no sub-agents: 'reviewer'" in r.stdout, r.stdout
+
+
+def _archive_members(path: Path) -> dict[str, bytes]:
+    import tarfile
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+@pytest.mark.parametrize("host", ["codex", "claude-code"])
+def test_finalize_archive_writes_the_host_native_layout(repo, host):
+    control = _make_run(repo, tasks=3)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["host"] = host
+    config["evolver"]["params"]["final"] = "last"
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert _hermit(repo, control, "step").returncode == 0
+    archive = repo.parent / "final.tar.gz"
+    r = _hermit(repo, control, "finalize", "--archive", str(archive))
+    assert r.returncode == 0, r.stderr + r.stdout
+    members = _archive_members(archive)
+    context = "AGENTS.md" if host == "codex" else "CLAUDE.md"
+    assert b"Lesson of step 1" in members[context]
+    assert b"## Window 1" in members["memory/NOTES.md"]                         # where the policy says
+    skills = ".agents/skills" if host == "codex" else ".claude/skills"
+    assert f"{skills}/check-answer-1/SKILL.md" in members and f"{skills}/check-answer-1/scripts/check.py" in members
+    agent = ".codex/agents/planner-1.toml" if host == "codex" else ".claude/agents/planner-1.md"
+    assert b"Plans the task before any edit." in members[agent]
+    assert not any(name.startswith("adapter/") or name == ".hermit-deploy.json" for name in members), sorted(members)

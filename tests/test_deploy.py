@@ -218,3 +218,26 @@ def test_the_seed_template_deploys_for_every_host(tmp_path):
     for host in ("codex", "claude-code", "pi"):
         record = deploy(seed, tmp_path / host, host)
         assert (tmp_path / host / record.context_file).is_file()
+
+
+def test_sub_agents_and_memory_land_where_each_host_reads_them(tmp_path):
+    """Issue 9: the policy tells the agent to read memory/NOTES.md, so it is at the workspace root
+    on every host; sub-agents become Codex agent roles (.codex/agents/<name>.toml, what Codex
+    0.164 discovers) and Claude Code agents; Pi has none, so its context file points to them."""
+    import tomllib
+    ch = tmp_path / "ch"
+    for rel, text in {"AGENTS.md": "# Policy\n\nRead `memory/NOTES.md` first.\n",
+                      "sub_agents/planner/AGENT.md": '---\nname: planner\ndescription: Plans "first"\n---\n\nList\\n steps.\n',
+                      "memory/NOTES.md": "# Notes\n\n## Ports\n\n8123\n"}.items():
+        (ch / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ch / rel).write_text(text)
+    for host in ("codex", "claude-code", "pi"):
+        ws = tmp_path / f"ws-{host}"
+        deploy(ch, ws, host)
+        assert (ws / "memory/NOTES.md").read_text() == "# Notes\n\n## Ports\n\n8123\n", host
+    role = tomllib.loads((tmp_path / "ws-codex/.codex/agents/planner.toml").read_text())
+    assert role == {"name": "planner", "description": 'Plans "first"', "developer_instructions": "List\\n steps."}
+    assert "Sub-agent definitions" not in (tmp_path / "ws-codex/AGENTS.md").read_text()
+    assert (tmp_path / "ws-claude-code/.claude/agents/planner.md").is_file()
+    assert "Sub-agent definitions: `.hermit-adapter/sub_agents/`" in (tmp_path / "ws-pi/AGENTS.md").read_text()
+    assert not (tmp_path / "ws-pi/.codex").exists() and not (tmp_path / "ws-pi/.claude").exists()

@@ -117,6 +117,34 @@ def test_char_budgets_reject_the_level(dirs):
     assert any("library-size" in r for r in judge(before, after, max_library_chars=300).reasons)
 
 
+def test_budgets_count_every_file_of_a_skill_folder(dirs):
+    """Seed 001: the budgets bound what is deployed, so helpers and references count too."""
+    before, after = dirs
+    write(after, "skills/short/SKILL.md", skill("short", "topic", ["t1"]))
+    write(after, "skills/other/SKILL.md", skill("other", "topic", ["t2"]))
+    assert judge(before, after).accepted
+    write(after, "skills/short/references/blob.txt", "x" * 100_000)
+    v = judge(before, after)
+    assert not v.accepted and v.written == {}
+    assert any("skill-size" in r and "skills/short" in r for r in v.reasons), v.reasons
+    (after / "skills/short/references/blob.txt").unlink()
+    write(after, "skills/short/scripts/helper.py", "print('x')\n" * 200)     # 2,200 characters
+    assert any("skill-size" in r for r in judge(before, after).reasons)
+    write(after, "skills/short/scripts/helper.py", "print('x')\n" * 30)
+    assert judge(before, after).accepted
+    # the library budget sums the helpers too: a budget the three skills' files fit without the
+    # 330-character helper rejects the level once it is there
+    with_helper = judge(before, after, max_library_chars=100_000)
+    assert with_helper.accepted
+    (after / "skills/short/scripts/helper.py").unlink()
+    for budget in range(200, 2000, 10):
+        if judge(before, after, max_library_chars=budget).accepted:
+            break
+    write(after, "skills/short/scripts/helper.py", "print('x')\n" * 30)
+    assert any("library-size" in r for r in judge(before, after, max_library_chars=budget + 300).reasons)
+    assert judge(before, after, max_library_chars=budget + 330).accepted
+
+
 def test_the_skill_count_rejects_the_level(dirs):
     before, after = dirs
     write(after, "skills/one/SKILL.md", skill("one", "topic", ["t1"]))
@@ -136,6 +164,36 @@ def test_native_skills_are_protected(dirs):
     assert any("native skill" in r for r in judge(before, after).reasons)
     (after / native).unlink()                                # deleting it
     assert any("native skill" in r for r in judge(before, after).reasons)
+
+
+def test_a_baseline_skill_whose_front_matter_does_not_parse_is_protected(dirs):
+    before, after = dirs
+    broken = "skills/legacy/SKILL.md"
+    for root in dirs:
+        write(root, broken, "name: legacy\nno front matter here\n")
+        write(root, "skills/loose/notes.md", "a baseline folder without SKILL.md\n")
+    write(after, broken, skill("legacy", "topic", ["t1"]))          # adopted by adding provenance
+    assert any("ownership" in r and "skills/legacy" in r for r in judge(before, after).reasons)
+    write(after, broken, "name: legacy\nno front matter here, edited\n")
+    assert any("ownership" in r and "skills/legacy" in r for r in judge(before, after).reasons)
+    (after / broken).unlink()
+    assert any("ownership" in r and "skills/legacy" in r for r in judge(before, after).reasons)
+    write(after, broken, "name: legacy\nno front matter here\n")
+    write(after, "skills/loose/SKILL.md", skill("loose", "topic", ["t1"]))   # taking over a baseline folder
+    assert any("ownership" in r and "skills/loose" in r for r in judge(before, after).reasons)
+
+
+def test_duplicate_front_matter_keys_are_a_validation_error(dirs, tmp_path):
+    before, after = dirs
+    text = skill("dup", "topic", ["t1"]).replace("---\n\n", "flashrsi:\n  algorithm: evo_harness\n  level: general\n"
+                                                   "  source_task_ids: [t1, t2, t3]\n---\n\n", 1)
+    write(after, "skills/dup/SKILL.md", text)
+    v = judge(before, after)
+    assert not v.accepted and any("duplicate" in r and "flashrsi" in r for r in v.reasons), v.reasons
+    (after / "skills/dup/SKILL.md").write_text(skill("dup", "topic", ["t1"]).replace("name: dup\n", "name: dup\nname: x\n"))
+    assert any("duplicate" in r and "'name'" in r for r in judge(before, after).reasons)
+    r = hermit(tmp_path, "check", "--dir", str(after), "--template", TEMPLATE)
+    assert r.code == 1 and "duplicate key 'name'" in r.out, r.out + r.err
 
 
 def test_stripping_provenance_or_adding_an_unmanaged_skill_is_rejected(dirs):
@@ -278,6 +336,10 @@ def test_train_end_to_end(repo):
     assert sorted(log(control, "reflect")) == ["t1#1", "t3#1", "t4#1"]      # only the failures
     prompt = (control / "prompts" / "reflect-t1_1.txt").read_text()
     assert "Task: t1 (attempt 1)" in prompt and "Outcome: fail" in prompt
+    # the seed: the Worker reads the task with the trajectory and the feedback
+    assert "## Task statement\nAnswer of t1?" in prompt
+    rollout = repo / ".hermit" / "runs" / RUN / "evals" / f"{tip(repo, 0)[:12]}-train" / "rollouts" / "t1" / "1"
+    assert (rollout / "task.md").read_text() == "Answer of t1?"
     assert "- verify-before-finishing [native]:" in prompt
     curator = (control / "prompts" / "topic_curator-step-1-topic.txt").read_text()
     assert "### t4#1 (task t4)" in curator and "Cite only these task ids: t1, t3, t4." in curator
@@ -342,5 +404,47 @@ def test_a_one_shot_learner_is_refused(repo):
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     config["evolver"]["base"] = "llm"
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for command in ("step", "train"):
+        r = hermit(repo, command, env=env(control))
+        assert r.code == 5 and "needs a learner that edits files" in r.err, r.out + r.err
+    assert log(control, "agent") == []                      # refused before any rollout was paid for
+    assert not (repo / ".hermit" / "runs" / RUN / "evals").exists()
+
+
+def test_both_levels_rejected_says_so_in_the_commit_body(repo):
+    control = make_evo_run(repo, {"t1": "1", "t2": "2", "t3": "3"}, {"batch_size": 3})
+    plan(control, **{
+        "1_topic_curator": {"write": {"skills/bad-topic/SKILL.md": skill("bad-topic", "topic", ["t9"])}},
+        "1_general_curator": {"write": {"skills/bad-general/SKILL.md": skill("bad-general", "general", ["t1"])}}})
     r = hermit(repo, "step", env=env(control))
-    assert r.code == 5 and "needs a learner that edits files" in r.err, r.out + r.err
+    assert r.code == 0, r.out + r.err
+    message = git(repo, "log", "-1", "--format=%B", tip(repo, 1))
+    assert message.startswith("hermit(evo-harness) step 1: no adapter changes")
+    assert "made no edits" not in message
+    assert "topic level rejected" in message and "t9" in message, message
+    assert "general level rejected" in message and "general_min_tasks" in message, message
+
+
+def test_no_edits_says_the_learners_made_none(repo):
+    control = make_evo_run(repo, {"t1": "1"}, {"batch_size": 1})
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 0, r.out + r.err
+    message = git(repo, "log", "-1", "--format=%B", tip(repo, 1))
+    assert "the learners made no edits" in message and "rejected" not in message, message
+
+
+@pytest.mark.parametrize("max_steps, steps, reason", [(None, 3, "the training stream is spent"),
+                                                      (2, 2, "2 step(s) done (max_steps)")])
+def test_max_steps_null_is_the_whole_stream_whatever_trainer_epochs_says(repo, max_steps, steps, reason):
+    answers = {f"t{i}": "42" for i in range(1, 6)}
+    control = make_evo_run(repo, answers, {"batch_size": 2, "max_steps": max_steps})
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["trainer"] = {"epochs": 1}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = hermit(repo, "train", env=env(control))
+    assert r.code == 0, r.out + r.err
+    assert f"training stopped: {reason}" in r.out, r.out
+    assert sorted(log(control, "agent")) == sorted(answers)[:2 * steps]
+    assert git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-{steps:04d}", check=False).strip()
+    assert not git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-{steps + 1:04d}",
+                   check=False).strip()

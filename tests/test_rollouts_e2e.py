@@ -248,10 +248,14 @@ print(task_id[1:] if task_id in ("t0", "t2") or (hint and task_id == "t1") else 
     r = hermit(repo, "eval", "HEAD", "--baseline", baseline, "--split", "test")
     assert r.code == 0, r.err
     assert "pass@1 0.750" in r.out and "pass@1 0.500" in r.out
+    # each pass@1 carries its bootstrap CI over the 4 tasks (3 of 4 pass: the CI spans [0.25, 1.0])
+    assert re.search(r"candidate \w+\s+pass@1 0\.750 \[0\.250, 1\.000\] \(95% CI\)", r.out), r.out
     assert re.search(r"difference: \+25\.0 points \[[+-]\d+\.\d, [+-]\d+\.\d\]", r.out), r.out
     assert re.search(r"flips: \+1 t1\s+-0", r.out), r.out
     note = scores_note(repo, "HEAD")
     assert note["split"] == "test" and note["ci"]["delta"] == 25.0 and note["ci"]["baseline"] == baseline
+    one = hermit(repo, "rollout", "HEAD", "--split", "test")
+    assert re.search(r"pass@1 0\.750 \[0\.250, 1\.000\] \(bootstrap 95% CI over 4 tasks\)", one.out), one.out
 
 
 def _rows_with_unknown_task(repo: Path) -> tuple[str, ...]:

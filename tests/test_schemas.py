@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
 
+import git_hermit
 from git_hermit.errors import SchemaError
 from git_hermit.model.records import (Analysis, Attempt, Change, Manifest, Scores, TaskScore, Verdict, dumps,
                                       loads)
 from git_hermit.model.schema import schema_errors
 from git_hermit.resources import schemas_dir
 
-SCHEMAS = sorted(schemas_dir().glob("*.schema.json"))
+SCHEMAS = sorted(schemas_dir().glob("*.schema.json")) + sorted(
+    (Path(git_hermit.__file__).parent / "evolvers").glob("*/params.schema.json"))   # each evolver's own
 
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)

@@ -133,3 +133,13 @@ def test_compare_rollout_results():
     candidate = {"a": results("a", "pass", "pass"), "b": results("b", "pass", "pass")}
     comparison = compare(baseline, candidate, n_resamples=200)
     assert comparison.delta == 0.5 and comparison.flips_up == ("a",)
+
+
+def test_bootstrap_interval_of_one_evaluation():
+    from git_hermit.rollouts.stats import bootstrap_interval
+    interval = bootstrap_interval({"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
+    assert interval.mean == 0.75 and interval.n_tasks == 4
+    assert interval.low == 0.25 and interval.high == 1.0
+    assert str(interval) == "0.750 [0.250, 1.000]"
+    same = bootstrap_interval({"a": 1.0, "b": 1.0})
+    assert (same.low, same.high) == (1.0, 1.0)

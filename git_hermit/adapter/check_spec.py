@@ -120,6 +120,26 @@ class FrontMatterError(ValueError):
         self.line = line
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping: PyYAML silently keeps the last,
+    so a second provenance block (or name) could hide behind the first."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _DuplicateKey(str(key), key_node.start_mark.line)
+            seen.add(key if isinstance(key, (str, int, float, bool)) else id(key_node))
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_front_matter(text: str) -> FrontMatter:
     """Parse ``---\\n<yaml mapping>\\n---\\n<body>``; raise FrontMatterError(line, message)."""
     lines = text.splitlines()
@@ -129,7 +149,10 @@ def parse_front_matter(text: str) -> FrontMatter:
     if end is None:
         raise FrontMatterError(1, "the front matter is not closed by a '---' line")
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
+        data = yaml.load("\n".join(lines[1:end]), Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise FrontMatterError(exc.line + 2, f"the front matter has a duplicate key {exc.key!r}: "
+                                             "YAML keeps only the last one, so say it once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
@@ -633,29 +656,49 @@ def _general_support(a: _Adapter) -> Iterator[Violation]:
                             f"a general skill needs at least {need} distinct source tasks; it cites {len(distinct)}")
 
 
-@_rule("skill-size", "a managed skill's body stays within max_skill_chars")
+def _folder_chars(a: _Adapter, skill: _Skill) -> int:
+    """Characters of every other file in a folder skill (scripts, references, data): the budgets
+    bound what is deployed with the skill, not only its SKILL.md (seed 001). A file that is not
+    UTF-8 text counts its bytes."""
+    if "/" not in skill.rel:
+        return 0
+    folder = skill.rel.rsplit("/", 1)[0] + "/"
+    total = 0
+    for rel in a.files:
+        if rel.startswith(folder) and rel != skill.rel:
+            data = (a.root / rel).read_bytes()
+            try:
+                total += len(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                total += len(data)
+    return total
+
+
+@_rule("skill-size", "a managed skill's body and the other files of its folder stay within max_skill_chars")
 def _skill_size(a: _Adapter) -> Iterator[Violation]:
     limit = a.limit("max_skill_chars")
     for skill in _skills(a):
-        size = len(skill.fm.body.strip())
-        if skill.provenance is not None and size > limit:
-            yield Violation(skill.rel, skill.fm.body_line, "skill-size",
-                            f"the body is {size} characters, over max_skill_chars {limit}")
+        if skill.provenance is None:
+            continue
+        body, extra = len(skill.fm.body.strip()), _folder_chars(a, skill)
+        if body + extra > limit:
+            what = f"the body is {body} characters" + (f" and the folder's other files {extra}" if extra else "")
+            yield Violation(skill.rel, skill.fm.body_line, "skill-size", f"{what}, over max_skill_chars {limit}")
 
 
-def _library_chars(skill: _Skill) -> int:
-    """Normalised YAML metadata plus body: the measure max_library_chars bounds."""
+def _library_chars(a: _Adapter, skill: _Skill) -> int:
+    """Normalised YAML metadata plus body plus the folder's other files: what max_library_chars bounds."""
     metadata = yaml.safe_dump(skill.fm.data, sort_keys=True, allow_unicode=True)
-    return len(metadata) + len(skill.fm.body.strip())
+    return len(metadata) + len(skill.fm.body.strip()) + _folder_chars(a, skill)
 
 
-@_rule("library-size", "the managed skills together stay within max_library_chars")
+@_rule("library-size", "the managed skills (every file of their folders) together stay within max_library_chars")
 def _library_size(a: _Adapter) -> Iterator[Violation]:
     limit = a.limit("max_library_chars")
-    total = sum(_library_chars(s) for s in _skills(a) if s.provenance is not None)
+    total = sum(_library_chars(a, s) for s in _skills(a) if s.provenance is not None)
     if total > limit:
         yield Violation(_skills_root(a), 1, "library-size",
-                        f"the managed skills total {total} characters (metadata and bodies), "
+                        f"the managed skills total {total} characters (metadata, bodies and their folders' files), "
                         f"over max_library_chars {limit}")
 
 

@@ -11,7 +11,11 @@ Layout of a deployment (DEST is usually the rollout's workspace):
   .codex/hooks.json            Codex hooks (project layer)       | only for adapters with
   .claude/settings.json        Claude Code hooks                 | a middleware.py
   .agents/skills/<n>/          Codex and Pi skills; Claude Code: .claude/skills/<n>/
-  .claude/agents/<n>.md        Claude Code sub-agents (Codex and Pi: in .hermit-adapter/ only)
+  .claude/agents/<n>.md        Claude Code sub-agents
+  .codex/agents/<n>.toml       Codex agent roles (name, description, developer_instructions: what
+                               Codex 0.164 discovers and offers to spawn_agent); Pi has no
+                               sub-agents, its context file points to their definitions
+  memory/NOTES.md              the memory notes, where the policy tells the agent to read them
 """
 
 from __future__ import annotations
@@ -133,6 +137,9 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
         target = _host_location(host, rel)
         if target:
             plan[target] = src.read_bytes()
+        role = _codex_role(rel, src) if host == "codex" else None
+        if role:
+            plan[role[0]] = role[1]
 
     previous = None if force and not _record_readable(dest) else read_record(dest)
     owned = dict(previous.files) if previous else {}
@@ -210,6 +217,8 @@ def _command_template(rendered: dict) -> str | None:
 def _host_location(host: str, rel: str) -> str | None:
     """Where HOST reads this adapter file natively (skills, sub-agents), or None."""
     parts = rel.split("/")
+    if parts[0] == "memory" and len(parts) >= 2:   # continual-harness: the policy names memory/NOTES.md
+        return rel
     if len(parts) >= 4 and parts[:2] == [".agents", "skills"]:
         return f"{SKILL_DIRS[host]}/{'/'.join(parts[2:])}"
     if len(parts) >= 3 and parts[0] == "skills":  # evo-harness native skills
@@ -222,12 +231,46 @@ def _host_location(host: str, rel: str) -> str | None:
     return None
 
 
+def _sub_agent_name(rel: str) -> str | None:
+    """The sub-agent a file defines: ``agents/<name>.md`` (ahe), ``sub_agents/<name>/AGENT.md``."""
+    parts = rel.split("/")
+    if len(parts) == 2 and parts[0] == "agents" and rel.endswith(".md"):
+        return parts[1][:-3]
+    if len(parts) == 3 and parts[0] == "sub_agents" and parts[2] == "AGENT.md":
+        return parts[1]
+    return None
+
+
+def _toml_string(text: str) -> str:
+    # a JSON string is a TOML basic string, but for DEL, which TOML wants escaped
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _codex_role(rel: str, src: Path) -> tuple[str, bytes] | None:
+    """A sub-agent as a Codex agent role file, ``.codex/agents/<name>.toml`` (measured on Codex
+    0.164.0: a project's roles are listed in spawn_agent's ``agent_type`` with their description)."""
+    name = _sub_agent_name(rel)
+    if name is None:
+        return None
+    from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
+    text = src.read_text(encoding="utf-8", errors="replace")
+    try:
+        fm = parse_front_matter(text)
+        description, body = str(fm.data.get("description") or ""), fm.body.strip()
+    except FrontMatterError:
+        description, body = "", text.strip()
+    lines = [f"name = {_toml_string(name)}",
+             f"description = {_toml_string(description or f'The {name} sub-agent.')}",
+             f"developer_instructions = {_toml_string(body or description or name)}"]
+    return f".codex/agents/{name}.toml", ("\n".join(lines) + "\n").encode()
+
+
 def _footer(host: str, sources: dict[str, Path], python: str | None, runtime: Path) -> str:
     """A few lines saying where the adapter's other files went (their paths changed)."""
     lines = ["", "", "---", f"This adapter's files are in `{RUNTIME_DIR}/`."]
     if any(rel.startswith("scripts/") for rel in sources):
         lines.append(f"Run its scripts as `python {RUNTIME_DIR}/scripts/<name>.py`.")
-    if host != "claude-code":  # Claude Code gets native sub-agents; the others read the files
+    if host == "pi":  # Codex and Claude Code get native sub-agents; Pi has none and reads the files
         for folder in ("agents", "sub_agents"):
             if any(rel.startswith(f"{folder}/") for rel in sources):
                 lines.append(f"Sub-agent definitions: `{RUNTIME_DIR}/{folder}/`.")

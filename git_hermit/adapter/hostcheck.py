@@ -43,6 +43,8 @@ def check_hosts(adapter_dir: Path) -> list[Violation]:
                 violations.append(Violation(".", 1, "host-deploy", f"{host}: {exc.message}"))
                 continue
             violations += _context_size(host, dest, record)
+            if host == "pi":
+                violations += _pi_sub_agents(adapter_dir)
             if not (adapter_dir / "middleware.py").is_file():
                 continue
             if host == "pi":
@@ -51,6 +53,21 @@ def check_hosts(adapter_dir: Path) -> list[Violation]:
                 session = HostSession(host, dest, record, Path(tmp) / host)
                 violations += session.run(memory)
     return violations
+
+
+def _pi_sub_agents(adapter_dir: Path) -> list[Violation]:
+    """Pi runs no sub-agents: say so for each one instead of dropping it silently."""
+    from git_hermit.adapter.deploy import _sub_agent_name
+    out = []
+    for path in sorted(adapter_dir.rglob("*")):
+        rel = path.relative_to(adapter_dir).as_posix()
+        name = _sub_agent_name(rel) if path.is_file() else None
+        if name:
+            out.append(Violation(rel, 1, "host-subagents",
+                                 f"pi has no sub-agents: {name!r} is not installed there (Codex gets an agent role, "
+                                 "Claude Code a .claude/agents file); on pi the context file only points to "
+                                 "its definition", WARNING))
+    return out
 
 
 def memory_lines(memory_file: Path) -> list[str]:

@@ -55,6 +55,10 @@ class EvalRun:
     def pass_at(self) -> dict[int, float]:
         return stats.pass_at(self.results, range(1, self.k + 1))
 
+    def pass_at_1_interval(self) -> stats.Interval:
+        """pass@1 with its bootstrap 95% CI over tasks (a single number is no claim)."""
+        return stats.bootstrap_interval(stats.per_task_pass_at_1(self.results))
+
 
 def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None) -> Benchmark:
@@ -86,12 +90,14 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
     judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     timeout_as = (config.evolver_params() or {}).get("timeout_as", "exception")
+    agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
     sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", "codex"),
                                provider=agent_cfg.get("provider"))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
                        judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
-                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as, sandbox=sandbox)
+                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as, sandbox=sandbox,
+                       agent_env=agent_env)
             for row in bench.split.rows]
 
 
@@ -100,7 +106,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     """Run (or resume) every row of the split on ``commit``; results under ``out_dir``."""
     jobs = make_jobs(config, bench, commit)
     make_agent(dict(config.agent) or {"backend": "codex"}).check_available()   # before the first rollout
-    progress = Progress(total=len(jobs), on_change=on_progress)
+    progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}
     with open_executor(repo, config.executor, config.concurrency) as handle:

@@ -113,7 +113,7 @@ def load_history(ctx: RunContext) -> RunHistory:
                  analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())
         for n, sha in ctx.steps)
     return RunHistory(run=ctx.run, steps=views, best=repo.read_ref(best_tag(ctx.run)),
-                      final=repo.read_ref(final_tag(ctx.run)))
+                      final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name})
 
 
 @dataclass(frozen=True)

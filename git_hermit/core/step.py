@@ -20,9 +20,10 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, InputError, RefConflict
+from git_hermit.errors import ConfigError, GitStateError, RefConflict
 from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
-from git_hermit.gitio import NOTES_REFS, FileChange, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA
+from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
+                              check_ref_locks, drop_stale_keepalive)
 from git_hermit.learners import SessionLearner, make_learner
 from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.scratch import clean_stale
@@ -137,8 +138,21 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
+        _check_publishable(repo, ctx.run)
         clean_stale()                        # workspaces and login copies of a killed run
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
+
+
+def _keepalive_base(run: str) -> str:
+    return f"refs/hermit-tmp/{run}"
+
+
+def _check_publishable(repo: Repo, run: str) -> None:
+    """Before the step spends anything: no git lock file may block a ref its transaction moves,
+    and keep-alive refs a killed step left behind are dropped (we hold the run lock)."""
+    check_ref_locks(repo, [f"refs/heads/hermit/{run}/", f"refs/tags/hermit/{run}/", "refs/notes/hermit/",
+                           _keepalive_base(run) + "/"])
+    drop_stale_keepalive(repo, _keepalive_base(run))
 
 
 def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcome:
@@ -150,6 +164,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     if stopped is not None and stopped.split == "train" and stopped.stop and config.allow_early_stop:
         # a step already evaluated the tip and stopped training: a rerun would only rewrite notes
         raise RunFinished(f"step {stopped.step} evaluated H_{n - 1} and stopped training ({stopped.stop})")
+    if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
+        evolver.check_config(config)
     bench = load_benchmark(config, "train", k=params.get("k"))
     chosen = evolver.step_tasks(bench.split.tasks, n, params)
     if chosen is not None and not chosen:
@@ -207,7 +223,19 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
              ledger: Ledger, comparison, say) -> StepOutcome:
-    """Commits, notes and refs of the step, published in one CAS transaction."""
+    """Commits, notes and refs of the step, published in one CAS transaction. Until then every
+    object written here is held by a keep-alive ref (a concurrent `git gc --prune=now` cannot
+    prune it), deleted in that same transaction."""
+    keep = KeepAlive(repo, f"{_keepalive_base(ctx.run)}/step-{n:04d}")
+    try:
+        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep)
+    except BaseException:
+        keep.drop()
+        raise
+
+
+def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
+                  ledger: Ledger, comparison, keep: KeepAlive) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
     tip = evaluated
@@ -226,6 +254,7 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
         tip = repo.write_commit(tip, files, message)
+        keep.hold({"tip": tip})
         if planned.manifest is not None:
             manifest_notes[tip] = note
         if planned.provenance is not None:
@@ -234,9 +263,10 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             result.verdicts[planned.reverts] = replace(result.verdicts[planned.reverts], rollback_commit=tip)
     if result.stop is None and tip == evaluated:
         # every step gets its own tip (the home of its analysis note), even with no edits
-        why = "; ".join(result.rejected) or "the learners made no edits to the adapter"
+        why = "; ".join(result.rejected) or result.unchanged or "the learners made no edits to the adapter"
         tip = repo.write_commit(evaluated, {}, step_message(
             run=ctx.run, step=n, evolver=evolver, summary="no adapter changes", body=redact(why)))
+        keep.hold({"tip": tip})
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
     # step N learns H_N from the rollouts of H_{N-1}: the note (on H_N) says which adapter it analysed
@@ -261,12 +291,14 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
             new, old = store.prepare(NOTES_REFS[kind], notes, f"git-hermit {ctx.run} step {n}")
             if new is not None:
                 updates.append(RefUpdate(NOTES_REFS[kind], new, old or ZERO_SHA))
+        keep.hold({f"notes-{u.ref.rsplit('/', 1)[1]}": u.new for u in updates})
         if result.stop is None:
             updates.append(RefUpdate(step_ref(ctx.run, n), tip, ZERO_SHA))
         if result.best:
             updates.append(RefUpdate(best_tag(ctx.run), evaluated, repo.read_ref(best_tag(ctx.run)) or ZERO_SHA))
         try:
-            repo.update_refs(updates, message=f"git hermit step {n}")
+            repo.update_refs(updates + keep.releases(), message=f"git hermit step {n}")
+            keep.published()
             break
         except RefConflict:
             if repo.read_ref(step_ref(ctx.run, n)):
@@ -291,14 +323,18 @@ class TrainOutcome:
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
           on_progress=None, wait: bool = False) -> TrainOutcome:
-    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C."""
+    """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
+
+    A streaming evolver (``step_limit``) runs its stream once instead: every window when its
+    limit is None, whatever ``trainer.epochs`` says (epochs belong to ahe); ``--epochs`` still caps.
+    """
     ctx = open_run(repo, run)
-    limit = epochs if epochs is not None else ctx.config.epochs
+    limit, unit = _step_limit(ctx, epochs)
     done: list[StepOutcome] = []
     while True:
         ctx = open_run(repo, ctx.run)
-        if ctx.tip[0] >= limit:
-            return TrainOutcome(tuple(done), f"{limit} step(s) done (epochs)")
+        if limit is not None and ctx.tip[0] >= limit:
+            return TrainOutcome(tuple(done), f"{limit} step(s) done ({unit})")
         try:
             outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress, wait=wait)
         except RunFinished as finished:
@@ -307,6 +343,16 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
+
+
+def _step_limit(ctx: RunContext, epochs: int | None) -> tuple[int | None, str]:
+    """(the run's last step number or None for the stream's end, what sets it)."""
+    if epochs is not None:
+        return epochs, "epochs"
+    evolver = make_evolver(ctx.config.evolver_name)
+    if hasattr(evolver, "step_limit"):
+        return evolver.step_limit(ctx.config.evolver_params())
+    return ctx.config.epochs, "epochs"
 
 
 @dataclass(frozen=True)
@@ -342,11 +388,9 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> Final
     repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA)], message="git hermit finalize")
     written = None
     if archive is not None:
-        fmt = "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
-        if archive.exists() and archive.is_dir():
-            raise InputError(f"{archive} is a directory", hint="give a file name ending in .tar, .tar.gz or .zip")
-        repo.git("archive", f"--format={fmt}", f"--prefix={Path(ctx.config.adapter).name}/",
-                 "-o", str(archive.resolve()), f"{commit}:{ctx.config.adapter}")
+        # streaming runs: the host-native layout for the run's host (core/archiving.py)
+        from git_hermit.core.archiving import write_archive
+        write_archive(repo, ctx.config, commit, archive)
         written = archive
     scores = read_scores(repo, commit)
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "

@@ -84,6 +84,7 @@ class StepResult:
     best: bool = False                                            # move the best tag to H_{N-1}
     stop: str | None = None                                       # why training should stop
     rejected: list[str] = field(default_factory=list)             # learner output refused (exit 8)
+    unchanged: str | None = None     # why the step made no commit (its empty commit's body), when not rejected
 
 
 class Evolver(Protocol):
@@ -94,6 +95,11 @@ class Evolver(Protocol):
         of the stream for the streaming evolvers; an empty tuple means the stream is spent."""
 
     def learn(self, ctx: StepContext) -> StepResult: ...
+
+    # Optional: ``check_config(config)`` raises ConfigError for a config the evolver cannot run;
+    # the driver calls it at the start of every step, before any rollout. ``step_limit(params)``
+    # → (last step or None, its name): a streaming evolver's own bound on `train`, in place of
+    # trainer.epochs (None: until the stream is spent).
 
 
 def window(tasks: tuple[str, ...], step: int, size: int) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ CAS ref transactions, batched notes, trailers, plumbing commits and the per-run 
 """
 
 from ._process import set_debug
-from .lock import RunLock
+from .keep import KeepAlive, drop_stale as drop_stale_keepalive
+from .lock import RunLock, check_ref_locks
 from .notes import NOTES_REFS, NotesStore, configure_notes_rewrite, notes_ref
 from .repo import ZERO_SHA, CommitInfo, FileChange, RefUpdate, Repo, TreeEntry, files_in_directory, git_version, init_repository, open_cache_repo
 from .trailers import (
@@ -16,7 +17,8 @@ from .trailers import (
 
 __all__ = [
     "ZERO_SHA", "files_in_directory", "git_version", "init_repository", "open_cache_repo", "TreeEntry", "FileChange", "CommitInfo", "RefUpdate", "Repo", "set_debug",
-    "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "RunLock",
+    "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "RunLock", "check_ref_locks",
+    "KeepAlive", "drop_stale_keepalive",
     "TRAILER_KEYS", "HERMIT_RUN", "HERMIT_STEP", "HERMIT_EVOLVER", "HERMIT_CHANGE", "HERMIT_PREDICTS_FIX",
     "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT",
     "format_message", "parse_trailers", "normalise_trailer_value", "trailer_values",

@@ -1,8 +1,10 @@
 """The per-run lock: ``<git common dir>/hermit/<run>.lock``, so two commands never interleave on one run.
 
-The lock file is created atomically and says who holds it (pid, host, start, command). A lock
-left by a dead process on this host is taken over; a live holder gets a clear refusal. Living
-in the common dir, the lock is shared by every linked worktree of the repository.
+The lock file is created atomically and says who holds it (pid, the pid's start time from
+/proc, host, start, command). A lock left by a dead process on this host is taken over: a pid
+that is gone, a zombie, or a pid now belonging to another process (its start time differs);
+a live holder gets a clear refusal. Living in the common dir, the lock is shared by every
+linked worktree of the repository. ``check_ref_locks`` finds git's own leftover ref locks.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import time
 from datetime import datetime, timezone
 from typing import Callable
 
+from pathlib import Path
+
 from ..errors import InputError, LockHeld
-from .repo import Repo
+from .repo import Repo, ref_lock_error
 
 try:
     import fcntl
@@ -39,6 +43,41 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) of a pid from /proc; None when there is no such
+    process or no /proc to ask (the start time tells a reused pid from the process that took the lock)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()   # after "pid (comm) ": field 3 onwards
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _has_proc() -> bool:
+    return Path("/proc/self/stat").is_file()
+
+
+def _holder_alive(pid: int, start: object) -> bool:
+    """Is the process that wrote the lock still running (not gone, not a zombie, not a reused pid)?"""
+    if not _has_proc():
+        return _pid_alive(pid)
+    stat = _proc_stat(pid)
+    if stat is None:
+        return False
+    state, ticks = stat
+    if state in ("Z", "X"):   # exited, not yet reaped: it will never release the lock
+        return False
+    if isinstance(start, int) and not isinstance(start, bool) and start != ticks:
+        return False          # the pid now names another process
+    return True               # a record without a start time (older git-hermit): the pid decides
 
 
 class RunLock:
@@ -107,8 +146,10 @@ class RunLock:
     # ----------------------------------------------------------------------------- internals
     def _try_create(self) -> bool:
         token = secrets.token_hex(8)
+        own = _proc_stat(os.getpid()) if _has_proc() else None
         record = {
             "pid": os.getpid(),
+            "pid_start": own[1] if own else None,
             "host": socket.gethostname(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": self.command,
@@ -149,7 +190,7 @@ class RunLock:
         if holder.get("host") != socket.gethostname():
             return False  # cannot check a pid on another machine
         pid = holder.get("pid")
-        return not isinstance(pid, int) or not _pid_alive(pid)
+        return not isinstance(pid, int) or isinstance(pid, bool) or not _holder_alive(pid, holder.get("pid_start"))
 
     @contextlib.contextmanager
     def _takeover_guard(self):
@@ -176,3 +217,18 @@ class RunLock:
             f"run '{self.run}' is locked by pid {holder.get('pid')}{where} ({command}, since {holder.get('started')})",
             hint=hint,
         )
+
+
+def check_ref_locks(repo: Repo, prefixes: list[str]) -> None:
+    """Refuse (GitLockFile) when a git lock file blocks a ref under ``prefixes`` or packed-refs,
+    so a command finds out before it spends anything, not at its final ref transaction."""
+    root = repo.common_dir
+    found = [root / "packed-refs.lock"] if (root / "packed-refs.lock").exists() else []
+    for prefix in prefixes:
+        directory = root / prefix.rstrip("/")
+        if directory.is_dir():
+            found += sorted(path for path in directory.rglob("*.lock") if path.is_file())
+        elif Path(f"{directory}.lock").is_file():
+            found.append(Path(f"{directory}.lock"))
+    if found:
+        raise ref_lock_error(found[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from ..errors import GitStateError, NotARepository, RefConflict
+from ..errors import GitLockFile, GitStateError, NotARepository, RefConflict
 from ._process import BatchReader, first_error_line, run_git
 from .trailers import parse_trailers
 
@@ -64,6 +65,16 @@ class RefUpdate:
 
 
 _FILE_MODES = {"100644", "100755", "120000"}
+
+
+_LOCK_EXISTS = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def ref_lock_error(path: Path) -> GitLockFile:
+    """The one error for a git lock file left in the way of a ref update."""
+    return GitLockFile(
+        f"git lock file {path} blocks a ref this command must update (a git command is running, or one crashed)",
+        hint=f"if no git command is running in this repository, remove it (rm '{path}') and rerun")
 
 
 def _is_full_sha(text: str) -> bool:
@@ -308,6 +319,9 @@ class Repo:
                 f"ref {moved[0]} moved while git-hermit was updating it; nothing was changed",
                 hint="another process is working on this repository; retry when it is done",
             )
+        held = _LOCK_EXISTS.search(proc.stderr.decode("utf-8", "replace"))
+        if held:   # git's "Unable to create '<ref>.lock': File exists"
+            raise ref_lock_error(Path(held[1]))
         raise self._error(["update-ref"], proc.stderr)
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:

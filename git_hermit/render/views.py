@@ -35,8 +35,67 @@ def _si(n: float) -> str:
     return str(int(n))
 
 
-def _score_bits(view: StepView) -> str:
+STREAMING = ("continual-harness", "evo-harness")
+STREAM_NOTE = ("each step's rollouts ran a different window of the stream, so the windows' pass@1 are not "
+               "comparable with each other; the stream pass@1 (cumulative over all windows so far) is the run's score")
+
+
+def _train(view: StepView):
+    """The step's training scores (a note written only by a held-out eval has none)."""
+    return view.scores if view.scores is not None and view.scores.split == "train" else None
+
+
+def _split(view: StepView, name: str) -> dict[str, Any] | None:
     if view.scores is None:
+        return None
+    return view.scores.split_summary() if view.scores.split == name else view.scores.splits.get(name)
+
+
+def stream_scores(history: RunHistory) -> dict[int, dict[str, Any]]:
+    """Per step: the cumulative stream pass@1 over every window rolled out up to it (the mean
+    per-task pass@1 over all the stream's tasks so far, seed 002's one number for a stream)."""
+    per_task: dict[str, float] = {}
+    out: dict[int, dict[str, Any]] = {}
+    for view in history.steps:
+        scores = _train(view)
+        if scores is None:
+            continue
+        for task, score in scores.tasks.items():
+            if score.attempts:
+                per_task[task] = sum(a.outcome == "pass" for a in score.attempts) / len(score.attempts)
+        out[view.step] = {"pass_at_1": round(sum(per_task.values()) / len(per_task), 6) if per_task else 0.0,
+                          "tasks": len(per_task), "window_tasks": len(scores.tasks)}
+    return out
+
+
+def held_out(history: RunHistory, split: str = "test") -> dict[str, Any] | None:
+    """The latest held-out evaluation compared with the seed (train's independent test)."""
+    if not history.steps:
+        return None
+    seed = history.steps[0]
+    seed_scores = _split(seed, split)
+    for view in reversed(history.steps):
+        entry = _split(view, split)
+        if view is seed or not entry:
+            continue
+        ci = entry.get("ci")
+        if ci and ci.get("baseline") == seed.commit:
+            return {"split": split, "step": view.step, "commit": view.commit, "pass_at_1": entry["pass_at_1"],
+                    "seed_pass_at_1": seed_scores["pass_at_1"] if seed_scores else None,
+                    "tasks": len(entry.get("tasks") or {}), "ci": ci}
+    return None
+
+
+def _held_out_line(held: dict[str, Any]) -> str:
+    ci = held["ci"]
+    seed = f" vs seed {held['seed_pass_at_1']:.3f}" if held["seed_pass_at_1"] is not None else ""
+    return (f"held-out {held['split']}: step {held['step']} ({held['commit'][:10]}) pass@1 {held['pass_at_1']:.3f}"
+            f"{seed}: {ci['delta']:+.1f} points [{ci['low']:+.1f}, {ci['high']:+.1f}] "
+            f"(paired bootstrap 95% CI over {held['tasks']} tasks)")
+
+
+def _score_bits(view: StepView) -> str:
+    if _train(view) is None:
         return "pass@1 —    "
     text = f"pass@1 {view.scores.pass_at_1:.3f}"
     ci = view.scores.ci
@@ -50,13 +109,20 @@ def log_lines(history: RunHistory) -> list[str]:
     # pass@1 and its changes' verdicts come from step N+1's rollouts of it.
     lines = [f"# row N is H_N (hermit/{history.run}/step-NNNN), made by step N; "
              "its pass@1 and verdicts come from step N+1's rollouts"]
+    streaming = history.extra.get("evolver") in STREAMING
+    stream = stream_scores(history) if streaming else {}
+    if streaming:
+        lines.append(f"note: {STREAM_NOTE}")
     for view in history.steps:
         marks = []
         if history.best == view.commit:
             marks.append("best")
         if history.final == view.commit:
             marks.append("final")
-        head = f"step {view.step:>4}  {view.commit[:10]}  {_score_bits(view)}"
+        head = f"step {view.step:>4}  {view.commit[:10]}  {'window ' if streaming else ''}{_score_bits(view)}"
+        if view.step in stream:
+            cum = stream[view.step]
+            head += f" ({cum['window_tasks']} tasks)  stream pass@1 {cum['pass_at_1']:.3f} ({cum['tasks']} tasks)"
         if marks:
             head += "  [" + ", ".join(marks) + "]"
         flips = ((view.scores.evaluation or {}) if view.scores else {}).get("flips")
@@ -86,6 +152,13 @@ def log_lines(history: RunHistory) -> list[str]:
     footer = prediction_line(history)
     if footer:
         lines.append(footer)
+    if stream:
+        last = stream[max(stream)]
+        lines.append(f"stream pass@1 {last['pass_at_1']:.3f} over {last['tasks']} tasks "
+                     f"({len(stream)} window(s))")
+    held = held_out(history)
+    if held:
+        lines.append(_held_out_line(held))
     return lines
 
 
@@ -116,10 +189,13 @@ def prediction_line(history: RunHistory) -> str | None:
 
 def log_json(history: RunHistory) -> dict[str, Any]:
     steps = []
+    streaming = history.extra.get("evolver") in STREAMING
+    stream = stream_scores(history) if streaming else {}
     for view in history.steps:
         steps.append({
             "step": view.step, "commit": view.commit,
-            "pass_at_1": view.scores.pass_at_1 if view.scores else None,
+            "pass_at_1": _train(view).pass_at_1 if _train(view) else None,
+            **({"stream": stream.get(view.step)} if streaming else {}),
             "scores": view.scores.to_dict() if view.scores else None,
             "changes": [{"commit": c.commit, **c.change.to_dict(),
                          "verdict": c.verdict.to_dict() if c.verdict else None} for c in view.changes],
@@ -129,8 +205,12 @@ def log_json(history: RunHistory) -> dict[str, Any]:
             "analysis": view.analysis.to_dict() if view.analysis else None,
             "warnings": list(view.bad_notes),
         })
-    return {"run": history.run, "best": history.best, "final": history.final,
-            "predictions": run_predictions(history), "steps": steps}
+    out = {"run": history.run, "best": history.best, "final": history.final,
+           "predictions": run_predictions(history), "steps": steps, "held_out": held_out(history)}
+    if streaming:
+        out["stream"] = {**(stream[max(stream)] if stream else {"pass_at_1": None, "tasks": 0}),
+                         "windows": len(stream), "note": STREAM_NOTE}
+    return out
 
 
 def show_json(records: CommitRecords) -> dict[str, Any]:

@@ -96,6 +96,7 @@ class Progress:
     done: int = 0
     running: int = 0
     failed: int = 0
+    concurrency: int | None = None  # agents allowed at once (more jobs are in flight: prepared ahead)
     started_at: float = field(default_factory=time.monotonic)
     on_change: Callable[["Progress"], None] | None = None
 

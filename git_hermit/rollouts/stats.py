@@ -133,6 +133,28 @@ def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_resamp
         confidence=confidence)
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A mean over tasks with its percentile-bootstrap confidence interval."""
+
+    mean: float
+    low: float
+    high: float
+    n_tasks: int
+    confidence: float = 0.95
+
+    def __str__(self) -> str:
+        return f"{self.mean:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def bootstrap_interval(per_task: Mapping[str, float], *, n_resamples: int = 10_000, seed: int = 0,
+                       confidence: float = 0.95) -> Interval:
+    """pass@1 of one evaluation with its bootstrap CI over tasks (the paired bootstrap against zero)."""
+    zero = paired_bootstrap({task: 0.0 for task in per_task}, per_task, n_resamples=n_resamples, seed=seed,
+                            confidence=confidence)
+    return Interval(zero.delta, zero.low, zero.high, zero.n_tasks, confidence)
+
+
 def _quantile(ordered: Sequence[float], q: float) -> float:
     """Linear interpolation between order statistics (numpy's default)."""
     position = q * (len(ordered) - 1)

@@ -50,6 +50,7 @@ class RolloutJob:
     agent_slots: int | None = None        # agents running at once in this worker process (None: no cap)
     prices: dict[str, Any] = field(default_factory=dict)
     sandbox: Any = None                   # a sandbox.SandboxSpec (hermit.yaml's sandbox:), or None
+    agent_env: dict[str, str] = field(default_factory=dict)   # agent.env + the pass_env values, resolved by the driver
 
     @property
     def key(self) -> str:
@@ -151,7 +152,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         agent.check_available()
         ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,
                            timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host,
-                           sandbox=job.sandbox)
+                           sandbox=job.sandbox, extra_env=job.agent_env)
         with _agent_gate(job.agent_slots):
             run = agent.run(ctx)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
@@ -169,7 +170,8 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
                                   timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
                                   verifier_dir=root / "verifier")
             result = verdict.apply(result, timeout_as=job.timeout_as)
-        files: dict[str, bytes] = {}
+        # the task statement stays with the rollout: learners read it with the trajectory
+        files: dict[str, bytes] = {TASK_FILE: job.task.prompt.encode("utf-8")}
         if run.trajectory and (out / run.trajectory).is_file():
             files[run.trajectory] = (out / run.trajectory).read_bytes()
         hook_log = workspace / HOOK_LOG

@@ -217,10 +217,12 @@ class MemoryDelta:
     analysis: str
     add: tuple[tuple[str, str], ...]        # (topic, note)
     update: tuple[tuple[str, str], ...]
+    retire: tuple[str, ...] = ()            # topics
 
 
 def parse_memory(text: str, max_changes: int) -> MemoryDelta:
-    """``{"analysis", "add": [{topic, note}], "update": [{topic, note}]}``; at most ``max_changes``."""
+    """``{"analysis", "add": [{topic, note}], "update": [{topic, note}], "retire": [topic]}``;
+    at most ``max_changes`` in all (create / update / retire, as for sub-agents and skills)."""
     data = parse_json_answer(text)
 
     def notes(key: str) -> tuple[tuple[str, str], ...]:
@@ -237,8 +239,8 @@ def parse_memory(text: str, max_changes: int) -> MemoryDelta:
             out.append((topic, note))
         return tuple(out)
 
-    delta = MemoryDelta(_analysis(data), notes("add"), notes("update"))
-    count = len(delta.add) + len(delta.update)
+    delta = MemoryDelta(_analysis(data), notes("add"), notes("update"), _retire(data))
+    count = len(delta.add) + len(delta.update) + len(delta.retire)
     if count > max_changes:
         raise DeltaError(f"the memory pass makes {count} changes, over memory_max_changes={max_changes}")
     return delta
@@ -391,6 +393,13 @@ def apply_memory(root: Path, layout: Layout, delta: MemoryDelta) -> list[str]:
             notes, what = notes.upsert(topic, body)
             if what != "same":
                 done.append(f"{what} {topic!r}")
+    for topic in delta.retire:
+        kept = tuple(n for n in notes.notes if _key(n[0]) != _key(topic))
+        if len(kept) == len(notes.notes):
+            done.append(f"skipped retire {topic!r}: no such topic")
+            continue
+        notes = Notes(notes.header, kept)
+        done.append(f"retired {topic!r}")
     if any(not d.startswith("skipped") for d in done):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(notes.render(), encoding="utf-8")

@@ -1,7 +1,9 @@
-"""What the Refiner reads of a step: each rollout's trajectory, status and final output, its
-failure signatures (an erred or timed-out session, a command that exited non-zero, an answer
-that never came), the judge's verdict on tasks below 1 (``feedback``), and the memory notes
-the sessions left. Everything returned here has passed secret redaction.
+"""What the Refiner reads of a step: each rollout's trajectory and final output, its failure
+signatures (an erred or timed-out session, a command that exited non-zero, an answer that never
+came), and the memory notes the sessions left. Only with ``feedback`` does it read anything the
+judge produced: the outcome, and the verdict on tasks below 1. Without it (the paper's own
+setting) no outcome, reward, verdict or judge error reaches the Refiner, so a stream score
+stays a score on unseen labels. Everything returned here has passed secret redaction.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ MAX_VERDICT_CHARS = 1500
 class Attempt:
     task: str
     attempt: int
-    status: str                     # pass | fail | exception
+    status: str | None              # pass | fail | exception; None without feedback (a judge label)
     signatures: tuple[str, ...]
     transcript: str
     final_answer: str | None
@@ -35,11 +37,21 @@ class Attempt:
     session_notes: str | None       # the memory the session wrote, if the runner returned it
 
 
+def _judged(result: RolloutResult) -> bool:
+    """Whether the judge ran on this attempt: it did unless the session itself timed out or erred
+    (then the worker never calls it); every verdict, exceptions included, carries its output."""
+    return bool(result.verifier_output) or result.reward is not None
+
+
 def read_attempt(result: RolloutResult, directory: Path, *, feedback: bool) -> Attempt:
     signatures: list[str] = []
-    if result.is_timeout:
-        signatures.append(f"the session timed out ({result.exception_type or 'timeout'})")
-    elif result.outcome == "exception":
+    # Without feedback, only what the session itself did counts: a verifier's timeout or crash
+    # is the judge speaking, so its type and error line stay hidden.
+    session_side = feedback or not _judged(result)
+    if result.timed_out or (session_side and result.is_timeout):
+        signatures.append(f"the session timed out ({result.exception_type or 'timeout'})"
+                          if session_side else "the session timed out")
+    elif result.outcome == "exception" and session_side:
         signatures.append(f"the session erred: {result.exception_type or 'exception'}"
                           + (f": {result.error}" if result.error else ""))
     if not (result.final_answer or "").strip():
@@ -55,7 +67,8 @@ def read_attempt(result: RolloutResult, directory: Path, *, feedback: bool) -> A
             verdict += ": " + _clip(result.verifier_output.strip(), MAX_VERDICT_CHARS)
     notes_path = directory / SESSION_NOTES
     notes = notes_path.read_text(encoding="utf-8", errors="replace") if notes_path.is_file() else None
-    return Attempt(result.task, result.attempt, result.outcome, tuple(redact(s) for s in signatures),
+    return Attempt(result.task, result.attempt, result.outcome if feedback else None,
+                   tuple(redact(s) for s in signatures),
                    redact(transcript), redact(result.final_answer) if result.final_answer else None,
                    redact(verdict) if verdict else None, redact(notes) if notes is not None else None)
 
@@ -93,7 +106,7 @@ def render_window(attempts: list[Attempt]) -> str:
     """The window as the Refiner reads it, one section per attempt."""
     parts = []
     for a in attempts:
-        lines = [f"### Task {a.task}, attempt {a.attempt}: {a.status}"]
+        lines = [f"### Task {a.task}, attempt {a.attempt}" + (f": {a.status}" if a.status else "")]
         if a.signatures:
             lines += ["**Failure signatures:**", *(f"- {s}" for s in a.signatures)]
         if a.verdict:

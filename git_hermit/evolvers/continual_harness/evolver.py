@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,11 +23,14 @@ from git_hermit.errors import ConfigError
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
 from git_hermit.evolvers.continual_harness import deltas, evidence
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, Layout
+from git_hermit.evolvers.params import param_defaults
 from git_hermit.gitio import FileChange
 from git_hermit.redact import redact
 
 PASSES = ("policy", "subagents", "skills", "memory")
-DEFAULTS = {"step_size": 3, "feedback": True, "memory_max_changes": 5, "refiner_timeout_s": 900}
+# from the evolver's params.schema.json (which config.py validates hermit.yaml against)
+DEFAULTS = {key: param_defaults("continual-harness")[key]
+            for key in ("step_size", "feedback", "memory_max_changes", "refiner_timeout_s")}
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 FEEDBACK_NOTE = ("\nThe judge's verdict is shown for each task scored below 1: a signal of what went wrong, "
                  "not a score to optimise.\n")
@@ -96,6 +100,10 @@ class ContinualHarnessEvolver:
     def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> tuple[str, ...]:
         return window(tasks, step, int(_params(params)["step_size"]))
 
+    def step_limit(self, params: dict[str, Any]) -> tuple[int | None, str]:
+        """`train` runs every window of the stream once; its end stops training."""
+        return None, "the stream"
+
     # ------------------------------------------------------------------------------------ step
     def learn(self, ctx: StepContext) -> StepResult:
         p = _params(ctx.params)
@@ -129,6 +137,10 @@ class ContinualHarnessEvolver:
                     + (f" ({outcome.reason})" if outcome.reason else
                        f" ({'; '.join(outcome.changes)})" if outcome.changes else ""))
         result.analysis = analysis
+        dropped = {n: o for n, o in analysis["passes"].items() if o["status"] == "dropped"}
+        if not result.commits and dropped:
+            # GitHub shows commit bodies, not notes: say why this step changed nothing
+            result.unchanged = "\n".join(f"{n} pass dropped: {o.get('reason', '')}" for n, o in dropped.items())
         self._log(ctx, analysis)
         return result
 
@@ -159,9 +171,10 @@ class ContinualHarnessEvolver:
     def _pass(self, ctx: StepContext, name: str, p: dict[str, Any], layout: Layout, common: dict[str, Any],
               current: Path, work: Path, result: StepResult) -> tuple[PassOutcome, Path]:
         prompt = redact(render_prompt(name, {**common, **self._values(name, p, layout, current)}))
-        answer = self._ask(ctx, name, prompt, current, work, float(p["refiner_timeout_s"]))
+        answer = self._ask(ctx, name, prompt, current, work, float(p["refiner_timeout_s"]),
+                           isolated=not p["feedback"])
         if not answer["ok"]:
-            return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error']}"), current
+            return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error'] or 'no answer'}"), current
         candidate = _fresh_copy(current, work / f"{name}-adapter")
         try:
             text = answer["text"]
@@ -212,15 +225,18 @@ class ContinualHarnessEvolver:
                 "memory_file": layout.memory, "max_changes": p["memory_max_changes"]}
 
     def _ask(self, ctx: StepContext, name: str, prompt: str, current: Path, work: Path,
-             timeout_s: float) -> dict[str, Any]:
+             timeout_s: float, *, isolated: bool) -> dict[str, Any]:
         """The pass's raw answer: the checkpoint if one exists, else one learner call (saved if it answered)."""
         cached = work / f"{name}.json"
         if cached.is_file():
             return json.loads(cached.read_text(encoding="utf-8"))
         learner = ctx.learner(name)
         # The learner gets a copy of the harness to look at; its answer text is what counts.
-        workspace = _fresh_copy(current, work / f"{name}-workspace")
-        reply = learner.ask(workspace, prompt, timeout_s=timeout_s, key=f"step-{ctx.step}-{name}")
+        # Without feedback the copy lives outside the run directory, where a session that looks
+        # around cannot reach the rollouts' result.json files (the judge's labels).
+        with tempfile.TemporaryDirectory(prefix="hermit-refiner-") as scratch:
+            workspace = _fresh_copy(current, (Path(scratch) if isolated else work) / f"{name}-workspace")
+            reply = learner.ask(workspace, prompt, timeout_s=timeout_s, key=f"step-{ctx.step}-{name}")
         ctx.ledger.record(name, f"step-{ctx.step}", reply.model, reply.usage, step=ctx.step)
         answer = {"ok": reply.ok, "text": reply.text, "error": reply.error, "model": reply.model}
         if reply.ok:

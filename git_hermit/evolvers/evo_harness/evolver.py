@@ -18,6 +18,7 @@ from typing import Any
 
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
 from git_hermit.adapter.templates import Template, load_template
+from git_hermit.config import RunConfig
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
@@ -64,13 +65,22 @@ class EvoHarnessEvolver:
             return ()
         return window(tasks, step, p.batch_size)
 
-    # ------------------------------------------------------------------------------------ step
-    def learn(self, ctx: StepContext) -> StepResult:
-        p = EvoParams.read(ctx.params)
-        base_kind = (ctx.config.evolver or {}).get("base", "codex")
+    def step_limit(self, params: dict[str, Any]) -> tuple[int | None, str]:
+        """`train` consumes the stream once: max_steps batches, or all of them (null)."""
+        return EvoParams.read(params).max_steps, "max_steps"
+
+    def check_config(self, config: RunConfig) -> None:
+        """Refuse a Worker that cannot edit files (seed 001: an error at start), before the step
+        runs and pays for any rollout."""
+        base_kind = (config.evolver or {}).get("base", "codex")
         if base_kind in ONE_SHOT_BASES:
             raise ConfigError(f"evo-harness needs a learner that edits files; evolver.base {base_kind!r} cannot",
                               hint="use evolver.base: codex or claude-code (or scripted in tests)")
+
+    # ------------------------------------------------------------------------------------ step
+    def learn(self, ctx: StepContext) -> StepResult:
+        p = EvoParams.read(ctx.params)
+        self.check_config(ctx.config)
         template = load_template(ctx.config.template)
         root = ctx.step_dir / "evo"
         result = StepResult()
@@ -106,6 +116,14 @@ class EvoHarnessEvolver:
                 commit = self._commit(ctx, level, verdict)
                 result.commits.append(replace(commit, provenance=Provenance(ctx.run, ctx.step, verdict.written)))
             base = after      # the next level starts from the accepted snapshot
+        levels = result.analysis["levels"]
+        rejected = [name for name in LEVELS if levels.get(name, {}).get("status") == "rejected"]
+        if not result.commits and rejected:
+            # GitHub shows commit bodies, not notes: say why this step changed nothing
+            lines = [f"{name} level rejected whole: " + "; ".join(levels[name]["reasons"]) for name in rejected]
+            lines += [f"{name} level skipped: " + "; ".join(levels[name]["reasons"])
+                      for name in LEVELS if levels.get(name, {}).get("status") == "skipped"]
+            result.unchanged = "\n".join(lines)
         return result
 
     # ------------------------------------------------------------------------------ pieces

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from git_hermit.errors import ConfigError
+from git_hermit.evolvers.params import param_defaults
 
-DEFAULTS: dict[str, Any] = {
-    "batch_size": 4, "max_steps": None, "success_threshold": 1.0, "general_min_tasks": 3,
-    "max_general_skills": 10, "max_topic_skills": 30, "max_skill_chars": 2000,
-    "max_library_chars": 48000, "max_evidence_chars": 24000,
-}
+# the defaults of the fields below, from the evolver's params.schema.json (which config.py validates)
+DEFAULTS: dict[str, Any] = {key: value for key, value in param_defaults("evo-harness").items()
+                            if key in ("batch_size", "max_steps", "success_threshold", "general_min_tasks",
+                                       "max_general_skills", "max_topic_skills", "max_skill_chars",
+                                       "max_library_chars", "max_evidence_chars")}
 # the params that are also check_spec limits of the evo-harness template (check_adapter(limits=…))
 LIMIT_KEYS = ("general_min_tasks", "max_general_skills", "max_topic_skills", "max_skill_chars", "max_library_chars")
 

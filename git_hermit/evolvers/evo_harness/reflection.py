@@ -1,5 +1,5 @@
-"""Reflection on one failed training run: the evidence a Worker reads (result, feedback,
-final answer, trajectory — redacted, cut to ``max_evidence_chars`` with the cut marked), and
+"""Reflection on one failed training run: the evidence a Worker reads (result, task statement,
+feedback, final answer, trajectory — redacted, cut to ``max_evidence_chars`` with the cut marked), and
 the parsing of its answer, ``{lesson, trigger, evidence, scope_hint}`` or ``{"skip": true}``.
 """
 
@@ -16,7 +16,8 @@ from git_hermit.redact import redact
 from git_hermit.rollouts.trajectories import iter_steps, render_step
 
 FIELDS = ("lesson", "trigger", "evidence", "scope_hint")
-PROMPT_FILES = ("prompt.md", "prompt.txt", "task.md")
+# the task statement the rollout kept (the worker writes task.md beside result.json)
+PROMPT_FILES = ("task.md", "prompt.md", "prompt.txt")
 
 
 def failed(result: RolloutResult, threshold: float) -> bool:
@@ -43,7 +44,7 @@ def evidence(result: RolloutResult, directory: Path, limit: int) -> str:
              + (f", {result.exception_type}" if result.exception_type else "")]
     for name in PROMPT_FILES:
         if (directory / name).is_file():
-            parts += ["", "## Task prompt", (directory / name).read_text(errors="replace")]
+            parts += ["", "## Task statement", (directory / name).read_text(errors="replace")]
             break
     if result.error:
         parts += ["", "## Error", result.error]

@@ -87,6 +87,13 @@ def validate_level(*, level: str, before: Mapping[str, FileChange], after: Mappi
             reasons.append(f"ownership: {unit} is a native skill"
                            + (" and cannot gain provenance" if now == "managed" else "; curators may not change it"))
             continue
+        # a baseline skill the parser cannot read, or baseline files with no SKILL.md, belong to
+        # whoever wrote them: neither may be adopted (gain provenance), edited or removed
+        if was == "broken" or (was is None and any(_unit(p) == unit for p in before)):
+            reasons.append(f"ownership: {unit} is a baseline "
+                           + ("skill whose front matter does not parse" if was == "broken" else "folder with no "
+                              + SKILL_FILE) + "; curators may not adopt or change it")
+            continue
         if unit.endswith(".md"):
             reasons.append(f"permissions: {unit} is a flat skill file; curators write {unit[:-3]}/{SKILL_FILE}")
             continue

@@ -16,7 +16,8 @@ from typing import Any, Mapping, Protocol
 from git_hermit.model.rollout import Usage
 
 # Variables every agent process may see; everything else from the user's environment is
-# withheld so no unrelated secret reaches an agent, a trajectory or a log.
+# withheld so no unrelated secret reaches an agent, a trajectory or a log (hermit.yaml's
+# agent.env and agent.pass_env arrive as ``extra_env``: the user's explicit choice).
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR",
                  "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
                  "NO_PROXY")

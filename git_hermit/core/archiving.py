@@ -1,0 +1,66 @@
+"""`finalize --archive`: the final snapshot as a file. A continual-harness or evo-harness run's
+archive holds the host-native layout for the run's ``host`` (what `deploy` writes: context file,
+skills, sub-agents, memory), at the archive's root, so unpacking it in a project and starting
+the host uses the learned harness without git-hermit. Other runs archive the adapter directory
+as committed (their hooks need an interpreter path only `deploy` on the target machine knows).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+from git_hermit.adapter.deploy import RECORD_NAME, deploy
+from git_hermit.adapter.templates import load_template
+from git_hermit.config import RunConfig
+from git_hermit.errors import InputError
+from git_hermit.gitio import Repo
+
+# templates whose snapshot is meant to run natively on the host (seeds 001 and 002)
+NATIVE_TEMPLATES = ("continual-harness", "evo-harness")
+
+
+def archive_format(archive: Path) -> str:
+    if archive.exists() and archive.is_dir():
+        raise InputError(f"{archive} is a directory", hint="give a file name ending in .tar, .tar.gz or .zip")
+    return "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
+
+
+def write_archive(repo: Repo, config: RunConfig, commit: str, archive: Path) -> str:
+    """Write ``commit``'s adapter to ``archive``; returns the layout written (``native <host>`` | ``adapter``)."""
+    fmt = archive_format(archive)
+    if load_template(config.template).name not in NATIVE_TEMPLATES:
+        repo.git("archive", f"--format={fmt}", f"--prefix={Path(config.adapter).name}/",
+                 "-o", str(archive.resolve()), f"{commit}:{config.adapter}")
+        return "adapter"
+    with tempfile.TemporaryDirectory(prefix="hermit-archive-") as tmp:
+        adapter, out = Path(tmp) / "adapter", Path(tmp) / "native"
+        repo.materialise(commit, config.adapter, adapter)
+        deploy(adapter, out, config.host)
+        (out / RECORD_NAME).unlink()          # the record names this temporary directory
+        _pack(out, archive.resolve(), fmt)
+    return f"native {config.host}"
+
+
+def _pack(root: Path, archive: Path, fmt: str) -> None:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    partial = archive.with_name(archive.name + ".partial")
+    if fmt == "zip":
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in files:
+                info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, path.read_bytes())
+    else:
+        with tarfile.open(partial, "w:gz" if fmt == "tar.gz" else "w") as tf:
+            for path in files:
+                data = path.read_bytes()
+                info = tarfile.TarInfo(path.relative_to(root).as_posix())
+                info.size, info.mode = len(data), 0o755 if os.access(path, os.X_OK) else 0o644
+                tf.addfile(info, io.BytesIO(data))
+    partial.replace(archive)

@@ -1,0 +1,130 @@
+"""Each evolver's ``evolver.params``: its JSON Schema, defaults and the params ``init`` writes.
+
+The schema lives in the evolver's own folder (``evolvers/<name>/params.schema.json``); this
+module reads it, so config.py can refuse an unknown key or a bad value (naming its path)
+before a command spends anything, and the evolvers read their defaults from the same file.
+Besides JSON Schema, a schema carries ``x-init`` (what ``init`` writes) and ``x-refused``
+(seed keys git-hermit does not take there, each with the reason and where it goes instead).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+
+_HERE = Path(__file__).resolve().parent
+FOLDERS = {"ahe": "ahe", "continual-harness": "continual_harness", "evo-harness": "evo_harness"}
+
+
+@dataclass(frozen=True)
+class ParamProblem:
+    """One bad parameter: ``path`` below evolver.params (``debugger.retries``), what is wrong, what to do."""
+
+    path: str
+    message: str
+    hint: str
+
+
+def schema_path(evolver: str) -> Path:
+    return _HERE / FOLDERS[evolver] / "params.schema.json"
+
+
+@cache
+def params_schema(evolver: str) -> dict[str, Any]:
+    return json.loads(schema_path(evolver).read_text(encoding="utf-8"))
+
+
+@cache
+def _validator(evolver: str):
+    return jsonschema_rs.validator_for(params_schema(evolver))
+
+
+def param_defaults(evolver: str) -> dict[str, Any]:
+    """{key: default} of every parameter (a fresh copy: callers may change it)."""
+    props = params_schema(evolver).get("properties", {})
+    return {key: copy.deepcopy(sub["default"]) for key, sub in props.items() if "default" in sub}
+
+
+def init_params(evolver: str) -> dict[str, Any]:
+    """The params block ``init`` writes for this evolver's template."""
+    return copy.deepcopy(params_schema(evolver).get("x-init", {}))
+
+
+def param_names(evolver: str) -> list[str]:
+    return sorted(params_schema(evolver).get("properties", {}))
+
+
+def params_problems(evolver: str, params: Any) -> list[ParamProblem]:
+    """Every unknown key and bad value of ``params`` (empty when valid); unknown keys first."""
+    schema = params_schema(evolver)
+    if not isinstance(params, dict):
+        return [ParamProblem("", f"must be a mapping of {evolver}'s parameters, not {params!r}",
+                             f"e.g. params: {json.dumps(init_params(evolver))}")]
+    problems = _unknown_keys(evolver, schema, params, "")
+    if problems:
+        return problems
+    validator = _validator(evolver)
+    if validator.is_valid(params):
+        return []
+    out = []
+    for error in sorted(validator.iter_errors(params), key=lambda e: [str(p) for p in e.instance_path]):
+        path = _dotted(error.instance_path)
+        out.append(ParamProblem(path, f"is invalid: {error.message}", _value_hint(schema, list(error.instance_path))))
+    return out
+
+
+def _unknown_keys(evolver: str, schema: dict, value: dict, prefix: str) -> list[ParamProblem]:
+    props = schema.get("properties", {})
+    problems = []
+    for key, item in value.items():
+        path = f"{prefix}{key}"
+        if key not in props:
+            if schema.get("additionalProperties", True) is False:
+                problems.append(_unknown(evolver, schema, str(key), path, sorted(props)))
+            continue
+        if isinstance(item, dict) and props[key].get("type") == "object":
+            problems += _unknown_keys(evolver, props[key], item, f"{path}.")
+    return problems
+
+
+def _unknown(evolver: str, schema: dict, key: str, path: str, known: list[str]) -> ParamProblem:
+    refused = schema.get("x-refused", {}).get(key)
+    if refused:
+        return ParamProblem(path, f"is not accepted for {evolver}: {refused['why']}", refused["hint"])
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    guess = f" (did you mean {close[0]}?)" if close else ""
+    return ParamProblem(path, f"is not a parameter of {evolver}{guess}",
+                        f"its parameters here: {', '.join(known)} (see the README's evolver.params)")
+
+
+def _value_hint(schema: dict, parts: list) -> str:
+    sub: dict = schema
+    for part in parts:
+        if isinstance(part, int):
+            sub = sub.get("items", {})
+        else:
+            sub = sub.get("properties", {}).get(part, {})
+    bits = []
+    if "enum" in sub:
+        bits.append("use one of: " + ", ".join(str(v) for v in sub["enum"]))
+    if "items" in sub and "enum" in sub["items"]:
+        bits.append("items are: " + ", ".join(str(v) for v in sub["items"]["enum"]))
+    if sub.get("description"):
+        bits.append(sub["description"])
+    if "default" in sub:
+        bits.append(f"default: {json.dumps(sub['default'])}")
+    return "; ".join(bits) or "see the README's evolver.params"
+
+
+def _dotted(parts) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
