@@ -107,12 +107,13 @@ def _score_bits(view: StepView) -> str:
 def log_lines(history: RunHistory) -> list[str]:
     # One numbering everywhere: row N is H_N, the adapter step N made (step 0: the seed); its
     # pass@1 and its changes' verdicts come from step N+1's rollouts of it.
-    lines = [f"# row N is H_N (hermit/{history.run}/step-NNNN), made by step N; "
-             "its pass@1 and verdicts come from step N+1's rollouts"]
+    lines = []
     streaming = history.extra.get("evolver") in STREAMING
     stream = stream_scores(history) if streaming else {}
     if streaming:
         lines.append(f"note: {STREAM_NOTE}")
+    lines.append(f"# row N is H_N (hermit/{history.run}/step-NNNN), made by step N; "
+                 "its pass@1 and verdicts come from step N+1's rollouts")
     for view in history.steps:
         marks = []
         if history.best == view.commit:
