@@ -9,6 +9,10 @@ TABLE = {'arguments': [],
                                               'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                     '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                    '--manifest': {'help': 'Also check an ahe change manifest: no two '
+                                                           'changes may declare the same file.',
+                                                   'path': 'file',
+                                                   'takes_value': True},
                                     '--run': {'help': 'Run whose template and adapter to use.',
                                               'source': 'run',
                                               'takes_value': True},
@@ -100,6 +104,9 @@ TABLE = {'arguments': [],
                        'options': {'--adapter-dir': {'help': 'Adapter directory in the repo (default: '
                                                              'adapter/).',
                                                      'takes_value': True},
+                                   '--example': {'help': 'Also write a small starter benchmark: tasks.jsonl, '
+                                                         'data/, rows/train.txt and rows/test.txt.',
+                                                 'takes_value': False},
                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                    '--run': {'help': "Run name (default: the template's name).",
                                              'source': 'run',
@@ -117,9 +124,12 @@ TABLE = {'arguments': [],
                                             'source': 'run',
                                             'takes_value': True}}},
               'rollback': {'arguments': [{'many': False}],
-                           'help': "Revert one change file-wise as a new commit on the run's tip (TARGET: "
-                                   'change id or REV).',
-                           'options': {'--help': {'help': 'Show this message and exit.',
+                           'help': 'Revert one change (three-way, keeping later work) as a new commit on the '
+                                   "run's tip.",
+                           'options': {'--force': {'help': 'On a conflict with later work: restore the '
+                                                           "change's files as they were before it.",
+                                                   'takes_value': False},
+                                       '--help': {'help': 'Show this message and exit.',
                                                   'takes_value': False},
                                        '--reason': {'help': "Why (goes into the rollback commit's body).",
                                                     'takes_value': True},
@@ -162,6 +172,16 @@ TABLE = {'arguments': [],
                                    '--wait': {'help': "If another git-hermit process holds the run's lock, "
                                                       'wait for it instead of exiting 6.',
                                               'takes_value': False}}},
+              'trace': {'arguments': [{'many': True, 'path': 'file'}],
+                        'help': 'What each session file holds: format and version, steps, user turns, tool '
+                                'calls by kind,',
+                        'options': {'--format': {'choices': ['codex', 'claude', 'pi'],
+                                                 'help': 'The host that wrote the files (default: detected '
+                                                         'from each file).',
+                                                 'takes_value': True},
+                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--json': {'help': 'One JSON object per file, one per line.',
+                                               'takes_value': False}}},
               'train': {'arguments': [],
                         'help': 'Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C '
                                 '(resumable).',

@@ -83,15 +83,23 @@ def cli(debug: bool, chdir: str | None) -> None:
               help="Seed adapter template.")
 @click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
-def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
+@click.option("--example", is_flag=True,
+              help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
+def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
-    click.echo("next: edit the tasks/judge/agent blocks of the config, then `git hermit check` and `git hermit step`")
+    if example:
+        click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
+        click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
+                   "or `login: chatgpt`; see the README)")
+    else:
+        click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
+                   "benchmark), then `git hermit check` and `git hermit step`")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -100,9 +108,11 @@ def init(template_id: str, run: str | None, adapter_dir: str | None) -> None:
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
 @click.option("--template", help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
+@click.option("--manifest", type=click.Path(path_type=Path),
+              help="Also check an ahe change manifest: no two changes may declare the same file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, as_json: bool) -> int:
+          static_only: bool, manifest: Path | None, as_json: bool) -> int:
     """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
     from git_hermit.core.check import run_check
     from git_hermit.errors import NotARepository
@@ -112,7 +122,8 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
         if directory is None:
             raise
         repo = None
-    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=not static_only)
+    report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
+                       hosts=not static_only, manifest=manifest)
     if as_json:
         _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
                     "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
@@ -171,21 +182,27 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
+@click.option("--force", is_flag=True,
+              help="On a conflict with later work: restore the change's files as they were before it.")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
-def rollback(target: str, reason: str, run: str | None) -> None:
-    """Revert one change file-wise as a new commit on the run's tip (TARGET: change id or REV)."""
+def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
+    """Revert one change (three-way, keeping later work) as a new commit on the run's tip.
+
+    TARGET: a change id (chg-2, step-3:chg-2) or a revision. A change group is reverted whole."""
     from git_hermit.core.rollback import rollback as do_rollback
     from git_hermit.core.runs import open_run
     from git_hermit.gitio import RunLock
     repo = _repo()
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit rollback"):
-        result = do_rollback(open_run(repo, ctx.run), target, reason)
+        result = do_rollback(open_run(repo, ctx.run), target, reason, force=force)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
-    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) restored in {result.plan.commit[:12]} "
+    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
     for path in result.plan.files:
         click.echo(f"    {path}")
+    for sha in result.removed_lines_of:
+        click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -350,8 +367,10 @@ def _print_step(outcome) -> None:
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
-        click.echo("hint: the step kept the adapter as it was; see `git hermit show "
-                   f"step-{outcome.step}` and .hermit/runs/…/step-{outcome.step:04d}/evolve/", err=True)
+        kept = ("the step kept the adapter as it was" if not outcome.commits
+                else f"nothing refused was committed ({outcome.commits} commit(s) passed)")
+        click.echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
+                   f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -563,6 +582,41 @@ def completion(shell: str) -> None:
     """
     from git_hermit.render.completion import completion_script
     click.echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
+
+
+# ------------------------------------------------------------------------------------------
+# trace: session files read by the trajectory readers (works outside a repository too)
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "family", type=click.Choice(["codex", "claude", "pi"]),
+              help="The host that wrote the files (default: detected from each file).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
+    """What each session file holds: format and version, steps, user turns, tool calls by kind,
+    failed calls, tokens (input, cached, output, reasoning), cost when hermit.yaml has prices,
+    model, truncated, warnings and errors.
+
+    FILES are Codex rollouts or `codex exec --json` streams, Claude Code sessions or stream-json
+    output, Pi sessions or `pi --mode json` streams, or Harbor ATIF trajectories. A Claude
+    session's sub-agent transcripts beside it (<session>/subagents/agent-*.jsonl) are listed
+    with their tokens. Files are streamed: memory stays bounded by the longest line.
+    """
+    from git_hermit.core.trace import trace_files, trace_prices
+    from git_hermit.render.trace import trace_json, trace_lines
+    reports = trace_files(list(files), family, trace_prices())
+    for number, report in enumerate(reports):
+        if as_json:
+            click.echo(json.dumps(trace_json(report), sort_keys=True))
+            continue
+        if number:
+            click.echo("")
+        for line in trace_lines(report):
+            click.echo(line)
+    failed = next((r.error for r in reports if r.error is not None), None)
+    if failed is not None:
+        if as_json:      # the per-file objects already carry the errors
+            sys.exit(failed.exit_code)
+        raise failed
 
 
 # ------------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ from git_hermit.resources import schemas_dir
 
 CONFIG_FILE = "hermit.yaml"
 RUNS_DIR = "hermit"
-SCHEMA_LINK = ".hermit/config.schema.json"   # local copy the yaml-language-server line points at
+# The schema copy the yaml-language-server line points at: committed with the seed, so every
+# clone has it (the working area .hermit/ is ignored and would not be).
+SCHEMA_LINK = "hermit/config.schema.json"
 
 # Names agent.env / agent.pass_env may not set: the framework gives every agent its own.
 RESERVED_AGENT_ENV = frozenset({"HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR"})
@@ -176,16 +178,13 @@ def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
     raise ConfigError(f"no run named {run!r} (runs here: {names})", hint="check --run, or `git hermit init --run NAME`")
 
 
-def write_schema_copy(work_tree: Path) -> None:
-    """Refresh the local schema copy the config's yaml-language-server line points at."""
-    dest = work_tree / SCHEMA_LINK
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    text = (schemas_dir() / "config.schema.json").read_text()
-    if not dest.is_file() or dest.read_text() != text:
-        dest.write_text(text)
+def config_schema_text() -> str:
+    """The config schema as shipped (init commits it at SCHEMA_LINK)."""
+    return (schemas_dir() / "config.schema.json").read_text()
 
 
-def render_default_config(*, run: str, template: str, adapter: str, config_path: str = CONFIG_FILE) -> str:
+def render_default_config(*, run: str, template: str, adapter: str, config_path: str = CONFIG_FILE,
+                          example: bool = False) -> str:
     """The commented hermit.yaml that ``init`` writes (valid as written; edit to taste)."""
     depth = config_path.count("/")
     schema_ref = "../" * depth + SCHEMA_LINK
@@ -205,11 +204,14 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "  # provider: {base_url: http://127.0.0.1:8000/v1, env_key: OPENAI_API_KEY, wire_api: responses}",
         "  # login: chatgpt             # use your own Codex/Claude login instead of an API key",
         "  # env: {MY_SETTING: value}   # set for the agent; pass_env: [NAME] hands your own NAME through",
-        "tasks: {path: tasks.jsonl, id_field: id, prompt_field: prompt, answer_field: answer}",
+        "# Tasks: one JSON object per line (or CSV with a header), e.g.",
+        '#   {"id": "sum-1", "prompt": "Total the amount column of data.csv.", "answer": "42.5", "files": ["data.csv"]}',
+        "# `files` (paths relative to the tasks file) are copied into the agent's workspace.",
+        "tasks: {path: tasks.jsonl, id_field: id, prompt_field: prompt, answer_field: answer, files_field: files}",
         "judge: {kind: answer, mode: normalised}   # answer (exact|normalised|numeric) | command | llm",
-        "data:",
-        "  train: rows/train.txt        # rows <task>#1 … <task>#k",
-        "  # test: rows/test.txt        # held-out split for `git hermit eval --split test`",
+        "data:                          # rows files: one `<task id>#<n>` per line, the k rows of a task #1..#k",
+        "  train: rows/train.txt        # the rows every step rolls out",
+        f"  {'' if example else '# '}test: rows/test.txt        # held-out split for `git hermit eval --split test`",
         "evolver:",
         f"  name: {evolver}",
         f"  params: {_flow(init_params(evolver_name))}   # see the README for every parameter and its default",

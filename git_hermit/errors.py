@@ -67,6 +67,12 @@ class RefConflict(HermitError):
     exit_code = 9
 
 
+class RevertConflict(HermitError):
+    """A three-way rollback would conflict with later commits that touched the same lines."""
+
+    exit_code = 14
+
+
 class SchemaError(HermitError):
     """A record (note, manifest, deploy record) does not match its JSON Schema."""
 
@@ -106,6 +112,7 @@ EXIT_CODES: dict[int, str] = {
     SchemaError.exit_code: "a git-hermit note fails its schema",
     AgentError.exit_code: "an agent or learner binary is missing",
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
+    RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

@@ -122,9 +122,11 @@ def debugger_session(workspace: Path, prompt: str, key: str) -> str:
 
 
 def evolve_session(workspace: Path, prompt: str, key: str) -> str:
-    """Apply the plan of this step: ``append``/``write`` {adapter path: text}, ``delete`` [paths];
+    """Apply the plan of this step: ``append``/``write`` {adapter path: text}, ``write_hex`` {path: bytes
+    as hex}, ``symlink``/``hardlink`` {path: target}, ``delete`` [paths];
     then ``manifest_text`` verbatim, or no manifest (``manifest: None``), or one built from
-    ``changes`` (``iteration`` overrides the step)."""
+    ``changes`` (``iteration`` overrides the step); ``check`` runs ./check_spec afterwards
+    (its output kept as ``check_spec-<step>.txt``) and, if it fails, writes ``fixed_changes``."""
     control = control_dir()
     step = int(key.rsplit("-", 1)[1])
     with open(control / "evolve.log", "a") as log:
@@ -139,6 +141,16 @@ def evolve_session(workspace: Path, prompt: str, key: str) -> str:
     for rel, text in spec.get("write", {}).items():
         (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
         (adapter / rel).write_text(text)
+    for rel, hexed in spec.get("write_hex", {}).items():
+        (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
+        (adapter / rel).write_bytes(bytes.fromhex(hexed))
+    for rel, target in spec.get("symlink", {}).items():
+        (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
+        (adapter / rel).unlink(missing_ok=True)
+        (adapter / rel).symlink_to(target)
+    for rel, target in spec.get("hardlink", {}).items():
+        (adapter / rel).unlink(missing_ok=True)
+        os.link(target, adapter / rel)
     for rel in spec.get("delete", []):
         (adapter / rel).unlink()
     manifest = workspace / "state" / "change_manifest.json"
@@ -147,6 +159,11 @@ def evolve_session(workspace: Path, prompt: str, key: str) -> str:
     elif spec.get("manifest", True) is not None:
         manifest.write_text(json.dumps({"iteration": spec.get("iteration", step),
                                         "changes": spec.get("changes", [])}, indent=2))
+    if spec.get("check"):   # run the workspace's ./check_spec as the agent would, keep what it said
+        proc = subprocess.run(["./check_spec"], cwd=workspace, capture_output=True, text=True)
+        (control / f"check_spec-{step}.txt").write_text(f"{proc.returncode}\n{proc.stdout}{proc.stderr}")
+        if proc.returncode and "fixed_changes" in spec:   # the agent fixes what check_spec reported
+            manifest.write_text(json.dumps({"iteration": step, "changes": spec["fixed_changes"]}, indent=2))
     return spec.get("answer", f"step {step}: done")
 
 

@@ -111,3 +111,20 @@ def test_precision_recall_undefined_and_aggregated():
     assert total.regression_precision == pytest.approx(1 / 2)  # (0 + 1) / (1 + 1)
     assert total.regression_recall == pytest.approx(1 / 2)     # (0 + 1) / (1 + 1)
     assert total.to_dict()["counts"]["flipped"] == 3
+
+
+def test_flips_and_regressions_a_rollback_caused_are_not_counted_as_unpredicted():
+    # the previous step rolled back a change that had regressed r and fixed g: r flipping back and
+    # g regressing are the rollback's; a predicted flip of a restored task stays the change's
+    diff = StepDiff(flipped=("r", "p", "n"), regressed=("g", "x"))
+    rollbacks = [("rollback abc of chg-2", ("r", "p"), ("g",))]
+    ev = evaluate_changes([change("chg-3", fixes=["p"], risks=["x"])], diff, rollbacks=rollbacks)
+    assert dict(ev.rollback_flips) == {"r": "rollback abc of chg-2"}
+    assert dict(ev.rollback_regressions) == {"g": "rollback abc of chg-2"}
+    counts = ev.prediction.to_dict()["counts"]
+    assert (counts["flipped"], counts["flipped_predicted"]) == (2, 1)        # p (predicted) and n
+    assert (counts["regressed"], counts["regressed_predicted"]) == (1, 1)    # x only
+    assert ev.unattributed_regressions == ()
+    assert [c.verdict for c in ev.changes] == [MIXED]                        # verdicts are unchanged
+    plain = evaluate_changes([change("chg-3", fixes=["p"], risks=["x"])], diff)
+    assert plain.prediction.to_dict()["counts"]["flipped"] == 3 and plain.unattributed_regressions == ("g",)

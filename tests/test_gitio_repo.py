@@ -343,3 +343,19 @@ def test_batch_reader_restarts_after_git_dies(repo_with_history):
         repo._batch._proc.kill()  # a crashed reader must not poison later reads
         repo._batch._proc.wait()
         assert repo.resolve_commit("HEAD") == base
+
+
+# ----------------------------------------------------------------------------- fsck of new objects
+def test_fsck_new_objects_checks_what_a_strict_remote_would(repo_with_history):
+    bad_modules = b'[submodule "x"]\n\tpath = x\n\turl = --upload-pack=touch${IFS}pwned\n'
+    objects = lambda: git(repo_with_history, "count-objects", "-v")   # noqa: E731
+    with Repo.discover(repo_with_history) as repo:
+        base = repo.resolve_commit("HEAD")
+        clean = repo.write_commit(base, {"adapter/a.md": FileChange(b"fine\n")}, "clean\n")
+        assert repo.fsck_new_objects(clean, base) is None
+        bad = repo.write_commit(clean, {"adapter/sub/.gitmodules": FileChange(bad_modules)}, "bad\n")
+        before = objects()
+        complaint = repo.fsck_new_objects(bad, clean)
+        assert complaint is not None and "gitmodulesUrl" in complaint
+        assert objects() == before                      # the check adds nothing to the repository
+        assert repo.fsck_new_objects(clean, None) is None   # from the root: the whole history

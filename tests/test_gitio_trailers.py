@@ -54,4 +54,4 @@ def test_bad_input():
     with pytest.raises(ValueError):
         format_message("   ")
     assert format_message("s") == "s\n"
-    assert len(TRAILER_KEYS) == 9 and all(key.startswith("Hermit-") for key in TRAILER_KEYS)
+    assert len(TRAILER_KEYS) == 10 and all(key.startswith("Hermit-") for key in TRAILER_KEYS)

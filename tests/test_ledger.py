@@ -121,3 +121,12 @@ def test_concurrent_adds_are_all_kept():
     for thread in threads:
         thread.join()
     assert len(ledger.entries) == 800 and ledger.total().input_tokens == 8000
+
+
+def test_a_backend_that_reports_no_tokens_shows_unknown_not_zero():
+    from git_hermit.rollouts.ledger import Ledger, Price, format_usage
+    from git_hermit.model.rollout import Usage
+    assert format_usage(Usage(cost_usd=0.0)) == "tokens unknown (not reported)  cost unknown"
+    assert "$0.00" not in "\n".join(Ledger({"m": Price(1.0, 0.1, 2.0)}).render())
+    measured = format_usage(Usage(1000, 0, 10, 0, 0.5))
+    assert measured.startswith("1.0k tok") and measured.endswith("$0.50")

@@ -78,3 +78,15 @@ def test_the_debugger_answers_from_its_prompt_only(tmp_path):
     learner = FakeModel("debugger", "ROOT CAUSE: the agent mixed units.")
     result = learner.ask(ws, "query", timeout_s=10, key="t1")
     assert result.ok and learner.prompts == ["query"]
+
+
+def test_a_reply_that_cannot_be_written_or_parsed_is_a_problem_not_a_crash(tmp_path):
+    from git_hermit.learners.oneshot_edits import apply_reply
+    ws = _workspace(tmp_path)
+    reply = "```json\n" + json.dumps({"files": {"scripts": "a directory", "MEMORY.md": "bad \ud800 text",
+                                                "nul\u0000.md": "x"}}) + "\n```"
+    problems = apply_reply(ws, reply)
+    assert len(problems) == 3 and all(p.startswith("refused the edit of") for p in problems), problems
+    assert (ws / "adapter" / "MEMORY.md").read_text() == "# Memory\n- old entry\n"
+    deep = "```json\n" + '{"files":' * 5000 + "{}" + "}" * 5000 + "\n```"
+    assert apply_reply(ws, deep) == ["the reply's json block is nested too deeply (more than 100 levels)"]

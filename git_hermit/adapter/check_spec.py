@@ -153,6 +153,8 @@ def parse_front_matter(text: str) -> FrontMatter:
     except _DuplicateKey as exc:
         raise FrontMatterError(exc.line + 2, f"the front matter has a duplicate key {exc.key!r}: "
                                              "YAML keeps only the last one, so say it once") from None
+    except RecursionError:   # learner output: a crash here would recur on every rerun
+        raise FrontMatterError(2, "the front matter is nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
@@ -206,7 +208,7 @@ class _Adapter:
         if rel not in self._modules:
             try:
                 self._modules[rel] = ast.parse(self.text(rel), filename=rel) if self.is_file(rel) else None
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self._modules[rel] = None
         return self._modules[rel]
 
@@ -362,6 +364,8 @@ def _python_syntax(a: _Adapter) -> Iterator[Violation]:
             yield Violation(rel, exc.lineno or 1, "python-syntax", f"does not parse: {exc.msg}")
         except ValueError as exc:  # e.g. a NUL byte
             yield Violation(rel, 1, "python-syntax", f"does not parse: {exc}")
+        except (RecursionError, MemoryError):  # CPython's parser gives up on deep nesting this way
+            yield Violation(rel, 1, "python-syntax", "does not parse: nested too deeply")
 
 
 def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -429,6 +433,47 @@ def _middleware_imports(a: _Adapter) -> Iterator[Violation]:
             yield Violation(rel, line, "middleware-imports",
                             f"imports {written!r}, which is neither the standard library nor hermit_hooks "
                             "(the hook runner's environment has nothing else)")
+
+
+# What would let a middleware end or signal a process (its own, the runner, the host) or reach
+# C code: the runner contains all of it at run time; this refuses it before deployment.
+_PROCESS_CALLS = frozenset({"_exit", "abort", "kill", "killpg", "fork", "forkpty", "pidfd_send_signal",
+                            "raise_signal", "pthread_kill", "setitimer", "alarm"})
+_PROCESS_MODULES = frozenset({"os", "posix", "signal", "sys", "_thread"})
+_REFUSED_MODULES = frozenset({"signal", "ctypes", "_ctypes", "posix", "_posixsubprocess"})
+_EXITS = frozenset({"exit", "quit"})
+
+
+def _process_escapes(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    for line, top, written in _import_targets(tree):
+        if top in _REFUSED_MODULES:
+            yield line, f"imports {written!r}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _PROCESS_MODULES:
+            for alias in node.names:
+                if alias.name in _PROCESS_CALLS | _EXITS:
+                    yield node.lineno, f"imports {node.module}.{alias.name}"
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in _PROCESS_MODULES and node.attr in _PROCESS_CALLS | _EXITS:
+            yield node.lineno, f"uses {node.value.id}.{node.attr}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in _EXITS:
+                yield node.lineno, f"calls {node.func.id}()"
+            elif node.func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                    and node.args[1].value in _PROCESS_CALLS | _EXITS:
+                yield node.lineno, f"looks up {node.args[1].value!r} with getattr"
+
+
+@_rule("middleware-process", "middleware.py does not exit, abort, fork or send signals, nor load ctypes")
+def _middleware_process(a: _Adapter) -> Iterator[Violation]:
+    rel = a.template.files.get("middleware")
+    tree = a.python(rel) if rel else None
+    if tree is None:
+        return
+    for line, what in sorted(set(_process_escapes(tree))):
+        yield Violation(rel, line, "middleware-process",
+                        f"{what}: a middleware may not end or signal processes (the hook runner "
+                        "answers the host itself; return a HookResult, or None)")
 
 
 def _mentions(node: ast.AST, needle: str) -> bool:

@@ -41,7 +41,19 @@ def _template_for(directory: Path, repo: Repo | None, run: str | None, explicit:
 
 
 def run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run: str | None,
-              template: str | None, hosts: bool) -> CheckReport:
+              template: str | None, hosts: bool, manifest: Path | None = None) -> CheckReport:
+    report = _run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=hosts)
+    if manifest is None:
+        return report
+    # the Evolve Agent's check_spec also holds its change manifest to "one change, one set of files"
+    from git_hermit.evolvers.ahe.groups import manifest_overlaps
+    found = tuple(Violation(str(manifest), 1, "manifest-overlap", message)
+                  for message in manifest_overlaps(manifest))
+    return CheckReport(report.target, report.template, report.violations + found)
+
+
+def _run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run: str | None,
+               template: str | None, hosts: bool) -> CheckReport:
     if directory is not None:
         if not directory.is_dir():
             raise InputError(f"{directory} is not a directory", hint="pass the adapter's directory to --dir")

@@ -11,7 +11,7 @@ from typing import Any
 
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
-from git_hermit.gitio import NOTES_REFS, CommitInfo, NotesStore, Repo
+from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo
 from git_hermit.model.records import Analysis, Change, Manifest, Scores, Verdict, loads
 
 
@@ -20,6 +20,8 @@ class ChangeView:
     commit: str
     change: Change
     verdict: Verdict | None
+    rolled_back_by: str | None = None              # the rollback commit that reverted this change
+    lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,16 @@ def load_history(ctx: RunContext) -> RunHistory:
     tip = ctx.tip[1]
     # The run's commits after the seed, oldest first, in one process.
     commits = list(reversed(repo.log(f"{seed}..{tip}"))) if tip != seed else []
+    # What each rollback commit says it did, from its trailers (the record GitHub shows too).
+    rolled_back_by: dict[str, str] = {}
+    lines_removed_by: dict[str, list[str]] = {}
+    for info in commits:
+        reverts = _trailer(info, "Hermit-Reverts")
+        if reverts and _trailer(info, "Hermit-Run") == ctx.run:
+            rolled_back_by[reverts] = info.sha
+            for key, value in info.trailers:
+                if key.lower() == HERMIT_REMOVES_LINES_OF.lower():
+                    lines_removed_by.setdefault(value, []).append(info.sha)
     by_step: dict[int, list[CommitView]] = {}
     for info in commits:
         if _trailer(info, "Hermit-Run") != ctx.run:
@@ -102,7 +114,8 @@ def load_history(ctx: RunContext) -> RunHistory:
             continue
         manifest = manifests.get(info.sha)
         note = verdicts.get(info.sha)
-        changes = tuple(ChangeView(info.sha, ch, note.for_change(ch.id) if note else None)
+        changes = tuple(ChangeView(info.sha, ch, note.for_change(ch.id) if note else None,
+                                   rolled_back_by.get(info.sha), tuple(lines_removed_by.get(info.sha, ())))
                         for ch in (manifest.changes if manifest else ()))
         by_step.setdefault(step, []).append(CommitView(
             info=info, changes=changes, reverts=_trailer(info, "Hermit-Reverts"),

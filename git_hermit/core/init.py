@@ -14,8 +14,10 @@ from pathlib import Path
 
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
-from git_hermit.config import CONFIG_FILE, RUNS_DIR, config_paths, parse_config, render_default_config, write_schema_copy
+from git_hermit.config import (CONFIG_FILE, RUNS_DIR, SCHEMA_LINK, config_paths, config_schema_text, parse_config,
+                               render_default_config)
 from git_hermit.core.commits import step_message
+from git_hermit.core.example_benchmark import example_files
 from git_hermit.core.runs import check_run_name, list_runs, step_ref
 from git_hermit.errors import CheckFailed, InputError
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
@@ -33,7 +35,7 @@ class InitResult:
 
 
 def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None,
-             adapter_dir: str | None = None) -> InitResult:
+             adapter_dir: str | None = None, example: bool = False) -> InitResult:
     template = load_template(template_id)
     run = run or template.name
     check_run_name(run)
@@ -56,7 +58,14 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
     if (repo.work_tree / config_rel).exists():
         raise InputError(f"{config_rel} already exists", hint="choose another run name with --run NAME")
 
-    config_text = render_default_config(run=run, template=template.id, adapter=adapter_rel, config_path=config_rel)
+    extra = example_files() if example else {}
+    taken = sorted(path for path in extra if (repo.work_tree / path).exists())
+    if taken:
+        raise InputError(f"--example would overwrite {', '.join(taken)}",
+                         hint="run `git hermit init` without --example, or move those files away first")
+    extra[SCHEMA_LINK] = config_schema_text()   # committed: the config's $schema line resolves in every clone
+    config_text = render_default_config(run=run, template=template.id, adapter=adapter_rel, config_path=config_rel,
+                                        example=example)
     parse_config(config_text, source=config_rel)   # the file we write must load
     with tempfile.TemporaryDirectory(prefix="hermit-seed-") as tmp:
         seed = Path(tmp) / "adapter"
@@ -68,6 +77,7 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
         changes: dict[str, FileChange | None] = {
             f"{adapter_rel}/{rel}": change for rel, change in files_in_directory(seed).items()}
         changes[config_rel] = FileChange(config_text.encode())
+        changes.update({path: FileChange(text.encode()) for path, text in extra.items()})
         head = repo.rev_parse("HEAD")
         message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
                                body=f"The seed adapter of template {template.id} and the run's {config_rel}.")
@@ -85,11 +95,13 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
             target.rmdir()
         shutil.move(str(staged), str(target))
         (repo.work_tree / config_rel).write_text(config_text)
+        for path, text in extra.items():
+            (repo.work_tree / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo.work_tree / path).write_text(text)
         repo.update_refs(updates, message=f"git hermit init {run}")
     if branch:
-        repo.git("add", "--", config_rel, adapter_rel)
+        repo.git("add", "--", config_rel, adapter_rel, *extra)
     configure_notes_rewrite(repo)
     repo.info_exclude_add("/.hermit/")
-    write_schema_copy(repo.work_tree)
     return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
                       adapter_dir=adapter_rel, files=tuple(written), branch=branch)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.adapter.check_spec import check_adapter
+from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
@@ -21,7 +22,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, RefConflict
-from git_hermit.evolvers.base import PastChange, PastEvaluation, StepContext, StepResult
+from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
 from git_hermit.learners import SessionLearner, make_learner
@@ -104,6 +105,32 @@ def _revert_files(repo: Repo, adapter: str) -> Callable[[str], dict[str, FileCha
             files[path] = None if old is None else FileChange(repo.read_object(old.sha)[1], old.mode)
         return files
     return revert
+
+
+def _past_rollbacks(history, prev_view) -> list[PastRollback]:
+    """The rollbacks step N-1 committed, each with the tasks its reverted changes had regressed (their
+    realised risks, plus the judging step's unattributed regressions) and had fixed, from the notes."""
+    if prev_view is None:
+        return []
+    views = {cv.commit: [] for sv in history.steps for cv in sv.changes}
+    for sv in history.steps:
+        for cv in sv.changes:
+            views[cv.commit].append(cv)
+    analysis_of = {sv.step: (sv.analysis.body if sv.analysis else {}) for sv in history.steps}
+    found = []
+    for rollback in prev_view.rollbacks:
+        changes = views.get(rollback.reverts, [])
+        restores: list[str] = []
+        undoes: list[str] = []
+        for cv in changes:
+            if cv.verdict is None:
+                continue
+            restores += cv.verdict.risk_realized
+            restores += analysis_of.get(cv.verdict.step, {}).get("unattributed_regressions") or []
+            undoes += cv.verdict.actually_fixed
+        found.append(PastRollback(rollback.sha, rollback.reverts, tuple(cv.change.id for cv in changes),
+                                  tuple(dict.fromkeys(restores)), tuple(dict.fromkeys(undoes))))
+    return found
 
 
 def _learner_factory(ctx: RunContext):
@@ -195,6 +222,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     run_history = load_history(ctx)
     prev_view = next((v for v in run_history.steps if v.step == n - 1), None)
     prev_changes = [PastChange(cv.commit, cv.change) for cv in (prev_view.changes if prev_view else [])]
+    prev_rollbacks = _past_rollbacks(run_history, prev_view)
     best_commit = repo.read_ref(best_tag(ctx.run))
     best = None
     if best_commit:
@@ -206,15 +234,18 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
              for t, s in best_scores.tasks.items()})) if best_scores else None
     ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
     template = load_template(config.template)
+    limits = Limits.of(config.evolver)
     step_ctx = StepContext(
         repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
         best=best, ledger=ledger, learner=_learner_factory(ctx),
         revert_files=_revert_files(repo, config.adapter),
-        materialise=lambda dest: _materialise(repo, evaluated, config.adapter, dest),
+        materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
-        say=say)
+        screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
+                                                       directory=directory),
+        say=say, prev_rollbacks=prev_rollbacks)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
     outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
@@ -228,20 +259,29 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
     prune it), deleted in that same transaction."""
     keep = KeepAlive(repo, f"{_keepalive_base(ctx.run)}/step-{n:04d}")
     try:
-        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep)
+        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep, say)
     except BaseException:
         keep.drop()
         raise
 
 
 def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
-                  ledger: Ledger, comparison, keep: KeepAlive) -> StepOutcome:
+                  ledger: Ledger, comparison, keep: KeepAlive, say) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
     tip = evaluated
     manifest_notes: dict[str, str] = {}
     provenance_notes: dict[str, str] = {}
-    for planned in result.commits:
+    template, limits = load_template(config.template), Limits.of(config.evolver)
+    for index, planned in enumerate(result.commits):
+        # The last gate, whatever the evolver: learner content is screened (rollbacks restore
+        # committed content), and every new object must pass `git fsck --strict` as a strict
+        # remote would check it. A refused commit is dropped with the ones after it (they were
+        # built on it) and the reason recorded, like any refused learner output.
+        refused = [] if planned.reverts else screen(planned.files, template=template, limits=limits)
+        if refused:
+            _refuse_from(result, index, refused, say)
+            break
         extra = list(planned.trailers)
         if planned.manifest is not None:
             note = redact(dumps("manifest", planned.manifest))
@@ -253,7 +293,13 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
         message = step_message(run=ctx.run, step=n, evolver=evolver, summary=redact(planned.summary),
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
-        tip = repo.write_commit(tip, files, message)
+        commit = repo.write_commit(tip, files, message)
+        complaint = repo.fsck_new_objects(commit, tip)
+        if complaint:
+            _refuse_from(result, index, [f"git fsck --strict refuses the commit '{redact(planned.summary)}': "
+                                         f"{complaint}"], say)
+            break
+        tip = commit
         keep.hold({"tip": tip})
         if planned.manifest is not None:
             manifest_notes[tip] = note
@@ -272,12 +318,15 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
     # step N learns H_N from the rollouts of H_{N-1}: the note (on H_N) says which adapter it analysed
     analysis["evaluated"] = f"H_{n - 1}"
     analysis["commit_evaluated"] = evaluated
+    if result.rejected:
+        analysis["rejected"] = list(dict.fromkeys([*analysis.get("rejected", []), *result.rejected]))
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
     analysis["tokens_per_trial"] = ledger.tokens_per_trial()
     analysis_note = None
     if result.stop is None:
         analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
-    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall")
+    evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall",
+                                                  "rollback_flips", "rollback_regressions")
                   if result.analysis.get(k)}
     scores = replace(scores, stop=result.stop, evaluation=json.loads(redact(json.dumps(evaluation))) or None)
     for attempt in range(MAX_PUBLISH_ATTEMPTS):
@@ -312,6 +361,17 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
                        rollbacks=rollbacks, best=result.best, run=ctx.run)
+
+
+def _refuse_from(result: StepResult, index: int, reasons: list[str], say) -> None:
+    """Drop planned commit ``index`` and every later one (built on it); record why (exit 8)."""
+    later = len(result.commits) - index - 1
+    if later:
+        reasons = [*reasons, f"{later} later commit(s) of the step were built on it and are dropped too"]
+    for reason in reasons:
+        say(f"refused: {reason}")
+    result.rejected.extend(reasons)
+    del result.commits[index:]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
@@ -36,6 +36,22 @@ class PastChange:
     change: Change
 
 
+@dataclass(frozen=True)
+class PastRollback:
+    """A rollback committed in step N-1 (automatic or `git hermit rollback`), and the tasks it is
+    expected to move in step N's rollouts: flips and regressions there are its, not the changes'."""
+
+    commit: str                                    # the rollback commit
+    reverts: str                                   # the change commit it reverted
+    change_ids: tuple[str, ...]
+    restores: tuple[str, ...]                      # tasks the reverted changes regressed
+    undoes: tuple[str, ...]                        # tasks the reverted changes fixed
+
+    @property
+    def label(self) -> str:
+        return f"rollback {self.commit[:10]} of {', '.join(self.change_ids) or self.reverts[:10]}"
+
+
 @dataclass
 class StepContext:
     repo: Repo
@@ -56,9 +72,14 @@ class StepContext:
     ledger: Ledger
     learner: Callable[[str], Learner]              # role → learner
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
-    materialise: Callable[[Path], None]            # write H_{N-1}'s adapter into a directory
+    materialise: Callable[..., None]               # (dest, commit=H_{N-1}): write that commit's adapter into dest
     check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
+    # adapter.screen.screen with the run's template and limits: (edit, adapter before it, edited
+    # directory) → why the edit is refused. Evolvers call it on every learner edit before
+    # check_spec or anything else reads the edited directory.
+    screen: Callable[[Mapping[str, FileChange | None], Mapping[str, FileChange], Path], list[str]]
     say: Callable[[str], None] = print             # progress lines for the user
+    prev_rollbacks: list[PastRollback] = field(default_factory=list)   # rollbacks step N-1 committed
 
 
 @dataclass(frozen=True)

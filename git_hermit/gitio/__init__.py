@@ -11,7 +11,8 @@ from .notes import NOTES_REFS, NotesStore, configure_notes_rewrite, notes_ref
 from .repo import ZERO_SHA, CommitInfo, FileChange, RefUpdate, Repo, TreeEntry, files_in_directory, git_version, init_repository, open_cache_repo
 from .trailers import (
     HERMIT_CHANGE, HERMIT_EVOLVER, HERMIT_MANIFEST, HERMIT_PREDICTS_FIX, HERMIT_REVERTS, HERMIT_RISK,
-    HERMIT_RUN, HERMIT_STEP, HERMIT_VERDICT, TRAILER_KEYS, format_message, normalise_trailer_value,
+    HERMIT_REMOVES_LINES_OF, HERMIT_RUN, HERMIT_STEP, HERMIT_VERDICT, TRAILER_KEYS, format_message,
+    normalise_trailer_value,
     parse_trailers, trailer_values,
 )
 
@@ -20,6 +21,6 @@ __all__ = [
     "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "RunLock", "check_ref_locks",
     "KeepAlive", "drop_stale_keepalive",
     "TRAILER_KEYS", "HERMIT_RUN", "HERMIT_STEP", "HERMIT_EVOLVER", "HERMIT_CHANGE", "HERMIT_PREDICTS_FIX",
-    "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT",
+    "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT", "HERMIT_REMOVES_LINES_OF",
     "format_message", "parse_trailers", "normalise_trailer_value", "trailer_values",
 ]

@@ -150,6 +150,7 @@ class Repo:
                      "GIT_TERMINAL_PROMPT": "0"}
         self._env.pop("GIT_PREFIX", None)
         self._batch = BatchReader(work_tree, self._env)
+        self._objects_dir: str | None = None      # absolute objects directory, once asked
 
     # ----------------------------------------------------------------------------- discovery
     @classmethod
@@ -481,6 +482,29 @@ class Repo:
             args += ["-p", parent_sha]
         return self.git(*args, "-F", "-", input=message).strip()
 
+    def commit_tree(self, tree: str, parent: str, message: str) -> str:
+        """A commit of ``tree`` on ``parent`` (moves no ref)."""
+        return self.git("commit-tree", tree, "-p", parent, "-F", "-", input=message).strip()
+
+    def revert_tree(self, change_commit: str, onto: str) -> tuple[str, tuple[str, ...]]:
+        """The three-way revert of ``change_commit`` on ``onto``, as ``git revert`` computes it, without
+        touching the work tree or the index: (tree, conflicted paths); the tree is only usable when no
+        path conflicts.
+
+        git 2.39's ``merge-tree --write-tree`` has no ``--merge-base``, so the base is made to be the
+        change: merge ``onto`` with a throw-away commit holding the change's parent tree on top of the
+        change; their merge base is then the change, and the merge takes its diff out of ``onto``.
+        """
+        info = self.commit_info(change_commit)
+        if not info.parents:
+            raise GitStateError(f"{change_commit[:12]} is a root commit; it has no diff to take out")
+        undo = self.commit_tree(self.tree_of(info.parents[0]), info.sha, "git-hermit: undo (never published)\n")
+        proc = self._run(["merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", onto, undo])
+        if proc.returncode not in (0, 1):
+            raise self._error(["merge-tree"], proc.stderr)
+        tree, *paths = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+        return tree.strip(), tuple(p for p in paths if p) if proc.returncode == 1 else ()
+
     @staticmethod
     def _check_path(path: str) -> str:
         clean = path.strip("/")
@@ -498,6 +522,26 @@ class Repo:
         shas = iter(self.write_blobs([change.content for _, change in written if change is not None]))
         entries = {path: (None if change is None else (change.mode, next(shas))) for path, change in written}
         return self.commit_changes(parent, entries, message, skip_if_unchanged=False)
+
+    def fsck_new_objects(self, new: str, old: str | None) -> str | None:
+        """git's first complaint when the objects reachable from ``new`` but not from ``old`` fail
+        ``git fsck --strict``; None when they pass.
+
+        They are packed and read back with ``index-pack --strict`` — what a remote with
+        ``receive.fsckObjects`` runs on a push — into a throw-away object directory that borrows
+        this repository's objects as an alternate, so only the new objects are checked and
+        nothing is added here.
+        """
+        objects = self.git_bytes("rev-list", "--objects", new, *(["--not", old] if old else []))
+        pack = self.git_bytes("pack-objects", "-q", "--stdout", input=objects)
+        if self._objects_dir is None:
+            self._objects_dir = self.git("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
+        real = self._objects_dir
+        with tempfile.TemporaryDirectory(prefix="hermit-fsck-") as temp:
+            (Path(temp) / "pack").mkdir()
+            proc = self._run(["index-pack", "--strict", "--stdin"], input=pack,
+                             env={"GIT_OBJECT_DIRECTORY": temp, "GIT_ALTERNATE_OBJECT_DIRECTORIES": real})
+        return None if proc.returncode == 0 else first_error_line(proc.stderr)
 
     def commit_directory(self, parent: str | None, directory: Path, prefix: str, message: str) -> str:
         """Parent's tree with the subtree at ``prefix`` replaced by ``directory``'s files; the parent itself if nothing changed."""

@@ -20,9 +20,11 @@ HERMIT_RISK = "Hermit-Risk"
 HERMIT_MANIFEST = "Hermit-Manifest"
 HERMIT_REVERTS = "Hermit-Reverts"
 HERMIT_VERDICT = "Hermit-Verdict"
+# on a forced (file-wise) rollback: a later commit whose edits to the restored files it removes
+HERMIT_REMOVES_LINES_OF = "Hermit-Removes-Lines-Of"
 TRAILER_KEYS = (
     HERMIT_RUN, HERMIT_STEP, HERMIT_EVOLVER, HERMIT_CHANGE, HERMIT_PREDICTS_FIX,
-    HERMIT_RISK, HERMIT_MANIFEST, HERMIT_REVERTS, HERMIT_VERDICT,
+    HERMIT_RISK, HERMIT_MANIFEST, HERMIT_REVERTS, HERMIT_VERDICT, HERMIT_REMOVES_LINES_OF,
 )
 
 _TOKEN = re.compile(r"[A-Za-z0-9-]+")

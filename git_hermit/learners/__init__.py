@@ -8,6 +8,7 @@ acting-agent backends; one-shot calls go to an OpenAI-compatible ``base_url`` or
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ class SessionLearner:
                 target = kept / path.relative_to(workspace)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(path, target)
-            shutil.rmtree(workspace)
+            _remove_tree(workspace)
             shutil.copytree(place, workspace, symlinks=True)
             for path in hidden:
                 if path.is_dir() and not path.is_symlink():
@@ -97,6 +98,7 @@ class SessionLearner:
                     path.unlink()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(kept / path.relative_to(workspace), path)
+            _remove_tree(place)   # read-only copies in it (before/) would outlive the scratch's cleanup
         ok = run.error is None and not run.timed_out and bool(run.final_answer)
         return LearnerResult(run.final_answer or "", run.usage, ok,
                              None if ok else (run.error or "the session gave no answer"), run.duration_s, run.model)
@@ -275,3 +277,12 @@ def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: st
     if base == "anthropic":
         return OneShotLearner(role, "anthropic", model_cfg)
     raise ConfigError(f"unknown learner base {base!r}", hint="use codex, claude-code, llm, anthropic or scripted")
+
+
+def _remove_tree(root: Path) -> None:
+    """rmtree that also removes read-only directories (the Evolve workspace's ``before/`` copies)."""
+    for directory, dirs, _ in os.walk(root):
+        for name in [directory, *(os.path.join(directory, d) for d in dirs)]:
+            if not os.path.islink(name):
+                os.chmod(name, os.stat(name).st_mode | 0o700)
+    shutil.rmtree(root)

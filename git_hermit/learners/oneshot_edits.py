@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
+from git_hermit.model.learner_json import load_json
+
 MAX_FILE_CHARS = 20_000
 MAX_STATE_FILES = 40
 _BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.S)
@@ -63,26 +65,35 @@ def apply_reply(workspace: Path, reply: str) -> list[str]:
     if not blocks:
         return ["the reply has no ```json block with files and a manifest"]
     try:
-        data = json.loads(blocks[-1])
+        data = load_json(blocks[-1])
     except json.JSONDecodeError as exc:
         return [f"the reply's json block is not JSON ({exc.msg} at line {exc.lineno})"]
+    except ValueError as exc:   # TooDeep
+        return [f"the reply's json block is {exc}"]
     if not isinstance(data, dict):
         return ["the reply's json block is not an object"]
+    files = data.get("files") or {}
+    if not isinstance(files, dict):
+        return ["the reply's \"files\" is not an object of path → text"]
     problems = []
     adapter = workspace / "adapter"
-    for rel, content in (data.get("files") or {}).items():
+    for rel, content in files.items():
         path = PurePosixPath(str(rel).removeprefix("adapter/"))
         if path.is_absolute() or ".." in path.parts or not path.parts:
             problems.append(f"refused an edit outside the adapter: {rel!r}")
             continue
         target = adapter / path
-        if content is None:
-            target.unlink(missing_ok=True)
-        elif isinstance(content, str):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
-        else:
+        if not isinstance(content, (str, type(None))):
             problems.append(f"the new content of {rel!r} is not text")
+            continue
+        try:   # a reply that cannot be written is refused, never an internal error
+            if content is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content.encode("utf-8"))
+        except (OSError, ValueError) as exc:    # a directory, a NUL in the name, a lone surrogate …
+            problems.append(f"refused the edit of {rel!r}: {type(exc).__name__}")
     if "manifest" in data:
         (workspace / "state" / "change_manifest.json").write_text(json.dumps(data["manifest"], indent=2))
     return problems

@@ -101,8 +101,9 @@ class Verdict:
     also: tuple["Verdict", ...] = ()   # the other changes declared on the same commit
     v: int = SCHEMA_VERSION
 
+    # a member of a change group keeps its own rollback_note ("rolled back with chg-2")
     _OWN = ("change_id", "verdict", "actually_fixed", "still_failed", "risk_realized", "predicted_fixes",
-            "predicted_risks", "hit_rate")
+            "predicted_risks", "hit_rate", "rollback_note")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -128,7 +129,8 @@ class Verdict:
             return self
         other = next((o for o in self.also if o.change_id == change_id), None)
         return None if other is None else replace(other, evaluated_commit=self.evaluated_commit,
-                                                  rollback_commit=self.rollback_commit, rollback_note=self.rollback_note)
+                                                  rollback_commit=self.rollback_commit,
+                                                  rollback_note=other.rollback_note or self.rollback_note)
 
 
 @dataclass(frozen=True)

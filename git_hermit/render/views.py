@@ -11,6 +11,8 @@ def _usage_bits(usage: dict[str, Any] | None) -> str:
     if not usage:
         return ""
     tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+    if not tokens:   # the backend reported no usage (a model call always reads input): not "0, $0.00"
+        return "tokens unknown cost unknown"
     cost = usage.get("cost_usd")
     text = f"tokens {_si(tokens)}"
     return text + (f" ${cost:.2f}" if cost is not None else " cost unknown")
@@ -138,7 +140,9 @@ def log_lines(history: RunHistory) -> list[str]:
         lines.append(head)
         for change in view.changes:
             verdict = change.verdict.verdict if change.verdict else "pending"
-            rolled = " (rolled back)" if change.verdict and change.verdict.rollback_commit else ""
+            by = change.rolled_back_by or (change.verdict.rollback_commit if change.verdict else None)
+            rolled = f" (rolled back by {by[:10]})" if by else ""
+            rolled += "".join(f" (lines removed by rollback {sha[:10]})" for sha in change.lines_removed_by)
             lines.append(f"    {change.commit[:10]} {change.change.id}: {verdict}{rolled}  {change.change.description[:70]}")
         for commit in view.commits:
             if commit.undeclared:
@@ -199,7 +203,9 @@ def log_json(history: RunHistory) -> dict[str, Any]:
             **({"stream": stream.get(view.step)} if streaming else {}),
             "scores": view.scores.to_dict() if view.scores else None,
             "changes": [{"commit": c.commit, **c.change.to_dict(),
-                         "verdict": c.verdict.to_dict() if c.verdict else None} for c in view.changes],
+                         "verdict": c.verdict.to_dict() if c.verdict else None,
+                         "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}
+                        for c in view.changes],
             "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
                           for c in view.rollbacks],
             "undeclared": [c.sha for c in view.commits if c.undeclared],
@@ -246,8 +252,8 @@ def show_lines(records: CommitRecords) -> list[str]:
             lines.append(f"    fixed: {', '.join(one.actually_fixed) or '—'}")
             lines.append(f"    still failing: {', '.join(one.still_failed) or '—'}")
             lines.append(f"    risks realised: {', '.join(one.risk_realized) or '—'}")
-        if v.rollback_commit:
-            lines.append(f"    rolled back by {v.rollback_commit[:12]}: {v.rollback_note or ''}")
+            if v.rollback_commit:   # each member of a change group says why it went
+                lines.append(f"    rolled back by {v.rollback_commit[:12]}: {one.rollback_note or v.rollback_note or ''}")
     if records.scores:
         s = records.scores
         counts = {o: sum(1 for t in s.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}

@@ -171,6 +171,10 @@ class Ledger:
 
 
 def format_usage(usage: Usage) -> str:
+    """Tokens and cost of a group; no tokens at all means the backend reported none (every model
+    call reads input), so both are shown as unknown rather than as a measured 0 and $0.00."""
+    if usage.total_tokens == 0:
+        return "tokens unknown (not reported)  cost unknown"
     cost = "cost unknown" if usage.cost_usd is None else f"${usage.cost_usd:,.2f}"
     return (f"{_tokens(usage.total_tokens)} tok (in {_tokens(usage.input_tokens)}, cached "
             f"{_tokens(usage.cached_input_tokens)}, out {_tokens(usage.output_tokens)}, reasoning "

@@ -7,6 +7,14 @@ C modules (`_json`, not `json`, whose import pulls in `re` and costs as much as 
 interpreter's own start-up), and ends with os._exit once its output is written. Deployed hooks
 import it (`<python> -S -c 'import hook_runner; hook_runner.main(...)' <dir> <Event>`) so its
 precompiled bytecode is used; `<python> -S hook_runner.py <Event>` works too, compiling it first.
+
+Containment: the middleware runs in a forked child in its own process group, with stdin,
+stdout and stderr on /dev/null or pipes the runner reads (never the host's), a hard CPU limit
+(RLIMIT_CPU) and the runner's deadline. Only this parent process writes to the host and it
+always exits 0, so no exit code, signal, C-level loop holding the GIL, background child or
+flood of output in the middleware can block the host (exit 2 is blocking for Claude Code).
+What reaches the host is strict JSON (no NaN/Infinity, no lone surrogates: Codex's parser
+rejects them) with each text field cut to MAX_TEXT_CHARS.
 """
 
 from __future__ import annotations
@@ -25,6 +33,15 @@ MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0  # below the 30 s hooks.json gives each hook, so the host never kills us
 SUMMARY_CHARS = 300
 NOOP = ""  # an empty stdout with exit 0 is a no-op for every host
+# Claude Code keeps at most 10,000 characters of a hook's text for the model; the same cut on
+# every host keeps one adapter's behaviour alike (Codex truncates at its additionalContextLimit).
+MAX_TEXT_CHARS = 10_000
+MAX_UPDATED_INPUT_CHARS = 32 * 1024   # a rewritten tool call larger than this is dropped
+MAX_ANSWER_BYTES = 1024 * 1024        # what the child may hand back; more is refused whole
+MAX_CAPTURED_CHARS = 64 * 1024        # the middleware's print()s kept (to report them)
+STDERR_KEPT_BYTES = 4096              # the middleware's stderr kept for the log line
+LIMIT_AFTER_S = 0.5                   # a child still running then gets its hard CPU limit
+REAP_GRACE_S = 2.0                    # a dead child's answer may still be in the pipe this long
 
 
 # -- JSON through the C accelerator only --------------------------------------------------
@@ -40,10 +57,6 @@ class _DecodeContext:
 
 
 _scan = _json.make_scanner(_DecodeContext())
-_encode = _json.make_encoder(
-    {}, str, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
-
-
 def loads(text: str):
     """Parse one JSON document (whitespace around it allowed); ValueError otherwise."""
     text = text.strip()
@@ -58,9 +71,38 @@ def loads(text: str):
     return value
 
 
+def _text(value: str) -> str:
+    """``value`` as valid Unicode: a lone surrogate (which UTF-8 cannot hold) becomes U+FFFD."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def strict(value):
+    """``value`` made strict-JSON-safe: non-finite floats become null, strings valid Unicode,
+    keys strings, and anything JSON cannot hold its str()."""
+    if isinstance(value, str):
+        return _text(value)
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value - value == 0.0 else None   # NaN and ±inf fail this
+    if isinstance(value, dict):
+        return {_text(k) if isinstance(k, str) else _text(str(k)): strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return _text(str(value))
+
+
+_strict_encode = _json.make_encoder(
+    {}, str, _json.encode_basestring_ascii, None, ": ", ", ", False, False, False)
+
+
 def dumps(value) -> str:
-    """Compact JSON; values JSON cannot hold are written as their str()."""
-    return "".join(_encode(value, 0))
+    """Compact, strict JSON (what every host's parser accepts)."""
+    return "".join(_strict_encode(strict(value), 0))
 
 
 # -- the deployment: record, state, log ------------------------------------------------------
@@ -164,6 +206,30 @@ class MiddlewareError(Exception):
     pass
 
 
+class _Capped:
+    """sys.stdout for the middleware: keeps the first MAX_CAPTURED_CHARS, counts the rest."""
+
+    def __init__(self):
+        self.parts: list = []
+        self.kept = 0
+        self.total = 0
+
+    def write(self, text) -> int:
+        text = str(text)
+        self.total += len(text)
+        if self.kept < MAX_CAPTURED_CHARS:
+            self.parts.append(text[:MAX_CAPTURED_CHARS - self.kept])
+            self.kept += len(self.parts[-1])
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def getvalue(self) -> str:
+        text = "".join(self.parts)
+        return text if self.total <= self.kept else text + f"... [{self.total} chars]"
+
+
 def as_result(value, HookResult):
     """The middleware's return value as a HookResult (None stays None); TypeError if unusable."""
     if value is None:
@@ -184,11 +250,9 @@ def as_result(value, HookResult):
 
 def call_middleware(name: str, inp, calls: list):
     """Run middleware.<name>(inp) with its prints captured; they must not reach the host."""
-    import io  # already loaded by the interpreter at start-up: free
-
     from hermit_hooks import HookResult
 
-    captured = io.StringIO()
+    captured = _Capped()
     saved_stdout = sys.stdout
     sys.stdout = captured
     started = time.perf_counter()
@@ -214,6 +278,29 @@ def call_middleware(name: str, inp, calls: list):
     if result is not None:
         entry["result"] = {k: _short(v) for k, v in result.to_dict().items()
                            if v not in (None, False)}
+    return result
+
+
+def clip_result(result, log: dict):
+    """``result`` within what the host accepts: each text cut to MAX_TEXT_CHARS (the cut is
+    marked), an oversized updated_input dropped. Each change is noted in the log line."""
+    if result is None:
+        return None
+    changes, cuts = {}, []
+    for name in ("context", "reason", "system_message"):
+        text = getattr(result, name)
+        if text is not None and len(text) > MAX_TEXT_CHARS:
+            mark = f"\n... [cut: {len(text)} chars]"
+            changes[name] = text[:MAX_TEXT_CHARS - len(mark)] + mark
+            cuts.append(f"{name} cut from {len(text)} to {MAX_TEXT_CHARS} chars")
+    if result.updated_input is not None:
+        size = len(dumps(result.updated_input))
+        if size > MAX_UPDATED_INPUT_CHARS:
+            changes["updated_input"] = None
+            cuts.append(f"updated_input dropped: {size} chars of JSON > {MAX_UPDATED_INPUT_CHARS}")
+    if cuts:
+        log["cut"] = cuts
+        result = result.replace(**changes)
     return result
 
 
@@ -276,6 +363,7 @@ def handle(host_event: str, payload: dict, root: str, record: dict, log: dict) -
         log["delivered_queue"] = len(queue)
         queue.clear()
 
+    result = clip_result(result, log)
     dropped = wire.dropped(host_event, result)
     if dropped:
         log["dropped"] = dropped
@@ -321,10 +409,17 @@ def main(argv: list[str]) -> None:
     def finish(text: str) -> None:
         if not done.acquire(False):
             return  # the other thread is already answering
+        if where.get("child"):
+            try:  # the middleware and anything it left running end with the call
+                os.killpg(where["child"], 9)
+            except OSError:
+                pass
         log["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
         try:
             if text:
-                os.write(host_out, text.encode("utf-8"))
+                data = _text(text).encode("utf-8")
+                while data:
+                    data = data[os.write(host_out, data):]
         finally:
             append_log(where["root"], log)
             os._exit(0)
@@ -335,6 +430,8 @@ def main(argv: list[str]) -> None:
             if remaining <= 0:
                 break
             time.sleep(min(remaining, 0.25))
+            if "limit" in where:
+                where.pop("limit")()
         log["error"] = f"timeout: no answer within {where['timeout_s']} s; fail open"
         finish(NOOP)
 
@@ -358,11 +455,165 @@ def main(argv: list[str]) -> None:
         if not host_event:
             host_event = str(payload.get("hook_event_name") or "")
             log["event"] = host_event
-        text = handle(host_event, payload, root, record, log)
+        text = contained(lambda: handle(host_event, payload, root, record, log), log, where,
+                         host_out, devnull, finish)
     except BaseException as exc:  # fail open on anything, SystemExit and KeyboardInterrupt too
         log["error"] = f"{type(exc).__name__}: {exc}"
         text = NOOP
     finish(text)
+
+
+# -- containment: the middleware in a child whose end the runner owns -----------------------
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks, have = [], 0
+    while have < size:
+        chunk = os.read(fd, min(size - have, 1 << 16))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        have += len(chunk)
+    return b"".join(chunks)
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"ended ({status})"
+
+
+def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish) -> str:
+    """Run ``work()`` (the middleware calls) in a forked child and return its answer.
+
+    The child gets its own process group, /dev/null as stdin and stdout, and a pipe as stderr
+    (a hard CPU limit follows if it runs long); it sends back (answer, log fields) as one
+    length-prefixed JSON message and ends with os._exit(0). Any other end (an exit code, a
+    signal, RLIMIT_CPU, the deadline) is a logged error and a no-op answer: the host never sees
+    the child's status or output.
+    """
+    answer_r, answer_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns, never touches the host's descriptors
+        status = 0
+        try:
+            os.close(answer_r)
+            os.close(err_r)
+            os.close(host_out)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)
+            os.dup2(err_w, 2)
+            os.close(err_w)
+            os.setpgid(0, 0)   # its own group: the runner ends it and what it started, at once
+            try:
+                text = work()
+            except BaseException as exc:
+                log["error"] = f"{type(exc).__name__}: {exc}"
+                text = NOOP
+            body = dumps({"text": text, "log": log}).encode("utf-8")
+            message = b"%016x" % len(body) + body
+            while message:
+                message = message[os.write(answer_w, message):]
+        except BaseException:
+            status = 70
+        os._exit(status)
+
+    try:
+        os.setpgid(pid, pid)   # also here: the group must exist before the runner may kill it
+    except OSError:
+        pass
+    where["child"] = pid
+    os.close(answer_w)
+    os.close(err_w)
+    kept: list = []
+    _thread.start_new_thread(_drain, (err_r, kept))
+    box: dict = {}
+
+    def reap() -> None:
+        # A child that ends without answering is normally seen by the reader as EOF; but a
+        # process it forked may hold the pipe open, so EOF never comes: answer for it here.
+        _, status = os.waitpid(pid, 0)
+        box["status"] = status
+        time.sleep(REAP_GRACE_S)
+        if "header" not in box:  # once the answer has begun, the deadline bounds the rest
+            log["error"] = (f"middleware process {_describe(status)} before answering (a process "
+                            f"it started holds its pipe); fail open" + _stderr_note(kept))
+            finish(NOOP)
+
+    _thread.start_new_thread(reap, ())
+    forked_at = time.monotonic()
+    # the watchdog calls this on its next tick (every 0.25 s): no thread of its own
+    where["limit"] = lambda: _limit_cpu_later(pid, where, box, log, forked_at)
+    header = _read_exactly(answer_r, 16)
+    size = int(header, 16) if header else -1
+    if size >= 0:
+        box["header"] = True
+    if size < 0 or size > MAX_ANSWER_BYTES:
+        if size > MAX_ANSWER_BYTES:
+            log["error"] = f"middleware answer of {size} bytes is over {MAX_ANSWER_BYTES}; fail open"
+            finish(NOOP)
+        while "status" not in box:  # EOF: the child is ending
+            time.sleep(0.005)
+        time.sleep(0.02)   # let _drain take the last of its stderr
+        log["error"] = (f"middleware process {_describe(box['status'])} before answering; fail open"
+                        + _stderr_note(kept))
+        return NOOP
+    body = _read_exactly(answer_r, size)
+    message = loads(body.decode("utf-8")) if body is not None else None
+    if not isinstance(message, dict):
+        raise MiddlewareError("the middleware process sent a broken answer")
+    box["message"] = True
+    for key, value in (message.get("log") or {}).items():
+        if key not in ("ts", "event", "host"):   # the runner's own fields stay its own
+            log[key] = value
+    stderr = _stderr_note(kept)
+    if stderr:
+        log["stderr"] = stderr.strip("; ")
+    text = message.get("text")
+    return text if isinstance(text, str) else NOOP
+
+
+def _drain(fd: int, kept: list) -> None:
+    """Read the child's stderr to its end, keeping the first STDERR_KEPT_BYTES."""
+    have = 0
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            if have < STDERR_KEPT_BYTES:
+                kept.append(chunk[:STDERR_KEPT_BYTES - have])
+                have += len(kept[-1])
+    except OSError:
+        return
+
+
+def _stderr_note(kept: list) -> str:
+    text = b"".join(kept).decode("utf-8", "replace").strip()
+    return f"; stderr: {_short(text)}" if text else ""
+
+
+def _limit_cpu_later(pid: int, where: dict, box: dict, log: dict, forked_at: float) -> None:
+    """A hard RLIMIT_CPU on a child that has not answered within LIMIT_AFTER_S (called by the
+    watchdog's ticks): a loop that
+    never yields (a C call holding the GIL) is ended by the kernel just after the deadline,
+    even if nothing else could interrupt it. Set from here, on the child's pid, so the common
+    fast call never pays the import of `resource` (3 ms, a tenth of a call)."""
+    if time.monotonic() - forked_at < LIMIT_AFTER_S:
+        where["limit"] = lambda: _limit_cpu_later(pid, where, box, log, forked_at)   # next tick
+        return
+    if "message" in box or "status" in box:
+        return
+    try:
+        import resource
+
+        # The child's CPU time is at most its wall time since the fork: this ends it no later
+        # than ~2 s after the deadline, inside the host's own timeout.
+        soft = max(1, int(where["deadline"] - forked_at + 1.999))
+        resource.prlimit(pid, resource.RLIMIT_CPU, (soft, soft + 1))
+        log["cpu_limit_s"] = soft
+    except (ImportError, ValueError, OSError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

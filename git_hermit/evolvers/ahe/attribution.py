@@ -6,7 +6,7 @@ precision/recall the paper reports (§4.7; not in upstream's code). Pure functio
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from git_hermit.evolvers.ahe.analysis import StepDiff
@@ -136,6 +136,10 @@ class ChangeEvaluation:
     changes: tuple[ChangeVerdict, ...]
     unattributed_regressions: tuple[str, ...]
     prediction: PredictionScores
+    # flips / regressions of tasks a rollback of the previous step was expected to move, and no
+    # change predicted: the rollback's, kept out of the prediction counts (task → which rollback)
+    rollback_flips: Mapping[str, str] = field(default_factory=dict)
+    rollback_regressions: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
@@ -151,15 +155,21 @@ class ChangeEvaluation:
             "unattributed_regressions": list(self.unattributed_regressions),
             "summary": self.summary,
             "prediction": self.prediction.to_dict(),
+            **({"rollback_flips": dict(self.rollback_flips)} if self.rollback_flips else {}),
+            **({"rollback_regressions": dict(self.rollback_regressions)} if self.rollback_regressions else {}),
         }
 
 
 def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
-                     evaluating_iteration: int = 0) -> ChangeEvaluation:
+                     evaluating_iteration: int = 0,
+                     rollbacks: Sequence[tuple[str, Sequence[str], Sequence[str]]] = ()) -> ChangeEvaluation:
     """Judge each change by the tasks that flipped / regressed (§4.2, §4.3).
 
     Only task-level fail→pass counts as a fix and pass→fail as a regression; a change's
     verdict looks only at its own predicted_fixes and risk_tasks (order and duplicates kept).
+    ``rollbacks`` — (label, tasks it restores, tasks it undoes) for each rollback made since the
+    changes' commit: a flip of a restored task (a regression of an undone one) that no change
+    predicted is the rollback's, and is not counted as an unpredicted fix (regression).
     """
     flipped, regressed = set(diff.flipped), set(diff.regressed)
     verdicts: list[ChangeVerdict] = []
@@ -181,15 +191,28 @@ def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
         ))
         all_fixes.update(predicted)
         all_risks.update(risks)
+    rollback_flips: dict[str, str] = {}
+    rollback_regressions: dict[str, str] = {}
+    for label, restores, undoes in rollbacks:
+        for task in restores:
+            if task in flipped and task not in all_fixes:
+                rollback_flips.setdefault(task, label)
+        for task in undoes:
+            if task in regressed and task not in all_risks:
+                rollback_regressions.setdefault(task, label)
+    flips_counted = flipped - set(rollback_flips)
+    regressions_counted = regressed - set(rollback_regressions)
     prediction = PredictionScores(
         fixes_predicted=len(all_fixes), fixes_confirmed=len(all_fixes & flipped),
-        flipped=len(flipped), flipped_predicted=len(flipped & all_fixes),
+        flipped=len(flips_counted), flipped_predicted=len(flips_counted & all_fixes),
         risks_predicted=len(all_risks), risks_confirmed=len(all_risks & regressed),
-        regressed=len(regressed), regressed_predicted=len(regressed & all_risks),
+        regressed=len(regressions_counted), regressed_predicted=len(regressions_counted & all_risks),
     )
     return ChangeEvaluation(
         evaluating_iteration=evaluating_iteration, changes=tuple(verdicts),
-        unattributed_regressions=tuple(sorted(regressed - all_fixes - all_risks)), prediction=prediction)
+        unattributed_regressions=tuple(sorted(regressions_counted - all_fixes - all_risks)), prediction=prediction,
+        rollback_flips=dict(sorted(rollback_flips.items())),
+        rollback_regressions=dict(sorted(rollback_regressions.items())))
 
 
 def aggregate_precision_recall(evaluations: Sequence[ChangeEvaluation]) -> PredictionScores:

@@ -1,9 +1,8 @@
 """The ``ahe`` evolver (AHE Adapter, seed 000): one framework step's learning.
 
-Classify and diff the rollouts, score the previous manifest (verdicts), best-ever and the
-target stop, ``rollback: auto`` of the verdicts in ``rollback_verdicts`` (each revert
-checked), the Agent Debugger per task, the Evolve Agent in a learner workspace, manifest
-validation, and the commits to make. Every phase checkpoints into the step directory.
+Classify and diff the rollouts, verdicts, best-ever and the target stop, ``rollback: auto``
+(each revert checked, a change group whole), the Agent Debugger per task, the Evolve Agent
+(with read-only ``before/<change>/`` copies), manifest validation, and the commits to make.
 """
 
 from __future__ import annotations
@@ -18,11 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
-from git_hermit.evolvers.ahe import analysis, attribution, debugger, overview, queries, records
-from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
+from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
+from git_hermit.model.learner_json import load_json
 from git_hermit.model.records import Change, Manifest, Verdict
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
@@ -38,6 +39,7 @@ class _Rollback:
     commit: str
     verdict: str
     files: dict[str, FileChange | None]
+    with_ids: tuple[str, ...] = ()        # a group mate: rolled back with these judged changes
 
 
 def _adapter_files(root: Path) -> dict[str, FileChange]:
@@ -90,8 +92,9 @@ class AHEEvolver:
 
         evaluation = None
         if step_diff is not None and ctx.prev_changes:
-            evaluation = attribution.evaluate_changes([pc.change for pc in ctx.prev_changes], step_diff,
-                                                      evaluating_iteration=ctx.step - 1)
+            evaluation = attribution.evaluate_changes(
+                [pc.change for pc in ctx.prev_changes], step_diff, evaluating_iteration=ctx.step - 1,
+                rollbacks=[(r.label, r.restores, r.undoes) for r in ctx.prev_rollbacks])
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
             for cv in evaluation.changes:
@@ -128,6 +131,8 @@ class AHEEvolver:
             "flips": {"flipped": len(step_diff.flipped), "regressed": len(step_diff.regressed)} if step_diff else None,
             "verdicts": {cv.change_id: cv.verdict for cv in evaluation.changes} if evaluation else {},
             "unattributed_regressions": list(evaluation.unattributed_regressions) if evaluation else [],
+            "rollback_flips": dict(evaluation.rollback_flips) if evaluation else {},
+            "rollback_regressions": dict(evaluation.rollback_regressions) if evaluation else {},
             "precision_recall": {"step": evaluation.prediction.to_dict() if evaluation else None,
                                  "run": precision.to_dict() if precision else None},
         })
@@ -145,7 +150,8 @@ class AHEEvolver:
                 shutil.rmtree(base_dir)
             ctx.materialise(base_dir)
         rolled_back, undone = self._rollbacks(ctx, evaluation, base_dir, result)
-        result.analysis["rollbacks"] = [{"change_id": r.change_id, "commit": r.commit, "verdict": r.verdict}
+        result.analysis["rollbacks"] = [{"change_id": r.change_id, "commit": r.commit, "verdict": r.verdict,
+                                         **({"with": list(r.with_ids)} if r.with_ids else {})}
                                         for r in rolled_back]
         result.analysis["rollbacks_undone"] = undone
 
@@ -170,7 +176,7 @@ class AHEEvolver:
             ctx.step, stats, step_diff, overview_body=overview.overview_body(overview_text),
             scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
             rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
-            rollback_undone=undone)
+            rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()})
         workspace = self._evolve(ctx, base_dir, state, query)
         self._changes(ctx, base_dir, workspace, rolled_back, result)
         return result
@@ -241,18 +247,33 @@ class AHEEvolver:
         by_commit: dict[str, list[_Rollback]] = {}
         for r in kept:   # changes declared together share one commit: revert it once
             by_commit.setdefault(r.commit, []).append(r)
+        verdict_of = {cv.change_id: cv.verdict for cv in evaluation.changes}
+        mates: list[_Rollback] = []
         for commit, group in by_commit.items():
             judged = ", ".join(f"{r.change_id} {r.verdict}" for r in group)
+            named = [r.change_id for r in group]
+            # a rollback never reverts part of a change group: the members not judged for it go too
+            others = [pc.change.id for pc in ctx.prev_changes if pc.commit == commit and pc.change.id not in named]
             verdicts = list(dict.fromkeys(r.verdict for r in group))
+            with_text = "".join(f" {o} ({verdict_of.get(o, 'not judged')}) is rolled back with "
+                                f"{', '.join(named)}: they are one change group (one commit), and a "
+                                "rollback never reverts part of a change." for o in others)
             result.commits.append(PlannedCommit(
                 files=group[0].files,
-                summary=f"rollback {', '.join(r.change_id for r in group)} ({', '.join(verdicts)})",
+                summary=f"rollback {', '.join(named)}" + (f" with {', '.join(others)}" if others else "")
+                        + f" ({', '.join(verdicts)})",
                 body=f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; "
-                     f"its files are restored to their state before {commit[:12]}.",
+                     f"its files are restored to their state before {commit[:12]}." + with_text,
                 reverts=commit, verdict="HARMFUL" if "HARMFUL" in verdicts else verdicts[0]))
+            mates += [_Rollback(o, commit, verdict_of.get(o, ""), group[0].files, tuple(named)) for o in others]
             verdict = result.verdicts.get(commit)
             if verdict is not None:
-                result.verdicts[commit] = Verdict(**{**verdict.__dict__, "rollback_note": "rollback: auto"})
+                def note(v: Verdict) -> Verdict:
+                    why = "rollback: auto" if v.change_id in named else \
+                        f"rolled back with {', '.join(named)} (rollback: auto)"
+                    return replace(v, rollback_note=why)
+                result.verdicts[commit] = replace(note(verdict), also=tuple(note(v) for v in verdict.also))
+        kept = kept + mates
         for change_id, why in undone.items():
             ctx.say(f"rollback of {change_id} dropped: {why}")
         return kept, undone
@@ -346,9 +367,16 @@ class AHEEvolver:
             records.append_history(state / "evolution_history.md", ctx.step, records.render_history_after(text))
             return workspace
         if workspace.exists():
-            shutil.rmtree(workspace)
+            remove_tree(workspace)
+        (root / "refused.json").unlink(missing_ok=True)    # a fresh session is screened afresh
         workspace.mkdir(parents=True)
         shutil.copytree(base_dir, workspace / "adapter", symlinks=True)
+        # `rollback: agent` must be carryable out: the adapter as it was before each judged change
+        # (its commit's parent), read-only, so "restore the files to their content before it" can be done
+        for pc in ctx.prev_changes:   # (members of a change group each get a copy of the same tree)
+            ctx.materialise(workspace / _before_dirs(ctx)[pc.change.id], f"{pc.commit}^")
+        if (workspace / "before").exists():
+            make_read_only(workspace / "before")
         shutil.copytree(state, workspace / "state", symlinks=True)
         (workspace / "state" / "change_manifest.json").unlink(missing_ok=True)
         start = queries.render_start_prompt(ctx.step, date=datetime.now(timezone.utc).date().isoformat())
@@ -356,9 +384,12 @@ class AHEEvolver:
         write_text_atomic(workspace / "QUERY.md", query)
         self._evolver_notes(workspace)
         check = workspace / "check_spec"
+        # The Evolve Agent's only tool: the adapter's rules, and (once written) the manifest's
+        # "no two changes declare one file", reported while the agent can still fix it.
         check.write_text("#!/bin/sh\n# The adapter's validator: the Evolve Agent's only tool.\n"
-                         f'exec "{sys.executable}" -m git_hermit check --dir "$(dirname "$0")/adapter" '
-                         f'--template {ctx.config.template} "$@"\n')
+                         'cd "$(dirname "$0")" || exit 2\n'
+                         f'exec "{sys.executable}" -m git_hermit check --dir adapter '
+                         f'--template {ctx.config.template} --manifest state/change_manifest.json "$@"\n')
         check.chmod(0o755)
         learner = ctx.learner("evolve")
         ctx.say("evolve agent: one session")
@@ -390,15 +421,22 @@ class AHEEvolver:
 
     def _validate_manifest(self, ctx: StepContext, workspace: Path) -> tuple[list[Change], dict | None, list[str]]:
         path = workspace / "state" / "change_manifest.json"
+        if path.is_symlink():   # never followed: it could name any file of the host
+            return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]
         if not path.is_file():
             return [], None, ["the Evolve Agent wrote no state/change_manifest.json"]
+        limit = Limits.of(ctx.config.evolver).max_file_bytes
+        if path.stat().st_size > limit:
+            return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
         try:
-            raw = json.loads(path.read_text())
+            raw = load_json(path.read_text(encoding="utf-8", errors="replace"))
         except json.JSONDecodeError as exc:
             return [], None, [f"state/change_manifest.json is not JSON ({exc.msg} at line {exc.lineno})"]
+        except ValueError as exc:      # TooDeep: a record could not hold it
+            return [], None, [f"state/change_manifest.json is {exc}"]
         problems = schema_errors("learner_manifest", raw)
         if problems:
-            return [], raw, [f"state/change_manifest.json is invalid {problems[0]}"]
+            return [], raw if isinstance(raw, dict) else None, [f"state/change_manifest.json is invalid {problems[0]}"]
         if raw["iteration"] != ctx.step:
             return [], raw, [f"state/change_manifest.json has iteration {raw['iteration']}, expected {ctx.step}"]
         template = load_template(ctx.config.template)
@@ -428,23 +466,34 @@ class AHEEvolver:
         adapter = workspace / "adapter"
         before, after = _adapter_files(base_dir), _adapter_files(adapter)
         edits = _changed(before, after)
-        # edits to fixed files, and files outside the template's learnable set, are reverted and
-        # reported, never committed (a manifest that declares them is rejected the same way)
-        fixed = sorted(p for p in edits if is_fixed(template, p))
-        unlearnable = sorted(p for p in edits if p not in fixed and not is_learnable(template, p))
-        for paths, key, what in ((fixed, "fixed_files_reverted", "fixed files"),
-                                 (unlearnable, "unlearnable_files_reverted", "files that are not learnable")):
-            if paths:
-                _apply(adapter, {p: before.get(p) for p in paths})
-                result.analysis[key] = paths
-                ctx.say(f"reverted the Evolve Agent's edits to {what}: {', '.join(paths)}")
-        edits = {p: c for p, c in edits.items() if p not in fixed and p not in unlearnable}
+        # refused, never repaired: a secret, a link, an oversize, binary or git-special file
+        # rejects the whole edit before check_spec (or a revert) reads any of it; the refusal is
+        # kept (a rerun reuses it) and the working copy scrubbed of what was refused
+        marker = ctx.step_dir / "evolve" / "refused.json"
+        refused = (self._read_json(marker) or {}).get("reasons") or ctx.screen(edits, before, adapter)
+        if refused:
+            write_json_atomic(marker, {"reasons": refused})
+            scrub(adapter, edits)
+            scrub(workspace / "state", {"change_manifest.json": FileChange(b"")})
+        else:
+            # edits to fixed files, and files outside the template's learnable set, are reverted and
+            # reported, never committed (a manifest that declares them is rejected the same way)
+            fixed = sorted(p for p in edits if is_fixed(template, p))
+            unlearnable = sorted(p for p in edits if p not in fixed and not is_learnable(template, p))
+            for paths, key, what in ((fixed, "fixed_files_reverted", "fixed files"),
+                                     (unlearnable, "unlearnable_files_reverted", "files that are not learnable")):
+                if paths:
+                    _apply(adapter, {p: before.get(p) for p in paths})
+                    result.analysis[key] = paths
+                    ctx.say(f"reverted the Evolve Agent's edits to {what}: {', '.join(paths)}")
+            edits = {p: c for p, c in edits.items() if p not in fixed and p not in unlearnable}
         changes, raw, problems = self._validate_manifest(ctx, workspace)
         result.analysis["learner_manifest"] = raw
         summary = json.loads((ctx.step_dir / "evolve" / "result.json").read_text())
         result.analysis["evolve_output"] = summary.get("text", "")[:4000]
         if not summary.get("ok"):
             problems = problems or [f"the Evolve Agent session failed: {summary.get('error')}"]
+        problems = refused + problems
         if not problems and edits:
             errors = ctx.check(adapter)
             if errors:
@@ -456,30 +505,32 @@ class AHEEvolver:
         if raw is not None:   # the accepted manifest, for the next Evolve Agent's history
             write_json_atomic(ctx.run_dir / "state" / "manifests" / f"{queries.step_dir(ctx.step)}.json", raw)
         claimed: set[str] = set()
-        commit_for: dict[str, int] = {}
-        planned: list[tuple[list[Change], dict[str, FileChange | None]]] = []
-        for change in changes:
-            own = {p: edits[p] for p in change.files if p in edits and p not in claimed}
-            if own:
-                claimed.update(own)
-                planned.append(([change], own))
-                commit_for[change.id] = len(planned) - 1
-            else:   # its files were committed with an earlier change: that commit lists both
-                owner = next((i for i, (_, files) in enumerate(planned)
-                              if set(change.files) & set(files)), None)
-                if owner is not None:
-                    planned[owner][0].append(change)
-                else:
-                    result.analysis.setdefault("changes_without_edits", []).append(change.id)
-        for group, files in planned:
-            manifest = Manifest(run=ctx.run, step=ctx.step, changes=tuple(group))
-            head = group[0]
-            trailers = tuple([("Hermit-Predicts-Fix", ", ".join(c.predicted_fixes) or "none") for c in group[:1]]
-                             + [("Hermit-Risk", ", ".join(head.risk_tasks) or "none")])
-            body = "\n\n".join(f"{c.id}: {c.description}\n\nFailure pattern: {c.failure_pattern}\n"
-                               f"Component: {c.component}" for c in group)
+        for group in groups.group_changes(changes):
+            files = {p: edits[p] for p in group.files if p in edits}
+            if not files:
+                result.analysis.setdefault("changes_without_edits", []).extend(group.ids)
+                continue
+            claimed.update(files)
+            members = list(group.members)
+            manifest = Manifest(run=ctx.run, step=ctx.step, changes=tuple(members))
+            head = members[0]
+            if len(members) == 1:
+                trailers = (("Hermit-Predicts-Fix", ", ".join(head.predicted_fixes) or "none"),
+                            ("Hermit-Risk", ", ".join(head.risk_tasks) or "none"))
+                body = ""
+            else:   # a change group: every member's id, predictions and risks, said plainly
+                trailers = tuple(t for c in members for t in (
+                    ("Hermit-Predicts-Fix", f"{c.id}: " + (", ".join(c.predicted_fixes) or "none")),
+                    ("Hermit-Risk", f"{c.id}: " + (", ".join(c.risk_tasks) or "none"))))
+                body = (f"Change group: {', '.join(group.ids)} declare the same file(s) "
+                        f"({', '.join(group.shared)}), so they are one commit and are rolled back together.\n\n")
+                result.analysis.setdefault("change_groups", []).append(
+                    {"changes": list(group.ids), "shared_files": list(group.shared)})
+                ctx.say(f"changes {', '.join(group.ids)} share {', '.join(group.shared)}: committed as one change group")
+            body += "\n\n".join(f"{c.id}: {c.description}\n\nFailure pattern: {c.failure_pattern}\n"
+                                 f"Component: {c.component}" for c in members)
             result.commits.append(PlannedCommit(files=files, summary=head.description.splitlines()[0][:100],
-                                                body=body, change_id=", ".join(c.id for c in group),
+                                                body=body, change_id=", ".join(group.ids),
                                                 trailers=trailers, manifest=manifest))
         undeclared = {p: c for p, c in edits.items() if p not in claimed}
         if undeclared:
@@ -490,13 +541,12 @@ class AHEEvolver:
             result.analysis["undeclared"] = sorted(undeclared)
 
 
-def _adapter_relative(rel: str) -> str:
-    """A manifest path relative to the adapter: ``./x``, ``adapter/x`` and ``x`` are the same file
-    (only whole ``./`` prefixes go: ``.agents/…`` keeps its dot)."""
-    clean = rel.strip()
-    while clean.startswith("./"):
-        clean = clean[2:]
-    return clean[len("adapter/"):] if clean.startswith("adapter/") else clean
+_adapter_relative = groups.adapter_relative
+
+
+def _before_dirs(ctx: StepContext) -> dict[str, str]:
+    """Workspace directory (relative) of the adapter before each change this step judges."""
+    return {pc.change.id: f"before/{_safe(pc.change.id)}" for pc in ctx.prev_changes}
 
 
 def _safe(name: str) -> str:

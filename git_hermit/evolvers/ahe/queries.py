@@ -163,7 +163,7 @@ def _stability(buckets: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def _attribution(evaluation: ChangeEvaluation, rollback: str, rolled_back: Sequence[str],
-                 rollback_undone: Mapping[str, str]) -> list[str]:
+                 rollback_undone: Mapping[str, str], before: Mapping[str, str] | None = None) -> list[str]:
     lines = ["## 8. Previous Iteration Change Attribution Report (Auto-Generated)", "",
              "Use this report for your rollback decisions: each change of the previous iteration's "
              "manifest, judged by the tasks that flipped and regressed. Prioritise HARMFUL and "
@@ -202,6 +202,9 @@ def _attribution(evaluation: ChangeEvaluation, rollback: str, rolled_back: Seque
         lines.append("Rollback (`rollback: agent`): nothing was rolled back for you. To roll a "
                      "change back, restore its files (listed in the history) to their content "
                      "before it, and declare that as a change of type `rollback`.")
+    if before:   # what "their content before it" is, for each judged change (read-only copies)
+        lines.append("The adapter as it was before each change (read-only; copy the files you "
+                     "restore into adapter/): " + ", ".join(f"{cid}: `{path}`" for cid, path in before.items()))
     return lines
 
 
@@ -233,12 +236,14 @@ def build_evolution_query(step: int, stats: StepStats, diff: StepDiff | None, *,
                           evaluation: ChangeEvaluation | None = None,
                           rollback: Literal["auto", "agent"] = "auto",
                           rolled_back: Sequence[str] = (),
-                          rollback_undone: Mapping[str, str] | None = None) -> str:
+                          rollback_undone: Mapping[str, str] | None = None,
+                          before: Mapping[str, str] | None = None) -> str:
     """The query the Evolve Agent reads on stdin after START.md, sections in §8.4's order.
 
     ``scores`` are the earlier steps' score entries (this step's not yet among them);
     ``rolled_back`` names the changes ``rollback: auto`` already reverted and
-    ``rollback_undone`` those whose revert was dropped because check_spec failed (id → reason).
+    ``rollback_undone`` those whose revert was dropped because check_spec failed (id → reason);
+    ``before`` maps each judged change to the workspace directory holding the adapter before it.
     """
     previous = [e for e in scores if e.get("iteration") == step - 1]
     prev_rate = previous[-1]["pass_rate"] if previous else None
@@ -255,6 +260,6 @@ def build_evolution_query(step: int, stats: StepStats, diff: StepDiff | None, *,
     if stability:
         sections.append(_stability(stability))
     if evaluation is not None and evaluation.changes:
-        sections.append(_attribution(evaluation, rollback, rolled_back, rollback_undone or {}))
+        sections.append(_attribution(evaluation, rollback, rolled_back, rollback_undone or {}, before or {}))
     sections.append(_instructions(step, stats, stability))
     return "\n\n".join("\n".join(section) for section in sections) + "\n"

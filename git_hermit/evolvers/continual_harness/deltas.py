@@ -17,6 +17,7 @@ import yaml
 
 from git_hermit.adapter.check_spec import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTERN, FrontMatterError,
                                            parse_front_matter)
+from git_hermit.model.learner_json import TooDeep, load_json
 
 POLICY_ECHO = "IMPROVED BASE PROMPT:"
 _FENCE_OPEN = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n")
@@ -65,13 +66,17 @@ def parse_json_answer(text: str) -> dict[str, Any]:
     """The JSON object of an answer: fences dropped, else the span from the first ``{`` to the last ``}``."""
     body = strip_fences(text)
     try:
-        data = json.loads(body)
+        data = load_json(body)
+    except TooDeep as exc:
+        raise DeltaError(f"the answer's JSON is {exc}") from None
     except ValueError:
         start, end = body.find("{"), body.rfind("}")
         if start < 0 or end <= start:
             raise DeltaError("the answer holds no JSON object") from None
         try:
-            data = json.loads(body[start:end + 1])
+            data = load_json(body[start:end + 1])
+        except TooDeep as exc:
+            raise DeltaError(f"the answer's JSON is {exc}") from None
         except ValueError as exc:
             raise DeltaError(f"the answer's JSON does not parse ({exc.msg} at char {exc.pos})") from None
     if not isinstance(data, dict):

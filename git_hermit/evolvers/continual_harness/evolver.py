@@ -158,12 +158,18 @@ class ContinualHarnessEvolver:
             return {"status": "unchanged", "sessions": len(sessions)}
         candidate = _fresh_copy(current, work / "fold")
         (candidate / layout.memory).write_text(text, encoding="utf-8")
+        before = _files(current)
+        files = _diff(before, _files(candidate))
+        refused = ctx.screen(files, before, candidate)      # session notes are the acting agent's output
+        if refused:
+            shutil.rmtree(candidate)             # rebuilt from the session notes on a rerun
+            result.rejected.extend(f"memory fold: {why}" for why in refused)
+            return {"status": "dropped", "sessions": len(sessions), "reason": "refused: " + "; ".join(refused)}
         problems = ctx.check(candidate)
         if problems:
             return {"status": "dropped", "sessions": len(sessions),
                     "reason": "; ".join(str(v) for v in problems[:5])}
-        self._commit(result, "memory", f"fold {len(folded)} session note(s): {', '.join(folded)}",
-                     _diff(_files(current), _files(candidate)))
+        self._commit(result, "memory", f"fold {len(folded)} session note(s): {', '.join(folded)}", files)
         _fresh_copy(candidate, current)   # the passes start from the folded memory
         return {"status": "applied", "sessions": len(sessions), "topics": folded}
 
@@ -175,6 +181,8 @@ class ContinualHarnessEvolver:
                            isolated=not p["feedback"])
         if not answer["ok"]:
             return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error'] or 'no answer'}"), current
+        if answer.get("refused"):   # resumed: refused before, its checkpoint scrubbed of what was refused
+            return self._refused(result, name, answer["refused"]), current
         candidate = _fresh_copy(current, work / f"{name}-adapter")
         try:
             text = answer["text"]
@@ -197,16 +205,32 @@ class ContinualHarnessEvolver:
                 changes = deltas.apply_memory(candidate, layout, mem)
         except DeltaError as exc:
             return PassOutcome(name, "dropped", reason=str(exc)), current
+        except (ValueError, OSError, RecursionError) as exc:
+            # an answer that crashes applying it is dropped like a malformed one: its checkpoint
+            # is re-applied on every rerun, so raising here would wedge the run
+            return PassOutcome(name, "dropped", reason=f"the answer cannot be applied ({type(exc).__name__})"), current
+        before = _files(current)
+        files = _diff(before, _files(candidate))
+        refused = ctx.screen(files, before, candidate)
+        if refused:    # refused before check_spec reads the candidate; the step exits 8
+            # the checkpoint keeps the refusal, not the refused text: a rerun reuses the refusal
+            _write_json(work / f"{name}.json", {**answer, "text": redact(answer["text"]), "refused": refused})
+            shutil.rmtree(candidate)
+            return self._refused(result, name, refused), current
         problems = ctx.check(candidate)
         if problems:
             reason = "check_spec: " + "; ".join(str(v) for v in problems[:5])
             return PassOutcome(name, "dropped", tuple(changes), reason, analysis), current
-        files = _diff(_files(current), _files(candidate))
         if not files:
             return PassOutcome(name, "unchanged", tuple(changes), analysis=analysis), current
         applied = [c for c in changes if not c.startswith("skipped")] or [f"{len(files)} file(s)"]
         self._commit(result, name, "; ".join(applied), files, body=analysis)
         return PassOutcome(name, "applied", tuple(changes), analysis=analysis), candidate
+
+    @staticmethod
+    def _refused(result: StepResult, name: str, reasons: list[str]) -> PassOutcome:
+        result.rejected.extend(f"refiner {name} pass: {why}" for why in reasons)
+        return PassOutcome(name, "dropped", reason="refused: " + "; ".join(reasons))
 
     def _values(self, name: str, p: dict[str, Any], layout: Layout, current: Path) -> dict[str, Any]:
         if name == "policy":

@@ -17,6 +17,7 @@ from string import Template as TextTemplate
 from typing import Any
 
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
+from git_hermit.adapter.screen import scrub
 from git_hermit.adapter.templates import Template, load_template
 from git_hermit.config import RunConfig
 from git_hermit.errors import AgentError, ConfigError
@@ -24,7 +25,7 @@ from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.params import EvoParams
-from git_hermit.evolvers.evo_harness.validate import LevelVerdict, validate_level
+from git_hermit.evolvers.evo_harness.validate import LevelVerdict, changed_files, validate_level
 from git_hermit.gitio import FileChange
 from git_hermit.model.records import Provenance
 from git_hermit.redact import redact
@@ -50,6 +51,17 @@ class Skipped:
     """A level with nothing to compile: no learner call, no commit."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A level whose edit adapter.screen refused (a secret, link, oversize or special file)."""
+
+    verdict: LevelVerdict
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return self.verdict.reasons
 
 
 def _safe(name: str) -> str:
@@ -101,6 +113,9 @@ class EvoHarnessEvolver:
             (root / "base.done").write_text("")
         for level in LEVELS:
             verdict, after = self._level(ctx, p, template, root, level, base, experiences, supported)
+            if isinstance(verdict, Refused):   # containment: the level is refused and the step exits 8
+                result.rejected.extend(f"{level} curator: {why}" for why in verdict.reasons)
+                verdict = verdict.verdict
             if isinstance(verdict, Skipped):
                 result.analysis["levels"][level] = {"status": "skipped", "reasons": [verdict.reason]}
                 continue
@@ -198,7 +213,8 @@ class EvoHarnessEvolver:
         return reflection.clip("\n\n".join(blocks), limit)
 
     def _level(self, ctx: StepContext, p: EvoParams, template: Template, root: Path, level: str, base: Path,
-               experiences: list[dict], supported: dict[str, tuple[str, ...]]) -> tuple[LevelVerdict | Skipped, Path]:
+               experiences: list[dict], supported: dict[str, tuple[str, ...]]
+               ) -> tuple[LevelVerdict | Skipped | Refused, Path]:
         """Run one curator level (or reuse its checkpoint): its verdict and its edited adapter."""
         here = root / level
         workspace = here / "workspace"
@@ -217,6 +233,7 @@ class EvoHarnessEvolver:
         if not (here / "session.json").is_file():
             if workspace.exists():
                 shutil.rmtree(workspace)
+            (here / "refused.json").unlink(missing_ok=True)     # a fresh session is screened afresh
             workspace.mkdir(parents=True)
             shutil.copytree(base, after, symlinks=True)
             text = self._experiences_text(experiences, p.max_evidence_chars)
@@ -236,12 +253,23 @@ class EvoHarnessEvolver:
             write_json_atomic(here / "session.json", {"text": redact(answer.text)[:4000],
                                                       "usage": answer.usage.to_dict()})
         # validation is deterministic: on resume it is recomputed from the two kept directories
-        verdict = validate_level(level=level, before=_files(base), after=_files(after), after_dir=after,
-                                 template=template, supported=supported, limits=p.limits())
+        before_files, after_files = _files(base), _files(after)
+        files = changed_files(before_files, after_files)
+        # screened before anything reads the edited files; a refusal is kept (a rerun reuses it)
+        # and the working copy scrubbed of what was refused
+        marker = here / "refused.json"
+        refused = (json.loads(marker.read_text()) if marker.is_file() else {}).get("reasons") \
+            or ctx.screen(files, before_files, after)
+        if refused:
+            write_json_atomic(marker, {"reasons": refused})
+            scrub(after, files)
+        verdict = (LevelVerdict(level, tuple(refused), files) if refused else
+                   validate_level(level=level, before=before_files, after=after_files, after_dir=after,
+                                  template=template, supported=supported, limits=p.limits()))
         write_json_atomic(outcome_path, {"status": "accepted" if verdict.accepted else "rejected",
                                          "reasons": list(verdict.reasons), "written": verdict.written,
                                          "deleted": list(verdict.deleted)})
-        return verdict, after
+        return (Refused(verdict) if refused else verdict), after
 
     @staticmethod
     def _commit(ctx: StepContext, level: str, verdict: LevelVerdict) -> PlannedCommit:

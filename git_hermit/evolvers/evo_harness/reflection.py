@@ -5,12 +5,12 @@ the parsing of its answer, ``{lesson, trigger, evidence, scope_hint}`` or ``{"sk
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from git_hermit.model.learner_json import load_json
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
 from git_hermit.rollouts.trajectories import iter_steps, render_step
@@ -95,8 +95,8 @@ def _json_object(reply: str) -> dict[str, Any] | None:
         candidates.append(reply[start:end + 1])
     for text in candidates:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
+            data = load_json(text)
+        except ValueError:     # not JSON, or nested past what a record holds (never a RecursionError)
             continue
         if isinstance(data, dict):
             return data

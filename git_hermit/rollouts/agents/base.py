@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from git_hermit.model.rollout import Usage
+from git_hermit.redact import register
 
 # Variables every agent process may see; everything else from the user's environment is
 # withheld so no unrelated secret reaches an agent, a trajectory or a log (hermit.yaml's
@@ -65,6 +66,7 @@ class AgentContext:
         env = {k: v for k, v in os.environ.items() if k in BASE_ENV_KEYS}
         env["HOME"] = str(self.home)
         env.update(self.extra_env)
+        register(self.extra_env)   # environment values are redacted from everything stored
         return env
 
 

@@ -2,13 +2,17 @@
 session file ``~/.claude/projects/<slug>/<session>.jsonl`` (entries linked by uuid/parentUuid).
 
 Claude splits one model call into several lines (one per content block) that repeat its
-usage, so usage is counted once per message id; a stream's ``result.usage`` is the total.
+usage, so usage is counted once per message id and the lines form one step (their tool results,
+which may arrive between them, matched by ``tool_use_id``); a stream's ``result.usage`` is the
+total. A sub-agent's own transcript (every record ``isSidechain``) is read as its conversation.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
@@ -17,6 +21,20 @@ from ._stream import ReadState, StepAssembler, as_int, content_text
 from .model import Step
 
 _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
+# records that carry no conversation: skipped on purpose (progress ticks of running tools and
+# sub-agents, title summaries, file snapshots for rewind, the prompt queue, metadata)
+_SKIPPED_RECORDS = frozenset({"progress", "summary", "file-history-snapshot", "queue-operation",
+                              "custom-title", "tag", "agent-name", "last-prompt", "pr-link",
+                              # Claude Code 2.1.3xx bookkeeping: request shapes, cost, tool use
+                              "attachment", "api-request", "api-request-shape", "api-request-blob",
+                              "atis-latch", "tools-used", "cost-state"})
+# user text the harness injects (not the human typing): a sub-agent's completion notice, a
+# reminder, a slash command's echo
+_INJECTED_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-command-stdout>",
+                      "<local-command-stderr>", "<command-name>", "<command-message>",
+                      "<local-command-caveat>", "Caveat: The messages below were generated")
+_RECENT_MESSAGES = 256     # message ids remembered for usage dedup (bounded memory)
+_KEEP_UUIDS = 4096         # uuids remembered to find a rewind's branch point
 
 
 def claude_usage(raw: Any, cost_usd: Any = None) -> Usage:
@@ -29,25 +47,32 @@ def claude_usage(raw: Any, cost_usd: Any = None) -> Usage:
 
 
 class _UsagePerMessage:
-    """Sums usage over distinct message ids, keeping the newest snapshot of the current one."""
+    """Sums usage over distinct message ids, keeping the newest snapshot of each; the ids of
+    the last few hundred messages are remembered (main and sidechain records interleave)."""
 
     def __init__(self) -> None:
         self.closed = Usage()
-        self.current = Usage()
-        self.message_id: Any = None
+        self.recent: OrderedDict[Any, Usage] = OrderedDict()
+        self.anonymous = 0
 
     def see(self, message_id: Any, usage: Usage) -> bool:
         """Record ``usage`` for ``message_id``; True when it replaces an earlier snapshot."""
-        repeat = message_id is not None and message_id == self.message_id
-        if not repeat:
-            self.closed += self.current
-            self.message_id = message_id
-        self.current = usage
+        if message_id is None:
+            self.anonymous += 1
+            message_id = ("anonymous", self.anonymous)
+        repeat = message_id in self.recent
+        self.recent[message_id] = usage
+        self.recent.move_to_end(message_id)
+        while len(self.recent) > _RECENT_MESSAGES:
+            self.closed += self.recent.popitem(last=False)[1]
         return repeat
 
     @property
     def total(self) -> Usage:
-        return self.closed + self.current
+        total = self.closed
+        for usage in self.recent.values():
+            total += usage
+        return total
 
 
 def read_claude_stream(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Step]:
@@ -59,26 +84,57 @@ def read_claude_session(records: Iterable[dict[str, Any]], state: ReadState) -> 
 
 
 def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session_file: bool) -> Iterator[Step]:
-    asm = StepAssembler()
+    asm = StepAssembler(state)
     per_message = _UsagePerMessage()
     result_usage: Usage | None = None
+    transcript_is_sidechain: bool | None = None     # decided by the first conversation record
+    unknown: dict[str, int] = {}
+    abandoned = iter(state.abandoned)
+    skip = next(abandoned, None)
+    announced: tuple[int, int] | None = None
     for record in records:
+        # a rewound branch: its tokens were spent (usage below), its turns are not the
+        # conversation; one system step says where it was
+        while skip is not None and state.line_number > skip[1]:
+            skip = next(abandoned, None)
+        in_branch = skip is not None and skip[0] <= state.line_number <= skip[1]
+        if in_branch and announced != skip:
+            announced = skip
+            asm.close()
+            asm.system(f"rewound: lines {skip[0]}–{skip[1]} are a branch the user abandoned "
+                       "(skipped; the conversation goes on from the line before them)",
+                       record.get("timestamp"))
         kind = record.get("type")
         timestamp = record.get("timestamp")
         state.session_id = record.get("session_id") or record.get("sessionId") or state.session_id
+        if isinstance(record.get("version"), str):
+            state.version = state.version or record["version"]
+        if kind in _SKIPPED_RECORDS:
+            continue
         # a subagent's own conversation (session: isSidechain; stream: parent_tool_use_id set):
-        # its tokens count, its turns are not the main agent's steps
+        # its tokens count, its turns are not the main agent's steps — unless this file is
+        # the sub-agent's own transcript (subagents/agent-*.jsonl: every record a sidechain)
         sidechain = bool(record.get("isSidechain") or record.get("parent_tool_use_id"))
+        if transcript_is_sidechain is None and kind in ("user", "assistant"):
+            transcript_is_sidechain = sidechain and session_file
+            if transcript_is_sidechain:
+                state.add_warning("sub-agent transcript (every record isSidechain): read as its own conversation")
+        if transcript_is_sidechain:
+            sidechain = False
         message = record.get("message") if isinstance(record.get("message"), dict) else {}
+        if in_branch:
+            if kind == "assistant" and message.get("usage") is not None:
+                per_message.see(message.get("id"), claude_usage(message["usage"]))
+            continue
         if kind == "assistant":
             if not sidechain:
                 state.model = message.get("model") or state.model
                 _assistant(message, record, timestamp, asm, state)
             if message.get("usage") is not None:
                 usage = claude_usage(message["usage"])
-                repeat = per_message.see(message.get("id"), usage)
-                if not sidechain:      # after the blocks: the step they opened gets it
-                    asm.usage(usage, replace=repeat)
+                per_message.see(message.get("id"), usage)
+                if not sidechain:      # after the blocks: the step they opened gets it, once
+                    asm.usage(usage, key=message.get("id"))
         elif sidechain:
             continue
         elif kind == "user":
@@ -94,29 +150,85 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
             if record.get("is_error") or record.get("subtype") not in (None, "success"):
                 detail = record.get("result") or "; ".join(map(str, record.get("errors") or []))
                 state.add_error(f"{record.get('subtype', 'error')}: {detail}".rstrip(": "))
+        elif kind not in (None, "assistant", "user", "system", "result"):
+            unknown[kind] = unknown.get(kind, 0) + 1
         yield from asm.drain()
     asm.close()
     yield from asm.drain()
+    for kind, count in unknown.items():
+        state.add_warning(f"{count} record(s) of unknown type {kind!r} skipped")
     state.usage = result_usage if result_usage is not None else per_message.total
+    state.usage_known = result_usage is not None or bool(per_message.recent) or per_message.closed != Usage()
+
+
+def abandoned_branches(path: Path) -> list[tuple[int, int]]:
+    """Line ranges of a session file that a rewind abandoned, from one pass over its records.
+
+    Claude Code appends a rewound conversation to the same file: the new prompt's
+    ``parentUuid`` names an earlier record instead of the last one, and the lines between
+    that record and the new prompt are the abandoned branch. Only the last few thousand uuids
+    are remembered (bounded memory; rewinds go back a few turns).
+    """
+    last: str | None = None
+    line_of: OrderedDict[str, int] = OrderedDict()
+    ranges: list[tuple[int, int]] = []
+    with open(path, "rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if b'"uuid"' not in raw:            # no uuid, no link: skip without parsing
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or record.get("isSidechain"):
+                continue
+            uuid, parent = record.get("uuid"), record.get("parentUuid")
+            message = record.get("message") if isinstance(record.get("message"), dict) else {}
+            if (record.get("type") == "user" and parent and parent != last and parent in line_of
+                    and not record.get("isMeta") and not record.get("isCompactSummary")
+                    and not _has_tool_result(message)):
+                first = line_of[parent] + 1
+                if first < number:
+                    ranges.append((first, number - 1))
+            if isinstance(uuid, str):
+                last = uuid
+                line_of[uuid] = number
+                if len(line_of) > _KEEP_UUIDS:
+                    line_of.popitem(last=False)
+    merged: list[tuple[int, int]] = []       # a later rewind may reach further back: merge
+    for first, last_line in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last_line))
+        else:
+            merged.append((first, last_line))
+    return merged
+
+
+def _has_tool_result(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
 
 
 def _assistant(message: dict[str, Any], record: dict[str, Any], timestamp: str | None,
                asm: StepAssembler, state: ReadState) -> None:
     content = message.get("content")
+    group = message.get("id")          # one model message = one step, however many records
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
     for block in blocks:
         if not isinstance(block, dict):
             continue
         block_type = block.get("type")
         if block_type == "thinking":
-            asm.reasoning(str(block.get("thinking") or ""), timestamp)
+            asm.reasoning(str(block.get("thinking") or ""), timestamp, group=group)
         elif block_type == "text":
             text = str(block.get("text") or "")
-            asm.message(text, timestamp)
+            asm.message(text, timestamp, group=group)
             if text:
                 state.final_answer = text
         elif block_type in ("tool_use", "server_tool_use"):
-            asm.call(str(block.get("id")), str(block.get("name")), block.get("input"), timestamp)
+            asm.call(str(block.get("id")), str(block.get("name")), block.get("input"), timestamp,
+                     group=group)
     if record.get("error") or record.get("isApiErrorMessage"):
         error = str(record.get("error") or content_text(content) or "API error")
         state.add_error(error)
@@ -126,14 +238,20 @@ def _assistant(message: dict[str, Any], record: dict[str, Any], timestamp: str |
 def _user(message: dict[str, Any], record: dict[str, Any], timestamp: str | None,
           asm: StepAssembler) -> None:
     content = message.get("content")
+    if record.get("isCompactSummary"):
+        # the summary Claude writes when it compacts the context: not the human speaking
+        asm.system("compaction summary: " + content_text(content), timestamp)
+        return
     if isinstance(content, str):
-        asm.user(content, timestamp)
+        _user_text(content, record, timestamp, asm)
         return
     texts = []
     for block in content or []:
         if not isinstance(block, dict):
             continue
-        if block.get("type") == "tool_result":
+        if block.get("type") == "image":
+            texts.append(content_text([block]))
+        elif block.get("type") == "tool_result":
             output = content_text(block.get("content"))
             failed = bool(block.get("is_error"))
             match = _EXIT_CODE.match(output) if failed else None
@@ -142,7 +260,17 @@ def _user(message: dict[str, Any], record: dict[str, Any], timestamp: str | None
         elif block.get("type") == "text":
             texts.append(str(block.get("text") or ""))
     if texts:
-        asm.user("\n".join(texts), timestamp)
+        _user_text("\n".join(texts), record, timestamp, asm)
+
+
+def _user_text(text: str, record: dict[str, Any], timestamp: str | None, asm: StepAssembler) -> None:
+    """A user record's text: the human's turn, or context the harness injected (a meta record,
+    a sub-agent's task notification, a system reminder), marked as such."""
+    stripped = text.lstrip()
+    if record.get("isMeta") or stripped.startswith(_INJECTED_PREFIXES):
+        asm.system("injected context: " + text, timestamp)
+    else:
+        asm.user(text, timestamp)
 
 
 def _system(record: dict[str, Any], timestamp: str | None, asm: StepAssembler, state: ReadState,

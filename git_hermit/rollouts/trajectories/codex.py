@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
-from ._stream import ReadState, StepAssembler, as_int, content_text, parse_arguments
+from ._stream import ReadState, StepAssembler, as_int, content_text, image_placeholder, parse_arguments
 from .model import Step
 
 # Early rollout files wrote response items bare (no timestamp/type/payload envelope).
@@ -21,6 +21,19 @@ LEGACY_ROLLOUT_ITEMS = frozenset({"message", "reasoning", "function_call", "func
                                   "custom_tool_call", "custom_tool_call_output", "local_shell_call"})
 _EXIT_CODE = re.compile(r"(?:Process exited with code|Exit code:?)\s+(-?\d+)")
 _FAILED_STATUSES = ("failed", "declined")
+# failures Codex reports as plain text instead of an exit code (sandbox denials, a rejected
+# patch, a tool that could not run): an output that starts with one, or names one in its
+# first 300 characters (never deep inside a command's own output)
+_FAILURE_TEXT = re.compile(r"\s*(?:execution error:|exec command rejected|error: |apply_patch verification failed)"
+                           r"|.{0,300}?(?:failed in sandbox|sandbox denied|patch rejected|rejected by user)",
+                           re.IGNORECASE | re.DOTALL)
+# user-role messages Codex injects (environment, AGENTS.md / user instructions, turn notices):
+# context for the model, not the user speaking
+_INJECTED_USER = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+                  "<INSTRUCTIONS>", "<turn_aborted>", "<user_shell_command>", "<skill>")
+# call items that carry their own result (no separate *_output item)
+_SELF_CONTAINED_CALLS = {"web_search_call": "web_search", "image_generation_call": "image_generation",
+                         "tool_search_call": "tool_search"}
 
 
 def codex_usage(raw: Any) -> Usage:
@@ -31,7 +44,7 @@ def codex_usage(raw: Any) -> Usage:
 
 
 def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Step]:
-    asm = StepAssembler()
+    asm = StepAssembler(state)
     unfinished: dict[str, dict[str, Any]] = {}     # started, not yet completed items (in flight)
     for record in records:
         kind = record.get("type")
@@ -43,6 +56,7 @@ def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iter
         elif kind == "turn.completed":
             state.open_turn = False
             _unfinished_calls(unfinished, asm)
+            asm.answered()          # the turn ended: a call left unfinished is not a cut-off stream
             usage = codex_usage(record.get("usage"))
             state.usage += usage
             asm.usage(usage)        # the turn's usage goes on its last step
@@ -50,6 +64,7 @@ def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iter
         elif kind == "turn.failed":
             state.open_turn = False
             _unfinished_calls(unfinished, asm)
+            asm.answered()
             message = _error_message(record.get("error")) or "turn failed"
             state.add_error(message)
             asm.system("turn failed", error=message)
@@ -136,8 +151,11 @@ def _error_message(raw: Any) -> str | None:
 
 
 def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Step]:
-    asm = StepAssembler()
+    asm = StepAssembler(state)
     last_total: Any = None
+    turn = _Turn()
+    saw_token_count = False
+    exit_codes: dict[str, int] = {}       # exec_command_end seen before its call's output
     for record in records:
         kind, payload, timestamp = record.get("type"), record.get("payload"), record.get("timestamp")
         if kind in LEGACY_ROLLOUT_ITEMS and "payload" not in record:
@@ -146,48 +164,104 @@ def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> I
             continue
         if kind == "session_meta":
             state.session_id = payload.get("id") or state.session_id
+            state.version = payload.get("cli_version") or state.version
         elif kind == "turn_context":
             state.model = payload.get("model") or state.model
         elif kind == "compacted":
             asm.system("context compacted: " + str(payload.get("message") or ""), timestamp)
         elif kind == "response_item":
-            _rollout_item(payload, timestamp, asm, state)
+            _rollout_item(payload, timestamp, asm, state, turn, exit_codes)
         elif kind == "event_msg":
             event = payload.get("type")
             if event == "token_count" and isinstance(payload.get("info"), dict):
                 info = payload["info"]
                 total = info.get("total_token_usage")
+                saw_token_count = True
                 if total is not None and total != last_total:   # Codex repeats the same count
                     last_total = total
                     state.usage = codex_usage(total)
                     if info.get("last_token_usage") is not None:
                         asm.usage(codex_usage(info["last_token_usage"]))
-            elif event == "task_complete" and payload.get("last_agent_message"):
-                state.final_answer = str(payload["last_agent_message"])
+            elif event == "task_started":
+                state.open_turn = True
+                turn.reset()
+            elif event == "task_complete":
+                state.open_turn = False
+                if payload.get("last_agent_message"):
+                    state.final_answer = str(payload["last_agent_message"])
+            elif event == "user_message":
+                # some files carry the prompt only here; others also as a response item
+                if not turn.user_item:
+                    text = str(payload.get("message") or "")
+                    if not _injected(text):
+                        asm.user(text + _event_images(payload), timestamp)
+                        turn.user_event = True
+            elif event == "exec_command_end" and payload.get("call_id") is not None:
+                code = payload.get("exit_code")
+                if isinstance(code, int):
+                    call_id = str(payload["call_id"])
+                    if not asm.update_call(call_id, exit_code=code, failed=code != 0 or None):
+                        exit_codes[call_id] = code
+                        if len(exit_codes) > 256:                   # bounded: drop the oldest
+                            exit_codes.pop(next(iter(exit_codes)))
             elif event in ("error", "stream_error"):
                 message = str(payload.get("message") or event)
                 state.add_error(message)
                 asm.system(event, timestamp, error=message)
             elif event == "turn_aborted":
+                state.open_turn = False
+                asm.answered("(no output: the turn was aborted)")
                 message = f"turn aborted: {payload.get('reason', '')}".strip()
-                state.add_error(message)
+                state.add_error(message, repeat=True)      # each abort is its own event
                 asm.system("turn aborted", timestamp, error=message)
         yield from asm.drain()
     asm.close()
     yield from asm.drain()
+    if not saw_token_count:
+        state.usage_known = False
+        state.add_warning("no token_count events: token usage unknown")
+    if state.open_turn:
+        state.add_warning("the last turn has no task_complete: the session stopped mid-turn")
+
+
+class _Turn:
+    """Where the user's words of the current turn came from (item, event, or both)."""
+    __slots__ = ("user_item", "user_event")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.user_item = False
+        self.user_event = False
+
+
+def _injected(text: str) -> bool:
+    return text.lstrip().startswith(_INJECTED_USER)
+
+
+def _event_images(payload: dict[str, Any]) -> str:
+    images = [i for i in payload.get("images") or [] if isinstance(i, str)]
+    return "".join("\n" + image_placeholder({"type": "input_image", "image_url": i}) for i in images)
 
 
 def _rollout_item(payload: dict[str, Any], timestamp: str | None, asm: StepAssembler,
-                  state: ReadState) -> None:
+                  state: ReadState, turn: _Turn, exit_codes: dict[str, int]) -> None:
     item_type = payload.get("type")
     if item_type == "message":
         text = content_text(payload.get("content"))
         role = payload.get("role")
         if role == "assistant":
             asm.message(text, timestamp)
-            state.final_answer = text or state.final_answer
+            # a commentary message (progress narration) is never the final answer
+            if text and payload.get("phase") in (None, "final_answer", "final"):
+                state.final_answer = text
         elif role == "user":
-            asm.user(text, timestamp)
+            if _injected(text):
+                asm.system("injected context: " + text, timestamp)
+            elif not turn.user_event:
+                asm.user(text, timestamp)
+                turn.user_item = True
         else:                                       # developer / system instructions
             asm.system(text, timestamp)
     elif item_type == "reasoning":
@@ -200,9 +274,25 @@ def _rollout_item(payload: dict[str, Any], timestamp: str | None, asm: StepAssem
     elif item_type == "local_shell_call":
         asm.call(str(payload.get("call_id")), "local_shell", payload.get("action"), timestamp)
     elif item_type in ("function_call_output", "custom_tool_call_output"):
+        call_id = str(payload.get("call_id"))
         output, exit_code, failed = codex_tool_output(payload.get("output"))
-        asm.result(str(payload.get("call_id")), output, exit_code=exit_code, failed=failed,
-                   timestamp=timestamp)
+        if call_id in exit_codes:
+            exit_code = exit_codes.pop(call_id)
+            failed = bool(failed) or exit_code != 0
+        asm.result(call_id, output, exit_code=exit_code, failed=failed, timestamp=timestamp)
+    elif isinstance(item_type, str) and item_type.endswith("_call"):
+        # web_search_call and any other hosted call: one item holds the call and its outcome
+        name = _SELF_CONTAINED_CALLS.get(item_type, item_type[: -len("_call")])
+        status = payload.get("status")
+        call_id = str(payload.get("id") or payload.get("call_id") or f"{item_type}@{timestamp}")
+        arguments = payload.get("action", payload.get("arguments", payload.get("input")))
+        asm.completed_call(call_id, name, arguments, str(status) if status else None,
+                           failed=(status in _FAILED_STATUSES) if status else None,
+                           timestamp=timestamp, kind="other")
+    elif isinstance(item_type, str) and item_type.endswith("_call_output"):
+        call_id = str(payload.get("call_id"))
+        output, exit_code, failed = codex_tool_output(payload.get("output"))
+        asm.result(call_id, output, exit_code=exit_code, failed=failed, timestamp=timestamp)
 
 
 def codex_tool_output(raw: Any) -> tuple[str | None, int | None, bool | None]:
@@ -235,4 +325,6 @@ def codex_tool_output(raw: Any) -> tuple[str | None, int | None, bool | None]:
         exit_code = int(match.group(1)) if match else None
     if exit_code is not None:
         return text, exit_code, exit_code != 0
+    if isinstance(text, str) and _FAILURE_TEXT.match(text):      # anchored: the output's head
+        return text, None, True
     return text, None, (not success) if isinstance(success, bool) else None

@@ -5,7 +5,6 @@ explode it into one Markdown file per step (plus an INDEX.md) for a learner to n
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -13,7 +12,7 @@ from git_hermit.errors import InputError
 
 from ._stream import ReadState, iter_records
 from .atif import load_atif, read_atif, steps_to_atif
-from .claude import read_claude_session, read_claude_stream
+from .claude import abandoned_branches, read_claude_session, read_claude_stream
 from .codex import LEGACY_ROLLOUT_ITEMS, read_codex_exec, read_codex_rollout
 from .model import FORMATS, Step, ToolCall, TrajectorySummary
 from .pi import read_pi
@@ -23,7 +22,7 @@ _LINE_READERS: dict[str, Callable[[Iterable[dict[str, Any]], ReadState], Iterato
     "claude-stream": read_claude_stream, "claude-session": read_claude_session, "pi": read_pi,
 }
 _AGENT_NAMES = {"codex-exec": "codex", "codex-rollout": "codex", "claude-stream": "claude-code",
-                "claude-session": "claude-code", "pi": "pi", "atif": "atif"}
+                "claude-session": "claude-code", "pi": "pi", "atif": "atif", "empty": "unknown"}
 _CODEX_EXEC_TYPES = {"thread.started", "turn.started", "turn.completed", "turn.failed",
                      "item.started", "item.updated", "item.completed"}
 _CODEX_ROLLOUT_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -103,15 +102,32 @@ def _format_of(record: dict[str, Any]) -> str | None:
     return None
 
 
+def _is_blank(path: Path) -> bool:
+    """True for a file with no bytes, or only whitespace (read in bounded chunks)."""
+    with open(path, "rb") as data:
+        while chunk := data.read(1 << 16):
+            if chunk.strip():
+                return False
+    return True
+
+
 def _read(path: Path, fmt: str | None) -> tuple[Iterator[Step], ReadState]:
     """The step iterator and the state it fills while consumed."""
     path = resolve_trajectory(path)
-    fmt = fmt or detect_format(path)
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown trajectory format: {fmt}", hint=f"use one of: {', '.join(FORMATS)}")
+    if _is_blank(path):
+        # a session that recorded nothing (the host crashed before its first line): an empty
+        # trajectory, said so, rather than "cannot tell the format"
+        state = ReadState(fmt or "empty", usage_known=False)
+        state.add_warning("empty file: no records")
+        return iter(()), state
+    fmt = fmt or detect_format(path)
     state = ReadState(fmt)
     if fmt == "atif":
         return read_atif(load_atif(path, state), state), state
+    if fmt == "claude-session":
+        state.abandoned = abandoned_branches(path)      # a pre-pass: rewinds point backwards
     return _LINE_READERS[fmt](iter_records(path, state), state), state
 
 
@@ -125,20 +141,30 @@ def summarize(path: Path, fmt: str | None = None) -> TrajectorySummary:
     """Counts, usage totals, final answer and errors from one streaming pass."""
     steps, state = _read(path, fmt)
     count = calls = failed = 0
+    kinds: dict[str, int] = {}
     for step in steps:
         count += 1
         calls += len(step.tool_calls)
         failed += len(step.failed_tool_calls)
-    return _summary(state, count, calls, failed)
+        for call in step.tool_calls:
+            kinds[call.kind] = kinds.get(call.kind, 0) + 1
+    return _summary(state, count, calls, failed, kinds)
 
 
-def _summary(state: ReadState, steps: int, calls: int, failed: int) -> TrajectorySummary:
+def _summary(state: ReadState, steps: int, calls: int, failed: int,
+             kinds: dict[str, int] | None = None) -> TrajectorySummary:
     errors = tuple(state.errors)
     if state.dropped_messages:
         errors += (f"... {state.dropped_messages} more errors/warnings not kept",)
+    warnings = list(state.warnings)
+    if state.stopped_mid_call:
+        warnings.append("the last tool call has no result: the session stopped mid-call")
+    elif state.unanswered_calls:
+        warnings.append(f"{state.unanswered_calls} tool call(s) never got a result (interrupted)")
     return TrajectorySummary(state.format, steps, calls, failed, state.usage, state.final_answer,
                              errors, state.malformed_lines, state.truncated, state.model,
-                             state.session_id, tuple(state.warnings))
+                             state.session_id, tuple(warnings), state.usage_known, state.version,
+                             state.user_turns, tuple(sorted((kinds or {}).items())))
 
 
 def to_atif(path: Path, fmt: str | None = None) -> dict[str, Any]:
@@ -163,25 +189,46 @@ def explode(path: Path, dest: Path, fmt: str | None = None, *, max_chars_per_ste
         stale.unlink(missing_ok=True)
     written: list[Path] = []
     count = calls = failed = 0
+    kinds: dict[str, int] = {}
     index_body = dest / ".INDEX.body"     # index lines go to disk: memory stays flat
     with open(index_body, "w", encoding="utf-8") as body:
         for step in steps:
-            name = f"{step.index:03d}-{step.label}.md"
+            name = _step_name(step.index, step.label, 3)
             target = dest / name
             target.write_text(render_step(step, max_chars_per_step), encoding="utf-8")
             written.append(target)
             count += 1
             calls += len(step.tool_calls)
             failed += len(step.failed_tool_calls)
-            body.write(f"- [{name}]({name}) {step_gist(step)}\n")
-    summary = _summary(state, count, calls, failed)
+            for call in step.tool_calls:
+                kinds[call.kind] = kinds.get(call.kind, 0) + 1
+            body.write(f"{step.index}\t{step.label}\t{step_gist(step)}\n")
+    # past 999 steps the names get wider: renamed once the count is known, so that every
+    # name has the same width and a plain sort is step order
+    width = max(3, len(str(count - 1)))
+    if width > 3:
+        renamed = []
+        for path in written:
+            index, _, label = path.name[:-3].partition("-")
+            target = dest / _step_name(int(index), label, width)
+            path.rename(target)
+            renamed.append(target)
+        written = renamed
+    summary = _summary(state, count, calls, failed, kinds)
     index = dest / "INDEX.md"
     with open(index, "w", encoding="utf-8") as out, open(index_body, encoding="utf-8") as body:
         out.write(_index_header(summary))
-        shutil.copyfileobj(body, out)
+        for line in body:
+            number, label, gist = line.rstrip("\n").split("\t", 2)
+            name = _step_name(int(number), label, width)
+            out.write(f"- [{name}]({name}) {gist}\n")
     index_body.unlink()
     written.append(index)
     return written
+
+
+def _step_name(index: int, label: str, width: int) -> str:
+    return f"{index:0{width}d}-{label}.md"
 
 
 def _index_header(summary: TrajectorySummary) -> str:
