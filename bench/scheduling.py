@@ -27,10 +27,12 @@ from git_hermit.core.evaluate import load_benchmark, make_jobs
 from git_hermit.core.runs import open_run
 from git_hermit.gitio import Repo
 from git_hermit.rollouts.executors import open_executor
+from git_hermit.rollouts.process import guard_server_pid
 from git_hermit.rollouts.runner import Progress, run_jobs
 
 AGENT_SLEEP_S = 0.5
 TARGETS = {"local": 1.05, "dask": 1.15}
+CPU_TARGET_MS = 10.0      # hermit's own CPU a rollout (workspace, deploy, guard, judge, result)
 
 
 def make_project(path: Path, tasks: int, k: int, concurrency: int) -> None:
@@ -49,9 +51,25 @@ def make_project(path: Path, tasks: int, k: int, concurrency: int) -> None:
 
 
 def cpu_seconds() -> float:
-    """CPU time of this process and its waited-for children (local threads' agents, deploys)."""
+    """CPU time of this process, its waited-for children (git), and the guard server with the
+    guards and agents it reaped (it is still running, so getrusage does not count it)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    server = guard_server_pid()
+    if server is not None:
+        with open(f"/proc/{server}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")   # utime stime cutime cstime
+    return total
+
+
+def agent_cpu_ms(runs: int = 20) -> float:
+    """The CPU of the agent command alone (sh + sleep 0), started directly: not hermit's."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(runs):
+        subprocess.run(["sh", "-c", "sleep 0; echo 1"], stdout=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) / runs * 1000
 
 
 def time_rollouts(path: Path, executor_cfg: dict, concurrency: int, out: Path) -> tuple[float, float, int, float]:
@@ -62,6 +80,7 @@ def time_rollouts(path: Path, executor_cfg: dict, concurrency: int, out: Path) -
         jobs = make_jobs(ctx.config, bench, ctx.tip[1])
         opened = time.perf_counter()
         with open_executor(repo, executor_cfg, concurrency) as handle:
+            handle.workers          # a Dask client connects on first use: not in the timed part
             started, cpu = time.perf_counter(), cpu_seconds()
             results = run_jobs(jobs, out, handle, progress=Progress(total=len(jobs)))
             elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu
@@ -102,8 +121,12 @@ def main() -> None:
                 # each thread runs its rollouts one after another, so its own setup CPU adds to
                 # every 0.5 s sleep even with no contention at all
                 chain = math.ceil(rollouts / args.concurrency) * (AGENT_SLEEP_S + per_rollout)
-                print(f"    CPU used: {cpu:.2f} s = {per_rollout * 1000:.0f} ms per rollout on {os.cpu_count()} cores;"
+                agent_ms = agent_cpu_ms()
+                own_ms = per_rollout * 1000 - agent_ms
+                print(f"    CPU used: {cpu:.2f} s = {per_rollout * 1000:.1f} ms per rollout on {os.cpu_count()} cores;"
                       f" floor with that CPU in series and no contention: {chain:.2f} s ({chain / ideal:.3f}x)")
+                print(f"    hermit's own CPU a rollout (minus the agent's {agent_ms:.1f} ms): {own_ms:.1f} ms"
+                      f"   ratio {own_ms / CPU_TARGET_MS:5.2f}x (target <= {CPU_TARGET_MS:.0f} ms)")
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = No
     problems = schema_errors("config", data)
     if problems:
         raise ConfigError(f"{source}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                          hint="see schemas/config.schema.json or the README's hermit.yaml section")
+                          hint=f"see the README's hermit.yaml section, or the schema {SCHEMA_LINK} that init commits")
     known = set(RunConfig.__dataclass_fields__) - {"path", "raw"}
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."

@@ -164,3 +164,46 @@ def test_ahe_step_with_one_shot_learners_on_a_chat_completions_server(repo_with_
     tip = git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-0001").strip()
     assert "- answer t1: 42" in git(repo, "show", f"{tip}:adapter/MEMORY.md")
     assert "chg-1" in git(repo, "log", "-1", "--format=%B", tip)
+
+
+def test_continual_harness_refiner_passes_on_a_chat_completions_server(repo_with_history):
+    """The Refiner's four passes are one-shot chat calls (`evolver.base: llm`), streamed, through a
+    500; each pass's answer is applied and committed on its own."""
+    import yaml
+
+    from cli_helpers import hermit
+    from conftest import git
+    from test_continual_harness import _make_run
+
+    repo = repo_with_history
+    _make_run(repo, tasks=3)
+    policy = (repo / "adapter" / "AGENTS.md").read_text() + "\n- Lesson from the chat server: answer tersely.\n"
+    answers = {
+        "prompt optimisation": "```markdown\n" + policy + "```",
+        "library of sub-agents": json.dumps({"analysis": "a planner helps", "create": [
+            {"name": "planner", "description": "Plans the task before any edit.", "instructions": "List the steps."}]}),
+        "reusable procedures": json.dumps({"analysis": "none yet", "add": []}),
+        "curator of an autonomous agent's memory": json.dumps({"analysis": "record it", "add": [
+            {"topic": "Chat server", "note": "The Refiner ran through Chat Completions."}]}),
+    }
+
+    def script(body: dict, tool_results: int) -> Turn:
+        prompt = json.dumps(body.get("messages"))
+        return Turn.say(next(answer for marker, answer in answers.items() if marker in prompt))
+
+    with ScriptedModelServer(script, faults=[Fault(status=500)]) as server:
+        config = yaml.safe_load((repo / "hermit.yaml").read_text())
+        config["evolver"]["base"] = "llm"
+        config["evolver"].pop("scripted")
+        config["evolver"]["model"] = {"name": "scripted-model", "stream": True,
+                                      "provider": {"base_url": server.base_url + "/v1", "env_key": KEY_ENV}}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        done = hermit(repo, "step")
+        calls = [r for r in server.model_requests() if r.api == CHAT_API]
+    assert done.code == 0, done.err
+    assert len(calls) == 4 and all(r.body.get("stream") for r in calls)
+    tip = "refs/heads/hermit/r/step-0001"
+    subjects = git(repo, "log", "--format=%s", f"refs/heads/hermit/r/step-0000..{tip}")
+    assert "policy" in subjects and "subagents" in subjects and "memory" in subjects
+    assert "Lesson from the chat server" in git(repo, "show", f"{tip}:adapter/AGENTS.md")
+    assert "The Refiner ran through Chat Completions." in git(repo, "show", f"{tip}:adapter/memory/NOTES.md")

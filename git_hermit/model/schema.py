@@ -40,7 +40,7 @@ def validate(name: str, data: Any, *, what: str | None = None) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SchemaError(f"{what or name} is invalid {problems[0]}{more}",
-                          hint=f"it must match schemas/{name}.schema.json")
+                          hint=f"it must match {schemas_dir() / f'{name}.schema.json'} (shipped with git-hermit)")
 
 
 def _path(parts) -> str:

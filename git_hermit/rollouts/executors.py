@@ -8,6 +8,8 @@ SHA (and cached on each worker by the rollout worker).
 from __future__ import annotations
 
 import tempfile
+import threading
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +23,39 @@ from git_hermit.gitio import RefUpdate, Repo
 PREPARE_AHEAD = 2   # jobs in flight per agent slot: one running its agent, one preparing
 
 
+@dataclass(frozen=True)
+class RateLimitPolicy:
+    """``executor.rate_limit``: how often a rate-limited rollout is rerun, and the host's backoff
+    (``backoff_s`` doubling per consecutive rate limit up to ``max_backoff_s``, with jitter)."""
+
+    retries: int = 5
+    backoff_s: float = 5.0
+    max_backoff_s: float = 120.0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "RateLimitPolicy":
+        if cfg is None:
+            return cls()
+        if not isinstance(cfg, dict) or set(cfg) - {"retries", "backoff_s", "max_backoff_s"}:
+            raise ConfigError(f"executor.rate_limit {cfg!r} is not valid",
+                              hint="use {retries: 5, backoff_s: 5, max_backoff_s: 120}")
+        try:
+            policy = cls(**{key: type(getattr(cls, key))(value) for key, value in cfg.items()})
+        except (TypeError, ValueError):
+            raise ConfigError(f"executor.rate_limit {cfg!r} is not valid",
+                              hint="retries is a count, backoff_s and max_backoff_s are seconds") from None
+        if policy.retries < 0 or policy.backoff_s < 0 or policy.max_backoff_s < policy.backoff_s:
+            raise ConfigError(f"executor.rate_limit {cfg!r} is not valid",
+                              hint="retries >= 0 and 0 <= backoff_s <= max_backoff_s")
+        return policy
+
+    def delay_s(self, consecutive: int, rng: Callable[[], float]) -> float:
+        """The wait after the ``consecutive``-th rate limit in a row: exponential, "equal jitter"
+        (half fixed, half random) so workers that were limited together do not return together."""
+        ceiling = min(self.max_backoff_s, self.backoff_s * 2 ** max(0, consecutive - 1))
+        return ceiling / 2 + rng() * ceiling / 2
+
+
 @dataclass
 class ExecutorHandle:
     executor: Executor
@@ -28,6 +63,16 @@ class ExecutorHandle:
     workers: int
     ship: Callable[[str], tuple[dict[str, Any], tuple[Any, ...]]]   # commit → (job fields, extra submit args)
     _bundles: dict[str, Any] = field(default_factory=dict)
+    rate_limit: RateLimitPolicy = field(default_factory=RateLimitPolicy)
+
+    def interrupt(self) -> None:
+        """Ctrl-C: end the rollouts running elsewhere (local threads' children are ended by
+        ``process.kill_all`` in this process)."""
+
+    def pause(self, host: str, until: float) -> None:
+        """No agent of ``host`` starts before ``until`` (``time.time()``), even one prepared already."""
+        from git_hermit.rollouts.worker import pause_host
+        pause_host(host, until)
 
 
 def _bundle_bytes(repo: Repo, commit: str) -> bytes:
@@ -42,48 +87,132 @@ def _bundle_bytes(repo: Repo, commit: str) -> bytes:
         repo.update_refs([RefUpdate(ref, None, commit)], message="git-hermit bundle done")
 
 
+def _end_running_rollouts() -> int:
+    """Run on every Dask worker at Ctrl-C: end the process trees of its running rollouts."""
+    from git_hermit.rollouts.process import kill_running
+    return kill_running()
+
+
+class DaskHandle:
+    """A Dask client opened on first use: a run whose every row is reused connects to nothing."""
+
+    kind = "dask"
+
+    def __init__(self, repo: Repo, executor_cfg: dict[str, Any], concurrency: int, rate_limit: RateLimitPolicy):
+        self._repo, self._cfg, self._concurrency = repo, executor_cfg, concurrency
+        self.rate_limit = rate_limit
+        self._client = self._cluster = self._executor = None
+        self._agent_slots: int | None = None    # a remote cluster's threads are its own; each runs one agent
+        self._bundles: dict[str, Any] = {}
+        self._futures: list[Any] = []
+        self._workers: tuple[int, float] | None = None
+
+    def _connect(self):
+        if self._client is not None:
+            return self._client
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise ConfigError("executor.kind dask needs the dask extra", hint="pip install 'git-hermit[dask]'") from None
+        address = self._cfg.get("address", "local")
+        if address == "local":
+            workers = int(self._cfg.get("workers", 2))
+            self._agent_slots = max(1, self._concurrency // workers)
+            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=PREPARE_AHEAD * self._agent_slots,
+                                         processes=True, dashboard_address=None, host="127.0.0.1")
+            self._client = Client(self._cluster)
+        else:
+            try:
+                self._client = Client(address, timeout=30)
+            except OSError as exc:
+                raise ConfigError(f"cannot reach the Dask scheduler at {address} ({exc})",
+                                  hint="start it (`dask scheduler`) and its workers, or set executor.address") from None
+        return self._client
+
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            self._executor = _Tracked(self._connect().get_executor(), self._futures)
+        return self._executor
+
+    @property
+    def workers(self) -> int:
+        """The cluster's threads, asked again every few seconds (workers may join or leave)."""
+        now = time.monotonic()
+        if self._workers is None or now - self._workers[1] > 5:
+            self._workers = (sum(self._connect().nthreads().values()) or self._concurrency, now)
+        return self._workers[0]
+
+    def ship(self, commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
+        client = self._connect()
+        if commit not in self._bundles:
+            self._bundles[commit] = client.scatter(_bundle_bytes(self._repo, commit), broadcast=True)
+        return {"repo_path": None, "agent_slots": self._agent_slots}, (self._bundles[commit],)
+
+    def pause(self, host: str, until: float) -> None:
+        """Every worker holds back its prepared agents of ``host`` until ``until``."""
+        if self._client is not None:
+            from git_hermit.rollouts.worker import pause_host
+            self._client.run(pause_host, host, until, wait=False)
+
+    def interrupt(self) -> None:
+        """Cancel the queued rollouts and end the running ones' processes on every worker."""
+        if self._client is None:
+            return
+        client, futures = self._client, list(self._futures)
+
+        def end() -> None:
+            try:
+                client.cancel(futures)
+                client.run(_end_running_rollouts, wait=True)
+            except Exception:      # a worker already gone has nothing left to end
+                pass
+        # bounded: an unreachable worker must not keep Ctrl-C from returning
+        worker = threading.Thread(target=end, daemon=True)
+        worker.start()
+        worker.join(10)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+class _Tracked(Executor):
+    """The client's executor, remembering its futures so Ctrl-C can cancel them."""
+
+    def __init__(self, inner: Executor, futures: list[Any]):
+        self._inner, self._futures = inner, futures
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = self._inner.submit(fn, *args, **kwargs)
+        self._futures[:] = [f for f in self._futures if not f.done()] + [future]
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._inner.shutdown(wait=wait)
+
+
 @contextmanager
-def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle]:
+def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle | DaskHandle]:
     kind = (executor_cfg or {}).get("kind", "local")
+    rate_limit = RateLimitPolicy.from_config((executor_cfg or {}).get("rate_limit"))
     if kind == "local":
         # twice the threads, half of them preparing the next workspaces; agents capped at concurrency
         pool = ThreadPoolExecutor(max_workers=PREPARE_AHEAD * concurrency, thread_name_prefix="hermit-rollout")
         try:
             yield ExecutorHandle(pool, "local", PREPARE_AHEAD * concurrency,
-                                 lambda commit: ({"repo_path": str(repo.work_tree), "agent_slots": concurrency}, ()))
+                                 lambda commit: ({"repo_path": str(repo.work_tree), "agent_slots": concurrency}, ()),
+                                 rate_limit=rate_limit)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return
     if kind != "dask":
         raise ConfigError(f"executor.kind {kind!r} is not supported", hint="use local or dask")
+    handle = DaskHandle(repo, executor_cfg, concurrency, rate_limit)
     try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise ConfigError("executor.kind dask needs the dask extra", hint="pip install 'git-hermit[dask]'") from None
-    address = executor_cfg.get("address", "local")
-    cluster = None
-    agent_slots = None   # a remote cluster's threads are its own; each runs one agent
-    if address == "local":
-        workers = int(executor_cfg.get("workers", 2))
-        agent_slots = max(1, concurrency // workers)
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=PREPARE_AHEAD * agent_slots,
-                               processes=True, dashboard_address=None, host="127.0.0.1")
-        client = Client(cluster)
-    else:
-        client = Client(address)
-    try:
-        handle = ExecutorHandle(client.get_executor(), "dask",
-                                sum(client.nthreads().values()) or concurrency, lambda commit: ({}, ()))
-
-        def ship(commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
-            # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
-            if commit not in handle._bundles:
-                handle._bundles[commit] = client.scatter(_bundle_bytes(repo, commit), broadcast=True)
-            return {"repo_path": None, "agent_slots": agent_slots}, (handle._bundles[commit],)
-
-        handle.ship = ship
         yield handle
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        handle.close()

@@ -1,14 +1,16 @@
 """The one runner for every child git-hermit starts: agents, learner sessions, judges, verifiers.
 
-Each child runs under a guard (``_guard.py``), a small process in its own session that is a
-child subreaper and holds the read end of a pipe whose write end only git-hermit holds. When
+Each child runs under a guard (``_guard.py``): a process in its own session that is a child
+subreaper and holds the read end of a pipe whose write end only git-hermit holds. When
 git-hermit dies in any way (SIGKILL of its group or of its main pid alone) the kernel closes
 that end, the guard reads EOF and SIGKILLs every descendant, even ones that left the process
 group or the session (a subreaper inherits orphans, so a double fork cannot escape). Why not
 the alternatives: PR_SET_PDEATHSIG fires when the *thread* that forked exits (we start
 children from worker threads) and reaches only the direct child; a process group misses
 children that call setsid (Codex's PTY commands do); a cgroup needs a delegated cgroup v2
-tree, which a user's shell rarely has. The guard costs one small Python start per child.
+tree, which a user's shell rarely has. The guards are forked by one small guard server per
+git-hermit process (started on first use, no site or imports beyond the stdlib), which costs
+~1 ms a child where a Python guard started per child cost 15-20 ms of CPU.
 
 Timeouts: SIGTERM to the whole tree, SIGKILL after ``KILL_GRACE_S``. When the child exits,
 its leftover background children are killed too. Ctrl-C (``kill_all``) kills every tree now
@@ -17,8 +19,12 @@ and refuses new starts. Output goes to files (an agent's stream can be large) or
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import select
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -29,8 +35,7 @@ from typing import Mapping, Sequence
 
 KILL_GRACE_S = 2.0
 GUARD = Path(__file__).with_name("_guard.py")
-_EXEC_FAILED = 255
-_live: dict[int, int] = {}            # guard pid -> write end of its control pipe
+_live: set[int] = set()               # the write ends of the running guards' control pipes
 _live_lock = threading.Lock()
 _interrupted = threading.Event()
 
@@ -40,7 +45,16 @@ def kill_all() -> int:
     start new ones from now on (queued work must not begin after Ctrl-C); how many."""
     _interrupted.set()
     with _live_lock:        # held while writing: a closed fd number must not be reused meanwhile
-        for fd in _live.values():
+        for fd in _live:
+            _send(fd, b"K")
+        return len(_live)
+
+
+def kill_running() -> int:
+    """SIGKILL every running process tree, yet keep starting new ones (a Dask worker serves
+    the next run after the driver's Ctrl-C); how many."""
+    with _live_lock:
+        for fd in _live:
             _send(fd, b"K")
         return len(_live)
 
@@ -50,6 +64,59 @@ def _send(fd: int, command: bytes) -> None:
         os.write(fd, command)
     except OSError:      # the guard is gone already
         pass
+
+
+class _GuardServer:
+    """This process's guard server; a forked process (a Dask worker) starts its own."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(GUARD), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            theirs.close()
+        self.socket = ours
+        self.owner = os.getpid()
+        self.lock = threading.Lock()
+        self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        """Close the socket and reap the server (it exits at EOF), so its CPU is accounted."""
+        if self.owner != os.getpid():
+            return
+        self.socket.close()
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def usable(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None
+
+    def request(self, payload: bytes, fds: list[int]) -> None:
+        with self.lock:   # one request at a time on the stream: header (with the fds), then body
+            socket.send_fds(self.socket, [struct.pack("!Q", len(payload))], fds)
+            self.socket.sendall(payload)
+
+
+_server: _GuardServer | None = None
+_server_lock = threading.Lock()
+
+
+def _guard_server() -> _GuardServer:
+    global _server
+    with _server_lock:
+        if _server is None or not _server.usable():
+            _server = _GuardServer()
+        return _server
+
+
+def guard_server_pid() -> int | None:
+    """The pid of this process's guard server, if started (benchmarks read its CPU time)."""
+    return _server.process.pid if _server is not None and _server.usable() else None
 
 
 @dataclass(frozen=True)
@@ -63,132 +130,206 @@ class ProcessOutcome:
 
 @dataclass
 class Guarded:
-    """A started child: its guard's Popen and the control pipe that ends its tree."""
+    """A started child: the control pipe that ends its tree and the pipe its status comes on."""
 
-    process: subprocess.Popen
     control: int
+    status: int
+    argv0: str
     started: float
+    returncode: int | None = None
+
+    def wait(self, timeout_s: float | None) -> int | None:
+        """The child's exit code (-N for signal N), or None at the timeout; raises OSError
+        when the program could not start."""
+        if self.returncode is not None:
+            return self.returncode
+        poller = select.poll()
+        poller.register(self.status, select.POLLIN | select.POLLHUP)
+        if not poller.poll(-1 if timeout_s is None else max(0, int(timeout_s * 1000))):
+            return None
+        text = b""
+        while chunk := os.read(self.status, 256):
+            text += chunk
+        word, _, value = text.decode().partition(" ")
+        if word == "exec-error":
+            errno = int(value.split()[0])
+            self.returncode = -1
+            raise OSError(errno, os.strerror(errno), self.argv0)
+        # no status at all: the guard itself was killed, and its tree with it
+        self.returncode = os.waitstatus_to_exitcode(int(value)) if word == "exit" else -9
+        return self.returncode
 
     def terminate(self) -> None:
         """SIGTERM the tree, SIGKILL it after the grace period (done by the guard)."""
+        self._command(b"T")
+
+    def kill(self) -> None:
+        self._command(b"K")
+
+    def _command(self, command: bytes) -> None:
         with _live_lock:
-            if self.process.pid in _live:
-                _send(self.control, b"T")
+            if self.control in _live:
+                _send(self.control, command)
 
     def close(self) -> None:
         with _live_lock:
-            if _live.pop(self.process.pid, None) is None:
+            if self.control not in _live:
                 return
+            _live.discard(self.control)
             os.close(self.control)   # a guard still running reads EOF and kills its tree
+        os.close(self.status)
 
 
-def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin=subprocess.DEVNULL,
-          stdout=None, stderr=None, grace_s: float = KILL_GRACE_S) -> Guarded:
-    """Start ``argv`` under a guard (see the module docstring); raises OSError if it cannot run."""
+def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int | None = None,
+          stdout: int | None = None, stderr: int | None = None, grace_s: float = KILL_GRACE_S) -> Guarded:
+    """Start ``argv`` under a guard (see the module docstring). ``stdin``/``stdout``/``stderr``
+    are file descriptors (None: /dev/null); raises OSError if it cannot run."""
     if _interrupted.is_set():
         raise InterruptedError("interrupted: no new child process starts after Ctrl-C")
-    argv = list(argv)
+    argv = [str(a) for a in argv]
     if not argv:
         raise OSError(2, "empty command")
-    read_end, write_end = os.pipe()           # both close-on-exec: no other child inherits them
+    server = _guard_server()
+    payload = json.dumps({"argv": argv, "cwd": str(cwd), "env": dict(env), "grace": grace_s}).encode()
+    control_read, control = os.pipe()        # both close-on-exec: no other child inherits them
+    status, status_write = os.pipe()
     try:
-        process = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(GUARD), str(read_end), f"{grace_s:g}", "--", *argv],
-            cwd=cwd, env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr,
-            pass_fds=(read_end,), start_new_session=True)
+        null = server.devnull
+        server.request(payload, [null if stdin is None else stdin, null if stdout is None else stdout,
+                                 null if stderr is None else stderr, control_read, status_write])
     except BaseException:
-        os.close(write_end)
+        os.close(control)
+        os.close(status)
         raise
     finally:
-        os.close(read_end)
+        os.close(control_read)
+        os.close(status_write)
     with _live_lock:
-        _live[process.pid] = write_end
-    return Guarded(process, write_end, time.monotonic())
-
-
-def wait_exit(process: subprocess.Popen, timeout_s: float) -> int | None:
-    """The exit status, or None at the timeout. A pidfd wakes us the moment the child exits;
-    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, which adds ~25 ms to every rollout."""
+        _live.add(control)
+    child = Guarded(control, status, argv[0], time.monotonic())
     try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):   # not Linux 5.3+: fall back to Popen's polling wait
+        child.wait(0)          # a program that cannot start says so at once, most of the time
+    except OSError:
+        child.close()
+        raise
+    return child
+
+
+def _feed(fd: int, data: bytes) -> None:
+    """Write ``data`` to a pipe and close it; off the caller's thread when it may not fit."""
+    def write() -> None:
         try:
-            return process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        if not poller.poll(max(0, int(timeout_s * 1000))):
-            return None
-    finally:
-        os.close(pidfd)
-    return process.wait()
+            os.write(fd, data) if len(data) <= 65536 else _write_all(fd, data)
+        except OSError:          # the child closed its stdin (BrokenPipe) or is gone
+            pass
+        finally:
+            os.close(fd)
+    if len(data) <= 65536:       # fits in an empty pipe's buffer: never blocks
+        write()
+    else:
+        threading.Thread(target=write, daemon=True).start()
 
 
-def _exec_error(stderr_text: str, argv0: str) -> OSError | None:
-    for line in stderr_text.splitlines()[-3:]:
-        if line.startswith("exec-error "):
-            errno = int(line.split()[1])
-            return OSError(errno, os.strerror(errno), argv0)
-    return None
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _stdin_pipe(stdin_text: str | None) -> tuple[int | None, int | None]:
+    if stdin_text is None:
+        return None, None
+    return os.pipe()
+
+
+def _wait_or_kill(child: Guarded, timeout_s: float) -> int | None:
+    """Wait for the child; at the timeout end its tree (SIGTERM, SIGKILL after the grace): None."""
+    returncode = child.wait(timeout_s)
+    if returncode is None:
+        child.terminate()
+        if child.wait(KILL_GRACE_S + 2) is None:
+            child.kill()
+            child.wait(5)
+    return returncode
 
 
 def run_process(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                 stdout_path: Path, stderr_path: Path, stdin_text: str | None = None) -> ProcessOutcome:
     """Run ``argv``; stdout/stderr stream to files; the tree is killed at ``timeout_s``."""
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        child = start(argv, cwd=cwd, env=env, stdout=out, stderr=err,
-                      stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL)
+    stdin_read, stdin_write = _stdin_pipe(stdin_text)
     try:
-        if stdin_text is not None:
-            try:
-                child.process.stdin.write(stdin_text.encode())
-                child.process.stdin.close()
-            except BrokenPipeError:
-                pass
-        returncode = wait_exit(child.process, timeout_s)
-        if returncode is None:
-            child.terminate()
-            if wait_exit(child.process, KILL_GRACE_S + 2) is None:
-                child.process.kill()
-                child.process.wait()
-            return ProcessOutcome(None, True, time.monotonic() - child.started)
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            child = start(argv, cwd=cwd, env=env, stdin=stdin_read, stdout=out.fileno(), stderr=err.fileno())
+    except BaseException:
+        if stdin_write is not None:
+            os.close(stdin_write)
+        raise
+    finally:
+        if stdin_read is not None:
+            os.close(stdin_read)
+    try:
+        if stdin_write is not None:
+            _feed(stdin_write, stdin_text.encode())
+        returncode = _wait_or_kill(child, timeout_s)
     finally:
         child.close()
-    if returncode == _EXEC_FAILED:
-        error = _exec_error(Path(stderr_path).read_text(errors="replace"), str(argv[0]))
-        if error is not None:
-            raise error
-    return ProcessOutcome(returncode, False, time.monotonic() - child.started)
+    return ProcessOutcome(returncode, returncode is None, time.monotonic() - child.started)
 
 
 def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                 merge_stderr: bool = False, stdin_text: str | None = None) -> ProcessOutcome:
     """Run ``argv`` and capture its output as text (stderr into stdout with ``merge_stderr``)."""
-    child = start(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                  stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                  stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL)
+    stdin_read, stdin_write = _stdin_pipe(stdin_text)
+    out_read, out_write = os.pipe()
+    err_read, err_write = (None, None) if merge_stderr else os.pipe()
+    try:
+        child = start(argv, cwd=cwd, env=env, stdin=stdin_read, stdout=out_write,
+                      stderr=out_write if merge_stderr else err_write)
+    except BaseException:
+        for fd in (stdin_write, out_read, err_read):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (stdin_read, out_write, err_write):
+            if fd is not None:
+                os.close(fd)
+    chunks: dict[int, list[bytes]] = {out_read: []}
+    if err_read is not None:
+        chunks[err_read] = []
     timed_out = False
     try:
-        try:
-            raw_out, raw_err = child.process.communicate(
-                stdin_text.encode() if stdin_text is not None else None, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            child.terminate()
-            try:
-                raw_out, raw_err = child.process.communicate(timeout=KILL_GRACE_S + 2)
-            except subprocess.TimeoutExpired:
-                child.process.kill()
-                raw_out, raw_err = child.process.communicate()
+        if stdin_write is not None:
+            _feed(stdin_write, stdin_text.encode())
+        poller = select.poll()
+        for fd in chunks:
+            poller.register(fd, select.POLLIN | select.POLLHUP)
+        open_fds = set(chunks)
+        deadline = time.monotonic() + timeout_s
+        while open_fds:
+            left = deadline - time.monotonic()
+            events = poller.poll(max(0, int(left * 1000))) if left > 0 else []
+            if not events and time.monotonic() >= deadline:
+                if timed_out:       # the tree outlived SIGTERM, the grace and SIGKILL: stop reading
+                    child.kill()
+                    break
+                timed_out = True
+                child.terminate()
+                deadline = time.monotonic() + KILL_GRACE_S + 2
+                continue
+            for fd, _ in events:
+                data = os.read(fd, 65536)
+                if data:
+                    chunks[fd].append(data)
+                else:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+        returncode = child.wait(None if not timed_out else 5)
     finally:
+        for fd in chunks:
+            os.close(fd)
         child.close()
-    out = (raw_out or b"").decode("utf-8", errors="replace")
-    err = (raw_err or b"").decode("utf-8", errors="replace")
-    if not timed_out and child.process.returncode == _EXEC_FAILED:
-        error = _exec_error(out if merge_stderr else err, str(argv[0]))
-        if error is not None:
-            raise error
-    return ProcessOutcome(None if timed_out else child.process.returncode, timed_out,
+    out = b"".join(chunks[out_read]).decode("utf-8", errors="replace")
+    err = b"".join(chunks[err_read]).decode("utf-8", errors="replace") if err_read is not None else ""
+    return ProcessOutcome(None if timed_out else returncode, timed_out,
                           time.monotonic() - child.started, out, err)

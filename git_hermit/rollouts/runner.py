@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -18,6 +19,7 @@ from typing import Callable, Iterable
 
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
+from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.rollouts.executors import ExecutorHandle
@@ -40,13 +42,14 @@ def rollout_dir(out_dir: Path, task_id: str, attempt: int) -> Path:
     return out_dir / "rollouts" / task_dirname(task_id) / str(attempt)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as handle:
         handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
@@ -74,7 +77,10 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     """
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in output.files.items():
-        atomic_write(directory / name, redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+        # not fsynced (an fsync is 5-25 ms here, on the driver's one thread, for each file): a
+        # killed process loses nothing (the page cache outlives it), only a power cut could
+        atomic_write(directory / name, redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"),
+                     durable=False)
     result = RolloutResult.from_dict(output.result)
     result = result.with_(final_answer=redact(result.final_answer) if result.final_answer else result.final_answer,
                           verifier_output=redact(result.verifier_output),
@@ -144,6 +150,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
         for future in in_flight:
             future.cancel()
         kill_all()
+        handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
     grouped: dict[str, list[RolloutResult]] = {}
     for job in jobs:
@@ -154,10 +161,23 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
 def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_host: dict[str, int],
            limits: dict[str, int], handle: ExecutorHandle, out_dir: Path,
            results: dict[tuple[str, int], RolloutResult], progress: Progress) -> None:
-    """Submit within the worker and per-host limits; store each result as it completes."""
+    """Submit within the worker and per-host limits; store each result as it completes.
+
+    A rollout the model's rate limit ended (``RateLimited``, an infrastructure error) is not
+    stored: its host pauses for a jittered, growing backoff (no new rollout of that host starts
+    meanwhile, whichever worker would run it) and the rollout goes back to the queue's head,
+    up to ``handle.rate_limit.retries`` times; then it is stored as the exception it is."""
+    policy = handle.rate_limit
+    paused_until: dict[str, float] = {}     # host -> monotonic time its backoff ends
+    limited_in_row: dict[str, int] = {}     # host -> consecutive rate-limited rollouts
+    reruns: dict[tuple[str, int], int] = {}
+    rng = random.Random()
+
     def can_start(job: RolloutJob) -> bool:
         limit = limits.get(job.host)
-        return limit is None or per_host.get(job.host, 0) < limit
+        if limit is not None and per_host.get(job.host, 0) >= limit:
+            return False
+        return paused_until.get(job.host, 0.0) <= time.monotonic()
 
     while queue or in_flight:
         # submit as many as the executor's workers and the host slots allow
@@ -174,7 +194,14 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_hos
             per_host[job.host] = per_host.get(job.host, 0) + 1
             progress.running += 1
         progress.changed()
-        done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+        now = time.monotonic()
+        resume = [until - now for host, until in paused_until.items() if until > now
+                  and any(job.host == host for job in queue)]
+        timeout = max(0.0, min(resume)) if resume else None
+        if not in_flight:
+            time.sleep(timeout or 0.0)       # everything left waits out a host's backoff
+            continue
+        done, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
         for future in done:
             job = in_flight.pop(future)
             per_host[job.host] -= 1
@@ -186,8 +213,22 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_hos
                     task=job.task.id, attempt=job.attempt, outcome="exception",
                     exception_type=type(exc).__name__, error=f"{type(exc).__name__}: {exc}",
                     commit=job.commit, agent=_backend(job)).to_dict(), {})
+            key = (job.task.id, job.attempt)
+            if output.result.get("exception_type") == RATE_LIMITED:
+                limited_in_row[job.host] = limited_in_row.get(job.host, 0) + 1
+                delay = policy.delay_s(limited_in_row[job.host], rng.random)
+                paused_until[job.host] = max(paused_until.get(job.host, 0.0), time.monotonic() + delay)
+                handle.pause(job.host, time.time() + delay)     # the jobs in flight wait too
+                if reruns.get(key, 0) < policy.retries:
+                    reruns[key] = reruns.get(key, 0) + 1
+                    queue.insert(0, job)
+                    continue
+                output = RolloutOutput({**output.result, "error": f"{output.result.get('error')} "
+                                        f"(rerun {reruns.get(key, 0)} times after a backoff)"}, output.files)
+            else:
+                limited_in_row[job.host] = 0
             result = store_output(rollout_dir(out_dir, job.task.id, job.attempt), output)
-            results[(job.task.id, job.attempt)] = result
+            results[key] = result
             progress.done += 1
             progress.failed += result.outcome != "pass"
             progress.changed()

@@ -21,6 +21,7 @@ from typing import Any
 from git_hermit.adapter.deploy import deploy
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
+from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
@@ -78,6 +79,28 @@ def _agent_gate(slots: int | None):
         return _gates.setdefault(slots, threading.BoundedSemaphore(slots))
 
 
+_host_pauses: dict[str, float] = {}     # host -> wall-clock time until which none of its agents starts
+
+
+HOLD_S = 30.0   # a rate-limited agent holds its host here until the driver says how long (its backoff)
+
+
+def pause_host(host: str, until: float) -> None:
+    """The driver's backoff for ``host``: agents of it already prepared in this process wait
+    until ``until`` (``time.time()``) before they start."""
+    with _repos_lock:
+        _host_pauses[host] = until
+
+
+def _wait_for_host(host: str) -> None:
+    while True:
+        with _repos_lock:
+            left = _host_pauses.get(host, 0.0) - time.time()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.5))
+
+
 def _local_repo(path: str):
     """One open Repo per repository per worker process: its cat-file batch reader is
     thread-safe and reused, which saves two process starts per rollout."""
@@ -87,6 +110,31 @@ def _local_repo(path: str):
         if repo is None:
             repo = _repos[path] = Repo.discover(Path(path))
         return repo
+
+
+_adapters: dict[tuple[str, str, str], Path] = {}
+_adapter_locks: dict[tuple[str, str, str], threading.Lock] = {}
+
+
+def _cached_adapter(job: RolloutJob, bundle: bytes | None) -> Path:
+    """The adapter at the commit, materialised once per worker process (read-only to rollouts:
+    deploy copies it into each workspace), which saves ~30 file operations a rollout."""
+    key = (job.repo_path or "", job.commit, job.adapter_prefix)
+    with _repos_lock:
+        lock = _adapter_locks.setdefault(key, threading.Lock())
+    with lock:
+        path = _adapters.get(key)
+        if path is not None and path.is_dir():
+            return path
+        from git_hermit.rollouts.scratch import process_dir
+        path = Path(tempfile.mkdtemp(prefix=f"adapter-{job.commit[:12]}-", dir=process_dir()))
+        try:
+            _adapter_source(job, path, bundle)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        _adapters[key] = path
+        return path
 
 
 def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
@@ -119,8 +167,7 @@ def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
 
 def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) -> Path:
     """Adapter at the commit + the task's files + task.md, deployed for the host."""
-    adapter = root / "adapter"
-    _adapter_source(job, adapter, bundle)
+    adapter = _cached_adapter(job, bundle)
     workspace = root / "workspace"
     workspace.mkdir()
     deploy(adapter, workspace, job.host)
@@ -154,7 +201,12 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
                            timeout_s=job.timeout_s, attempt=job.attempt, task_id=job.task.id, host=job.host,
                            sandbox=job.sandbox, extra_env=job.agent_env)
         with _agent_gate(job.agent_slots):
+            _wait_for_host(job.host)
             run = agent.run(ctx)
+            if run.exception_type == RATE_LIMITED:
+                # before the slot frees: the next agent must not start until the driver's backoff
+                with _repos_lock:
+                    _host_pauses[job.host] = max(_host_pauses.get(job.host, 0.0), time.time() + HOLD_S)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
                             timed_out=run.timed_out, error=run.error, trajectory=run.trajectory)
         if run.timed_out:
@@ -178,7 +230,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         if hook_log.is_file():
             files["hook-calls.jsonl"] = hook_log.read_bytes()
             result = result.with_(hook_log="hook-calls.jsonl")
-        notes = _session_memory(root / "adapter", workspace)
+        notes = _session_memory(_cached_adapter(job, bundle), workspace)
         if notes is not None:
             files[SESSION_MEMORY] = notes
         if ctx.stderr_path.is_file() and ctx.stderr_path.stat().st_size:

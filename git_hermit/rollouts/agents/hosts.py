@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +32,16 @@ CLAUDE_ENV = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERR
               "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
               "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1"}
 CODEX_LOGIN_FILES = ("auth.json",)
+RATE_LIMITED = "RateLimited"    # the exception_type of a rollout the model's rate limit ended
+# How the hosts say the model refused for load (measured with the scripted server's 429s):
+# Codex 0.164 ends on "exceeded retry limit, last status: 429 Too Many Requests" and exits 1;
+# Claude Code 2.1 logs system/api_retry events (error_status 429, error "rate_limit") while it
+# waits, up to 10 retries; Pi 0.73 ends on an assistant error. 529 is Anthropic's "overloaded".
+_RATE_LIMIT_TEXT = re.compile(r"\b(429|529)\b|too many requests|rate[ _-]?limit|overloaded", re.IGNORECASE)
+_RATE_LIMIT_STATUS = (429, 529)
+_TAIL_BYTES = 16_384
+_PROGRESS = ("assistant", "user", "item.started", "item.completed", "turn.completed",
+             "tool_execution_start", "tool_execution_end")
 CLAUDE_LOGIN_FILES = (".credentials.json",)
 
 
@@ -92,6 +103,15 @@ class HostCLIAgent:
         return self._finish(ctx, outcome, ctx.trajectory_path)
 
     def _finish(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
+        run = self._finish_run(ctx, outcome, trajectory)
+        failed = run.timed_out or run.returncode != 0 or run.final_answer is None
+        limit = rate_limit_report(trajectory, ctx.stderr_path) if failed else None
+        if limit is None:
+            return run
+        # the host gave up on (or was still waiting out) the model's rate limit: infrastructure
+        return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}")
+
+    def _finish_run(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
         summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
         answer = summary.final_answer if summary else None
         usage = summary.usage if summary else Usage()
@@ -105,6 +125,55 @@ class HostCLIAgent:
             error = f"{self.host} exited with status {outcome.returncode}" + (f": {tail[0][:200]}" if tail else "")
         return AgentRun(answer, usage, outcome.returncode, False, outcome.duration_s, error, None,
                         trajectory.name, model)
+
+
+def _tail_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - _TAIL_BYTES))
+        return handle.read().decode("utf-8", errors="replace").splitlines()[-40:]
+
+
+def rate_limit_report(trajectory: Path, stderr: Path) -> str | None:
+    """The host's last word on a rate limit or overload, if that is how its stream ends; else None.
+
+    Only error reports count (an error event, a failed turn or result, an API retry), never
+    what a tool printed, so a task about HTTP 429 is not mistaken for one."""
+    last_error = None
+    for line in _tail_lines(trajectory):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        text = None
+        if kind in ("error", "turn.failed"):                                   # Codex
+            error = event.get("error")
+            text = event.get("message") or (error.get("message") if isinstance(error, dict) else error)
+        elif kind == "system" and event.get("subtype") == "api_retry":       # Claude Code
+            status = event.get("error_status")
+            text = f"{status} {event.get('error', '')}".strip() if status in _RATE_LIMIT_STATUS else str(event.get("error"))
+        elif kind == "result" and event.get("is_error"):
+            text = str(event.get("result") or event.get("errors") or "")
+        elif isinstance(event.get("error"), str):                              # an assistant's API error
+            text = event["error"]
+        elif kind in ("message_end", "turn_end") and isinstance(event.get("message"), dict):   # Pi
+            message = event["message"]
+            if message.get("stopReason") == "error":
+                text = str(message.get("errorMessage") or "")
+        if text:
+            last_error = str(text)
+        elif kind in _PROGRESS:      # the session went on after that error: it is not the end
+            last_error = None
+    if last_error is None:          # no stream (the host failed early): its stderr's last lines
+        tail = [line for line in _tail_lines(stderr) if line.strip()][-3:]
+        last_error = "\n".join(tail) if tail else None
+    if last_error and _RATE_LIMIT_TEXT.search(last_error):
+        return last_error.strip().splitlines()[-1]
+    return None
 
 
 @dataclass
@@ -220,8 +289,8 @@ class PiAgent(HostCLIAgent):
             argv += ["--model", model]
         return [*argv, *self.cfg.get("args", []), ctx.prompt], env
 
-    def _finish(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
-        run = super()._finish(ctx, outcome, trajectory)
+    def _finish_run(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
+        run = super()._finish_run(ctx, outcome, trajectory)
         # Pi exits 0 even when the model could not be reached (measured on 0.73.1: three
         # retries, then an assistant message with stopReason "error"); only its stream says so.
         if run.error is None and not run.timed_out and run.final_answer is None and trajectory.is_file():

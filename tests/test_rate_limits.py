@@ -1,0 +1,148 @@
+"""A rate-limited model (429 / overloaded) is an infrastructure error, never a task failure.
+
+The host CLIs retry a 429 a few times themselves and then give up: Codex 0.164 exits 1 after
+``turn.failed`` "exceeded retry limit, last status: 429 Too Many Requests"; Claude Code 2.1
+emits ``system/api_retry`` events (``error_status: 429``, ``error: rate_limit``) and waits up to
+10 retries with growing delays. git-hermit classifies such a rollout as an exception
+(``RateLimited``), backs that host off with jitter and reruns the rollout, up to
+``executor.rate_limit.retries`` times.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli_helpers import hermit
+from test_rollouts_e2e import make_project, result_files, scores_note
+
+from git_hermit.hosts.locate import find_host_cli
+
+# A stand-in for `codex exec --json`: while the budget file holds a number > 0 it answers as
+# Codex does when the model keeps answering 429 (and takes one off); then it answers the task.
+FAKE_CODEX = '''#!{python}
+import json, sys, time
+from pathlib import Path
+control = Path({control!r})
+prompt = sys.argv[-1]
+budget = control / "limited"
+left = int(budget.read_text()) if budget.exists() else 0
+with open(control / "calls.log", "a") as log:
+    log.write(f"{{time.time():.3f}} {{'429' if left > 0 else 'ok'}}\\n")
+def emit(event):
+    print(json.dumps(event), flush=True)
+emit({{"type": "thread.started", "thread_id": "t"}})
+emit({{"type": "turn.started"}})
+if left > 0:
+    budget.write_text(str(left - 1))
+    emit({{"type": "error", "message": "Reconnecting... 1/2 (exceeded retry limit, last status: 429 Too Many Requests)"}})
+    emit({{"type": "error", "message": "exceeded retry limit, last status: 429 Too Many Requests"}})
+    emit({{"type": "turn.failed", "error": {{"message": "exceeded retry limit, last status: 429 Too Many Requests"}}}})
+    sys.exit(1)
+answer = prompt.split()[-1].rstrip("?")
+emit({{"type": "item.completed", "item": {{"id": "i1", "type": "agent_message", "text": answer}}}})
+emit({{"type": "turn.completed", "usage": {{"input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 5}}}})
+'''
+
+
+def _fake_codex_project(repo: Path, limited: int, retries: int, n_tasks: int = 2) -> Path:
+    make_project(repo, "print('unused')\n", n_tasks=n_tasks, k=1)
+    control = repo.parent / "control"
+    control.mkdir()
+    fake = control / "codex"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable, control=str(control)))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    (control / "limited").write_text(str(limited))
+    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+    cfg["agent"] = {"backend": "codex", "bin": str(fake), "timeout_s": 30}
+    cfg["trainer"]["concurrency"] = 1
+    cfg["executor"] = {"kind": "local", "rate_limit": {"retries": retries, "backoff_s": 0.3, "max_backoff_s": 2}}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return control
+
+
+def _calls(control: Path) -> list[tuple[float, str]]:
+    return [(float(t), kind) for t, kind in (line.split() for line in (control / "calls.log").read_text().splitlines())]
+
+
+def test_a_rate_limited_rollout_backs_off_with_jitter_and_reruns(repo):
+    control = _fake_codex_project(repo, limited=2, retries=3)
+    r = hermit(repo, "rollout", "--json", timeout=120)
+    assert r.code == 0, r.err
+    note = scores_note(repo)
+    assert {t: s["outcome"] for t, s in note["tasks"].items()} == {"t0": "pass", "t1": "pass"}
+    calls = _calls(control)
+    assert [kind for _, kind in calls] == ["429", "429", "ok", "ok"]
+    # backoff 0.3 s then 0.6 s, each with jitter in [half, full]: the host waited before each rerun
+    gaps = [later - earlier for (earlier, _), (later, _) in zip(calls, calls[1:])]
+    assert gaps[0] >= 0.15 and gaps[1] >= 0.3, gaps
+    assert all(json.loads(p.read_text())["outcome"] == "pass" for p in result_files(repo))
+
+
+def test_a_rollout_still_rate_limited_after_its_retries_is_an_infra_exception_not_a_fail(repo):
+    control = _fake_codex_project(repo, limited=99, retries=1, n_tasks=1)
+    r = hermit(repo, "rollout", "--json", timeout=120)
+    assert r.code == 0, r.err
+    assert [kind for _, kind in _calls(control)] == ["429", "429"]          # once, then one retry
+    [path] = result_files(repo)
+    result = json.loads(path.read_text())
+    assert result["outcome"] == "exception" and result["exception_type"] == "RateLimited", result
+    assert "429" in result["error"]
+    assert scores_note(repo)["tasks"]["t0"]["outcome"] == "exception"
+
+
+@pytest.mark.hosts
+def test_real_codex_giving_up_on_429_is_rerun_after_a_backoff(repo):
+    if find_host_cli("codex") is None:
+        pytest.skip("the codex CLI is not installed (git hermit hosts install)")
+    from git_hermit.hosts.model_server import Fault, ScriptedModelServer, Turn
+    from test_agents import _agent_block
+    make_project(repo, "print('unused')\n", n_tasks=1, k=1, host="codex")
+    with open(repo / "tasks.jsonl", "w") as handle:
+        handle.write(json.dumps({"id": "t0", "prompt": "Answer 42.", "answer": "42"}) + "\n")
+    # Codex retries twice (request_max_retries = 2), so three 429s make it give up once
+    with ScriptedModelServer([Turn.say("42")], faults=[Fault(status=429, retry_after=0)] * 3) as server:
+        cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+        cfg["agent"], env = _agent_block("codex", server.base_url)
+        cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 2, "backoff_s": 0.2}}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        r = hermit(repo, "rollout", "--json", env=env, timeout=300)
+        answered = len(server.requests)
+    assert r.code == 0, r.err
+    assert answered >= 4
+    result = json.loads(result_files(repo)[0].read_text())
+    assert result["outcome"] == "pass", result
+
+
+def _stream(tmp_path: Path, events: list[dict], stderr: str = "") -> tuple[Path, Path]:
+    trajectory, err = tmp_path / "trajectory.jsonl", tmp_path / "agent.stderr"
+    trajectory.write_text("".join(json.dumps(e) + "\n" for e in events))
+    err.write_text(stderr)
+    return trajectory, err
+
+
+def test_the_hosts_rate_limit_reports_are_recognised_and_a_tool_printing_429_is_not(tmp_path):
+    from git_hermit.rollouts.agents.hosts import rate_limit_report
+    # Claude Code still waiting out the limit when the timeout hit (as measured with 2.1.317)
+    claude = [{"type": "system", "subtype": "init"},
+              {"type": "system", "subtype": "api_retry", "attempt": 8, "max_retries": 10,
+               "retry_delay_ms": 35464, "error_status": 429, "error": "rate_limit"}]
+    assert "429" in rate_limit_report(*_stream(tmp_path, claude))
+    overloaded = [{"type": "result", "subtype": "error_during_execution", "is_error": True,
+                   "result": "API Error: 529 overloaded_error"}]
+    assert rate_limit_report(*_stream(tmp_path, overloaded))
+    # a rate limit that was retried and then got through is not how the session ended
+    recovered = claude + [{"type": "assistant", "message": {"content": [{"type": "text", "text": "hi"}]}}]
+    assert rate_limit_report(*_stream(tmp_path, recovered)) is None
+    # what a tool printed is the task's business, not the model's answer
+    tool = [{"type": "item.completed", "item": {"type": "command_execution",
+                                                "aggregated_output": "HTTP 429 Too Many Requests"}},
+            {"type": "turn.failed", "error": {"message": "stream disconnected before completion"}}]
+    assert rate_limit_report(*_stream(tmp_path, tool)) is None
+    # no stream at all: the host's stderr
+    assert rate_limit_report(*_stream(tmp_path, [], "Error: 429 rate limit exceeded\n"))
