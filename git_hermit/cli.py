@@ -26,6 +26,11 @@ def _repo():
     return Repo.discover()
 
 
+# Commands that take the run's lock refuse (exit 6) while another process holds it, or wait.
+_WAIT = click.option("--wait", is_flag=True,
+                     help="If another git-hermit process holds the run's lock, wait for it instead of exiting 6.")
+
+
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
@@ -405,14 +410,17 @@ def _progress(label: str):
 @click.option("--tasks", "only_tasks", help="Comma-separated task ids to run (default: all of the split).")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool) -> None:
+@_WAIT
+def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool,
+            wait: bool) -> None:
     """Run the split's rollouts on REV (default: the run's tip) and write its scores note."""
     from git_hermit.core.evaluate import rollout_commit
     from git_hermit.core.runs import open_run
     ctx = open_run(_repo(), run)
     tasks = [t.strip() for t in only_tasks.split(",") if t.strip()] if only_tasks else None
     with _progress(f"rollouts {split}") as update:
-        ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update)
+        ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update, wait=wait,
+                                    say=update.say)
     if as_json:
         _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
                     "pass_at_1_ci": list(_ci(ev))})
@@ -434,13 +442,16 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
 @click.option("-k", "k", type=click.IntRange(min=1), help="Rollouts per task (default: inferred from the rows).")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool) -> None:
+@_WAIT
+def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool,
+                 wait: bool) -> None:
     """pass@1 and pass@k of REV on a held-out split, with a CI against --baseline."""
     from git_hermit.core.evaluate import eval_commits
     from git_hermit.core.runs import open_run
     ctx = open_run(_repo(), run)
     with _progress(f"eval {split}") as update:
-        report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update)
+        report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update, wait=wait,
+                              say=update.say)
     cand, base, comp = report.candidate, report.baseline, report.comparison
     if as_json:
         _echo_json({
@@ -478,20 +489,25 @@ def _ci(ev) -> tuple[float, float]:
 
 
 def _print_step(outcome) -> None:
-    line = f"step {outcome.step}: evaluated {outcome.evaluated[:12]} pass@1 {outcome.pass_at_1:.3f}"
+    # One numbering everywhere (README "Step numbering"): step N runs the rollouts of H_{N-1}
+    # (branch step-{N-1}, the row `log` calls step N-1) and makes H_N (branch step-N).
+    n, branch = outcome.step, f"hermit/{outcome.run}/step-{{:04d}}"
+    line = (f"step {n}: rollouts of H_{n - 1} ({branch.format(n - 1)} {outcome.evaluated[:12]}): "
+            f"pass@1 {outcome.pass_at_1:.3f}")
     if outcome.comparison is not None:
-        line += f" ({outcome.comparison} vs previous step)"
+        line += f" ({outcome.comparison} vs H_{outcome.compared_to})"
     click.echo(line)
     if outcome.verdicts:
-        click.echo("  verdicts: " + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
+        click.echo(f"  verdicts on step {n - 1}'s changes: "
+                   + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
     if outcome.rollbacks:
         click.echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
     if outcome.best:
-        click.echo("  new best-ever: the evaluated commit is now the best tag")
+        click.echo(f"  new best-ever: H_{n - 1} is now the best tag")
     if outcome.stop:
-        click.echo(f"  stop: {outcome.stop}")
+        click.echo(f"  stop: {outcome.stop} (no H_{n})")
     elif outcome.tip:
-        click.echo(f"  hermit step-{outcome.step:04d} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
+        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
@@ -510,17 +526,23 @@ def _warn_worktree(run: str | None) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
-def step(run: str | None) -> int:
+@_WAIT
+def step(run: str | None, wait: bool) -> int:
     """One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, commits.
 
     Killed at any point, the same command resumes: finished rollouts and learner sessions
     are reused and nothing is published until the step's single ref transaction.
     """
-    from git_hermit.core.step import run_step
+    from git_hermit.core.step import RunFinished, run_step
     from git_hermit.errors import ManifestError
     _warn_worktree(run)
-    with _progress("rollouts") as update:
-        outcome = run_step(_repo(), run, say=update.say, on_progress=update)
+    try:
+        with _progress("rollouts") as update:
+            outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait)
+    except RunFinished as finished:
+        click.echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
+        click.echo("next: `git hermit finalize`, or start a new run to train further")
+        return 0
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
 
@@ -528,14 +550,15 @@ def step(run: str | None) -> int:
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--epochs", type=click.IntRange(min=1), help="Total steps of the run (default: trainer.epochs).")
-def train(run: str | None, epochs: int | None) -> int:
+@_WAIT
+def train(run: str | None, epochs: int | None, wait: bool) -> int:
     """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable)."""
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     _warn_worktree(run)
     with _progress("rollouts") as update:
         outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
-                           on_progress=update)
+                           on_progress=update, wait=wait)
     for item in outcome.steps:
         _print_step(item)
     click.echo(f"training stopped: {outcome.reason}")

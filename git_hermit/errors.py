@@ -55,10 +55,6 @@ class InputError(HermitError):
     exit_code = 7
 
 
-class StreamSpent(InputError):
-    """A streaming evolver has rolled out every training task already."""
-
-
 class ManifestError(HermitError):
     """A learner's change manifest is malformed or breaks its rules."""
 

@@ -164,7 +164,7 @@ def test_verdict_notes_log_and_rollback_auto(repo):
     assert s3["pass_at_1"] is None and s3["analysis"]["verdicts"] == {"chg-2": "HARMFUL"}
     # show: the change with its manifest and the verdict the next step gave it
     r = hermit(repo, "show", "step-2")
-    assert r.code == 0 and "verdict on chg-2: HARMFUL (step 3)" in r.out and "risks realised: t2" in r.out
+    assert r.code == 0 and "verdict on chg-2: HARMFUL (judged by step 3's rollouts)" in r.out and "risks realised: t2" in r.out
     shown = json.loads(hermit(repo, "show", "step-2", "--json").out)
     assert [(c["commit"], c["verdict"]["verdict"]) for c in shown["commits"]] == [(tip2, "HARMFUL")]
 

@@ -15,9 +15,9 @@ from typing import Callable
 
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
-from git_hermit.core.runs import RunContext, run_dir
+from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.errors import ConfigError, InputError
-from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
+from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.model.records import Attempt, Comparison as CIRecord, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts import stats
@@ -139,10 +139,11 @@ def scores_record(run: str, step: int, ev: EvalRun, *, timeout_as: str = "except
 
 
 def merged_scores_text(repo: Repo, scores: Scores) -> str:
-    """The commit's scores note text with ``scores`` in it, keeping the other splits' scores.
+    """The commit's scores note text with the step's ``scores`` in it, keeping the other splits' scores.
 
     The note's top level is the training split a step evaluated (what `log` shows); a
-    held-out split lands under ``splits.<name>`` of the same note.
+    held-out split lands under ``splits.<name>`` of the same note. A step's record is the
+    evaluation of its split, so it replaces that split's outcomes (keeping the other splits).
     """
     existing = read_scores(repo, scores.commit)
     if existing is not None and existing.split != scores.split:
@@ -155,9 +156,61 @@ def merged_scores_text(repo: Repo, scores: Scores) -> str:
     return dumps("scores", scores)
 
 
+def _merge_runs(old: Scores, new: Scores) -> Scores:
+    """One split's record after a `rollout`/`eval` re-run: never poorer than what the note held.
+
+    Outcomes are merged per task (the new run's win); what only the old record knows — the
+    step's CI, its evaluation (flips, verdicts, precision/recall), its stop, tasks the new run
+    did not cover — is kept. A run that found nothing new returns ``old`` unchanged, so a fully
+    reused re-run leaves the note byte-identical.
+    """
+    tasks = dict(old.tasks)
+    for task, score in new.tasks.items():   # attempt by attempt: a `-k 1` re-run keeps attempt 2
+        attempts = list(tasks[task].attempts) if task in tasks else []
+        for i, attempt in enumerate(score.attempts):
+            attempts[i:i + 1] = [attempt]
+        tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts))
+    keep = {"ci": new.ci or old.ci, "evaluation": new.evaluation or old.evaluation, "stop": new.stop or old.stop,
+            "splits": old.splits}
+    if tasks == old.tasks:
+        return replace(old, ci=keep["ci"])
+    if tasks == new.tasks:
+        return replace(new, **keep)
+    counts = {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts)) for t, s in tasks.items()}
+    ks = sorted({int(k) for k in (*old.pass_at, *new.pass_at)})
+    pass_at = {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
+                             / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}
+    return replace(old, tasks=tasks, pass_at_1=round(float(stats.exact_pass_at_1(counts)), 6), pass_at=pass_at,
+                   k=max(old.k, new.k), ci=keep["ci"])
+
+
+def _rerun_record(existing: Scores | None, scores: Scores) -> Scores:
+    """The whole note after a `rollout`/`eval` of ``scores.split`` (see ``_merge_runs``)."""
+    if existing is None:
+        return scores
+    if existing.split == scores.split:
+        return _merge_runs(existing, scores)
+    if scores.split == "train":   # the training split takes the top level; the held-out one moves down
+        return replace(scores, splits={**existing.splits, existing.split: existing.split_summary()})
+    entry = existing.splits.get(scores.split)
+    if entry is not None:
+        old = Scores.from_dict({"run": existing.run, "commit": existing.commit, "split": scores.split,
+                                "v": existing.v, **entry})
+        scores = _merge_runs(old, scores)
+    return replace(existing, splits={**existing.splits, scores.split: scores.split_summary()})
+
+
 def write_scores(repo: Repo, scores: Scores) -> None:
-    NotesStore(repo).write(NOTES_REFS["scores"], scores.commit, merged_scores_text(repo, scores),
-                           f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")
+    """Merge a `rollout`/`eval` record into the commit's scores note; write only if it changed."""
+    store = NotesStore(repo)
+    current = store.read(NOTES_REFS["scores"], scores.commit)
+    existing = loads("scores", current, where=scores.commit[:12]) if current else None
+    merged = _rerun_record(existing, scores)
+    text = dumps("scores", merged)
+    if text == current:
+        return
+    store.write(NOTES_REFS["scores"], scores.commit, text,
+                f"git-hermit scores {scores.run} step {scores.step} ({scores.split})")
 
 
 def read_scores(repo: Repo, commit: str) -> Scores | None:
@@ -184,8 +237,20 @@ def step_of(ctx: RunContext, commit: str) -> int:
 
 def rollout_commit(ctx: RunContext, rev: str | None, split: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None,
-                   on_progress: Callable[[Progress], None] | None = None) -> tuple[EvalRun, Scores]:
-    """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores."""
+                   on_progress: Callable[[Progress], None] | None = None, wait: bool = False,
+                   say: Callable[[str], None] | None = None) -> tuple[EvalRun, Scores]:
+    """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores.
+
+    Under the run lock, like `step`: two processes never run (and bill) the same rows twice
+    nor both write the commit's scores note."""
+    with RunLock(ctx.repo, ctx.run, "git hermit rollout", wait=wait, on_wait=say):
+        return _rollout_locked(open_run(ctx.repo, ctx.run), rev, split, k=k, only_tasks=only_tasks,
+                               on_progress=on_progress)
+
+
+def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | None,
+                    only_tasks: list[str] | None,
+                    on_progress: Callable[[Progress], None] | None) -> tuple[EvalRun, Scores]:
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
     preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
@@ -204,8 +269,16 @@ class EvalReport:
 
 
 def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None = None,
-                 on_progress: Callable[[str], Callable[[Progress], None]] | None = None) -> EvalReport:
-    """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI."""
+                 on_progress: Callable[[str], Callable[[Progress], None]] | None = None, wait: bool = False,
+                 say: Callable[[str], None] | None = None) -> EvalReport:
+    """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI
+    (under the run lock, like `rollout`)."""
+    with RunLock(ctx.repo, ctx.run, "git hermit eval", wait=wait, on_wait=say):
+        return _eval_locked(open_run(ctx.repo, ctx.run), rev, baseline, split, k=k, on_progress=on_progress)
+
+
+def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None,
+                 on_progress: Callable[[str], Callable[[Progress], None]] | None) -> EvalReport:
     runs: dict[str, EvalRun] = {}
     preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k)

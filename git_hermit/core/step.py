@@ -22,7 +22,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, RefConflict, StreamSpent
+from git_hermit.errors import ConfigError, GitStateError, RefConflict
 from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
@@ -38,6 +38,15 @@ from git_hermit.rollouts.runner import Progress, atomic_write
 MAX_PUBLISH_ATTEMPTS = 5
 
 
+class RunFinished(Exception):
+    """The run has nothing left to do (its target was reached, or its stream is spent): not an
+    error; `step` and `train` say so and exit 0 without touching a ref or a note."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class StepOutcome:
     step: int
@@ -51,6 +60,8 @@ class StepOutcome:
     verdicts: dict[str, str] = field(default_factory=dict)
     rollbacks: int = 0
     best: bool = False
+    run: str = ""
+    compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
 
 
 def make_evolver(name: str):
@@ -150,11 +161,11 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 
 
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
-             on_progress: Callable[[Progress], None] | None = None) -> StepOutcome:
+             on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> StepOutcome:
     ctx = open_run(repo, run)
     preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
-    with RunLock(repo, ctx.run, "git hermit step"):
+    with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
         _check_publishable(repo, ctx.run)
         clean_stale()                        # workspaces and login copies of a killed run
@@ -178,16 +189,19 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
+    stopped = read_scores(repo, evaluated)
+    if stopped is not None and stopped.split == "train" and stopped.stop and config.allow_early_stop:
+        # a step already evaluated the tip and stopped training: a rerun would only rewrite notes
+        raise RunFinished(f"step {stopped.step} evaluated H_{n - 1} and stopped training ({stopped.stop})")
     if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
         evolver.check_config(config)
-    here = step_dir(repo, ctx.run, n)
-    here.mkdir(parents=True, exist_ok=True)
-    say(f"step {n}: rollouts of {evaluated[:12]} (hermit/{ctx.run}/step-{n - 1:04d})")
     bench = load_benchmark(config, "train", k=params.get("k"))
     chosen = evolver.step_tasks(bench.split.tasks, n, params)
     if chosen is not None and not chosen:
-        raise StreamSpent(f"run {ctx.run!r} has used its whole training stream ({len(bench.split.tasks)} tasks)",
-                          hint="add training rows, or `git hermit finalize` the run")
+        raise RunFinished(f"the training stream is spent (all {len(bench.split.tasks)} tasks were used)")
+    here = step_dir(repo, ctx.run, n)
+    here.mkdir(parents=True, exist_ok=True)
+    say(f"step {n}: rollouts of H_{n - 1} (hermit/{ctx.run}/step-{n - 1:04d} {evaluated[:12]})")
     if chosen is not None:
         bench = load_benchmark(config, "train", k=params.get("k"), only_tasks=list(chosen))
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
@@ -204,7 +218,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     timeout_as = params.get("timeout_as", "exception")
     scores = scores_record(ctx.run, n, ev, timeout_as=timeout_as,
                            ci=comparison_record(history[-1].commit, comparison) if comparison else None)
-    say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs step {history[-1].step})" if comparison else "")
+    say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs H_{history[-1].step - 1})" if comparison else "")
         + (f"; {ev.reused} rollouts reused" if ev.reused else ""))
 
     run_history = load_history(ctx)
@@ -215,7 +229,11 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     best = None
     if best_commit:
         best_scores = read_scores(repo, best_commit)
-        best = (best_commit, best_scores.pass_at_1) if best_scores else None
+        # exact, from the note's per-attempt outcomes: the note's pass_at_1 is rounded to 6 digits,
+        # and 1/3 must tie with 1/3, never beat 0.333333
+        best = (best_commit, stats.exact_pass_at_1(
+            {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts))
+             for t, s in best_scores.tasks.items()})) if best_scores else None
     ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
     template = load_template(config.template)
     limits = Limits.of(config.evolver)
@@ -232,7 +250,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         say=say, prev_rollbacks=prev_rollbacks)
     result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
-    return _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
+    outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
+    return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)
 
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
@@ -300,6 +319,9 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
         keep.hold({"tip": tip})
     verdict_notes = {commit: dumps("verdicts", verdict) for commit, verdict in result.verdicts.items()}
     analysis = dict(result.analysis)
+    # step N learns H_N from the rollouts of H_{N-1}: the note (on H_N) says which adapter it analysed
+    analysis["evaluated"] = f"H_{n - 1}"
+    analysis["commit_evaluated"] = evaluated
     if result.rejected:
         analysis["rejected"] = list(dict.fromkeys([*analysis.get("rejected", []), *result.rejected]))
     analysis["ledger"] = {role: usage.to_dict() for role, usage in ledger.totals("role").items()}
@@ -342,7 +364,7 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
                        tip=None if result.stop else tip, commits=len(result.commits), stop=result.stop,
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
-                       rollbacks=rollbacks, best=result.best)
+                       rollbacks=rollbacks, best=result.best, run=ctx.run)
 
 
 def _refuse_from(result: StepResult, index: int, reasons: list[str], say) -> None:
@@ -364,7 +386,7 @@ class TrainOutcome:
 
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
-          on_progress=None) -> TrainOutcome:
+          on_progress=None, wait: bool = False) -> TrainOutcome:
     """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
 
     A streaming evolver (``step_limit``) runs its stream once instead: every window when its
@@ -378,9 +400,10 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
         if limit is not None and ctx.tip[0] >= limit:
             return TrainOutcome(tuple(done), f"{limit} step(s) done ({unit})")
         try:
-            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress)
-        except StreamSpent:
-            return TrainOutcome(tuple(done), "the training stream is spent")
+            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress, wait=wait)
+        except RunFinished as finished:
+            return TrainOutcome(tuple(done), f"run {ctx.run!r} is finished: {finished.reason}" if not done
+                                else finished.reason)
         done.append(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
@@ -412,14 +435,17 @@ def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None)
 
 
 def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> FinalizeOutcome:
-    mode = ctx.config.evolver_params().get("final", "best_ever")
+    # ahe keeps a best-ever tag, so it hands back that commit by default; the streaming evolvers
+    # (continual-harness, evo-harness) have no score gate and no best tag: their default is the tip
+    mode = ctx.config.evolver_params().get("final") or ("best_ever" if ctx.config.evolver_name == "ahe" else "last")
     if mode not in ("best_ever", "last"):
         raise ConfigError(f"evolver.params.final must be best_ever or last, not {mode!r}")
     if mode == "best_ever":
         commit = repo.read_ref(best_tag(ctx.run))
         if commit is None:
-            raise GitStateError(f"run {ctx.run!r} has no best-ever commit yet",
-                                hint="run `git hermit step` at least once, or set final: last")
+            hint = ("run `git hermit step` at least once, or set final: last" if ctx.config.evolver_name == "ahe"
+                    else f"{ctx.config.evolver_name} sets no best-ever tag: set evolver.params.final: last")
+            raise GitStateError(f"run {ctx.run!r} has no best-ever commit yet", hint=hint)
     else:
         commit = ctx.tip[1]
     old = repo.read_ref(final_tag(ctx.run))

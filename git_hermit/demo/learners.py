@@ -245,7 +245,7 @@ FIXES = {
                      "its description fits, so other tasks are untouched"),
     "csv-isdigit": _Fix("csv-isdigit", "Skill csv-column-total", "skill",
                         "a step-by-step procedure for one kind of task, loaded only for CSV totals"),
-    "csv-parentheses": _Fix("csv-parentheses", "Skill csv-column-total, step 5",
+    "csv-parentheses": _Fix("csv-parentheses", "Skill csv-column-total, parentheses rule",
                             "skill", "the CSV procedure already lives in that skill; the notation is one more step of it"),
     "dates-exclusive": _Fix("dates-exclusive", "Memory: inclusive date ranges", "memory",
                             "a short reusable lesson the hooks hand over at session start; it needs no procedure"),

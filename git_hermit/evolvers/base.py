@@ -8,6 +8,7 @@ make (files relative to the adapter, message parts, notes) in order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
@@ -67,7 +68,7 @@ class StepContext:
     run_dir: Path
     history: list[PastEvaluation]                  # earlier evaluations along the run, oldest first
     prev_changes: list[PastChange]                 # the changes step N-1 committed
-    best: tuple[str, float] | None                 # (commit, pass@1) of the best tag
+    best: tuple[str, Fraction] | None              # (commit, exact pass@1) of the best tag
     ledger: Ledger
     learner: Callable[[str], Learner]              # role → learner
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it

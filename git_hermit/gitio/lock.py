@@ -17,6 +17,7 @@ import secrets
 import socket
 import time
 from datetime import datetime, timezone
+from typing import Callable
 
 from pathlib import Path
 
@@ -82,17 +83,34 @@ def _holder_alive(pid: int, start: object) -> bool:
 class RunLock:
     """Context manager holding one run's lock; ``recovered_stale`` tells if a dead holder's lock was taken over."""
 
-    def __init__(self, repo: Repo, run: str, command: str = ""):
+    def __init__(self, repo: Repo, run: str, command: str = "", *, wait: bool = False,
+                 on_wait: "Callable[[str], None] | None" = None, poll_s: float = 0.5):
         if not _RUN_NAME.fullmatch(run) or ".." in run or run.endswith(".lock"):
             raise InputError(f"invalid run name '{run}'", hint="use letters, digits, '.', '_' and '-'")
         self.run = run
         self.command = command
         self.path = repo.common_dir / "hermit" / f"{run}.lock"
         self.recovered_stale = False
+        self.wait = wait              # --wait: poll until the holder releases instead of refusing
+        self.on_wait = on_wait        # told once who holds the lock, when we start waiting
+        self.poll_s = poll_s
         self._token: str | None = None
 
     # ----------------------------------------------------------------------------- acquire / release
     def acquire(self) -> "RunLock":
+        told = False
+        while True:
+            try:
+                return self._acquire_once()
+            except LockHeld as held:
+                if not self.wait:
+                    raise
+                if not told and self.on_wait is not None:
+                    self.on_wait(f"waiting for the run lock: {held.message}")
+                told = True
+                time.sleep(self.poll_s)
+
+    def _acquire_once(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self._try_create():
             return self

@@ -107,11 +107,15 @@ def _score_bits(view: StepView) -> str:
 
 
 def log_lines(history: RunHistory) -> list[str]:
+    # One numbering everywhere: row N is H_N, the adapter step N made (step 0: the seed); its
+    # pass@1 and its changes' verdicts come from step N+1's rollouts of it.
     lines = []
     streaming = history.extra.get("evolver") in STREAMING
     stream = stream_scores(history) if streaming else {}
     if streaming:
         lines.append(f"note: {STREAM_NOTE}")
+    lines.append(f"# row N is H_N (hermit/{history.run}/step-NNNN), made by step N; "
+                 "its pass@1 and verdicts come from step N+1's rollouts")
     for view in history.steps:
         marks = []
         if history.best == view.commit:
@@ -147,7 +151,7 @@ def log_lines(history: RunHistory) -> list[str]:
                 why = f" ({commit.reverts_verdict})" if commit.reverts_verdict else ""
                 lines.append(f"    {commit.sha[:10]} rollback of {commit.reverts[:10]}{why}")
         if view.scores is not None and view.scores.stop:
-            lines.append(f"    stop: {view.scores.stop}")
+            lines.append(f"    stop: step {view.scores.step} stopped training: {view.scores.stop}")
         for problem in view.bad_notes:
             lines.append(f"    warning: {problem}")
     footer = prediction_line(history)
@@ -244,7 +248,7 @@ def show_lines(records: CommitRecords) -> list[str]:
     if records.verdict:
         v = records.verdict
         for one in (v, *v.also):
-            lines.append(f"verdict on {one.change_id}: {one.verdict} (step {v.step})")
+            lines.append(f"verdict on {one.change_id}: {one.verdict} (judged by step {v.step}'s rollouts)")
             lines.append(f"    fixed: {', '.join(one.actually_fixed) or '—'}")
             lines.append(f"    still failing: {', '.join(one.still_failed) or '—'}")
             lines.append(f"    risks realised: {', '.join(one.risk_realized) or '—'}")
@@ -253,7 +257,8 @@ def show_lines(records: CommitRecords) -> list[str]:
     if records.scores:
         s = records.scores
         counts = {o: sum(1 for t in s.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
-        lines.append(f"scores ({s.split}, k={s.k}, step {s.step}): pass@1 {s.pass_at_1:.3f}  "
+        lines.append(f"scores of this commit ({s.split}, k={s.k}), measured by step {s.step}'s rollouts: "
+                     f"pass@1 {s.pass_at_1:.3f}  "
                      f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
         if s.ci:
             lines.append(f"    vs {s.ci.baseline[:10]}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterable, Mapping, Sequence
 
 from git_hermit.model.rollout import RolloutResult
@@ -58,6 +59,17 @@ def pass_at_1(results_by_task: Mapping[str, Sequence[RolloutResult]]) -> float:
     """Mean over tasks of c/n (0.0 when there are no rollouts, as upstream)."""
     per_task = per_task_pass_at_1(results_by_task)
     return sum(per_task.values()) / len(per_task) if per_task else 0.0
+
+
+def exact_pass_at_1(counts: Mapping[str, tuple[int, int]]) -> Fraction:
+    """pass@1 as an exact fraction from each task's (attempts, passes): what best-ever compares,
+    so two evaluations that tie (1/3 and 1/3) are never told apart by float or note rounding."""
+    per_task = [Fraction(c, n) for n, c in counts.values() if n]
+    return sum(per_task, Fraction(0)) / len(per_task) if per_task else Fraction(0)
+
+
+def exact_pass_at_1_of(results_by_task: Mapping[str, Sequence[RolloutResult]]) -> Fraction:
+    return exact_pass_at_1(_counts(results_by_task))
 
 
 def pass_at(results_by_task: Mapping[str, Sequence[RolloutResult]], ks: Iterable[int]) -> dict[int, float]:

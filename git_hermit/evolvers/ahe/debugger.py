@@ -204,9 +204,11 @@ def _select_traces(results: Sequence[RolloutResult], is_timeout: bool, root: Pur
         if not result.trajectory:
             continue  # upstream drops a trial whose trace file is missing
         reward = _trace_reward(result)
-        if reward is None:
-            if not is_timeout:
-                continue  # a pure-exception trial is never analysed
+        if reward is None and not is_timeout:
+            continue  # a pure-exception trial is never analysed
+        if reward is None or result.is_timeout:
+            # ``timeout_as: fail`` makes a timeout a fail (reward 0) for the diff, but the Debugger
+            # must still know the agent ran out of time rather than answered wrong
             reward, label = -1.0, "TIMEOUT"
         else:
             label = "PASS" if reward >= 1.0 else "FAIL"
@@ -239,7 +241,7 @@ def build_jobs(stats: StepStats, results_by_task: Mapping[str, Sequence[RolloutR
     jobs: list[DebugJob] = []
     for task in sorted(stats.task_results):
         label = stats.task_results[task]
-        is_timeout = task in stats.timeout_tasks
+        is_timeout = task in stats.timeout_tasks or any(r.is_timeout for r in results_by_task.get(task, ()))
         if label == "exception" and not is_timeout:
             continue
         traces = _select_traces(results_by_task.get(task, ()), is_timeout, rollouts_root,

@@ -25,8 +25,10 @@ from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
 from git_hermit.model.learner_json import load_json
 from git_hermit.model.records import Change, Manifest, Verdict
+from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
+from git_hermit.rollouts.stats import exact_pass_at_1_of
 from git_hermit.rollouts.trajectories import explode
 
 
@@ -109,8 +111,9 @@ class AHEEvolver:
         records.write_stats(state / "stats", ctx.step, stats, step_diff)
         records.write_task_history(state, history)
 
-        # best-ever: strictly higher pass@1 than the best tag's evaluation
-        if ctx.best is None or stats.pass_rate > ctx.best[1]:
+        # best-ever: strictly higher pass@1 than the best tag's evaluation, compared exactly
+        # (ctx.best carries a Fraction), so a tie never moves the tag
+        if ctx.best is None or exact_pass_at_1_of(ctx.results) > ctx.best[1]:
             result.best = True
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
@@ -160,7 +163,12 @@ class AHEEvolver:
             overview_path = overview.write_analysis(
                 analysis_dir, ctx.step, reports, detail_dir=f"state/analysis/{queries.step_dir(ctx.step)}/detail/")
             overview_text = overview_path.read_text()
-            result.analysis["overview"] = overview_text
+            # the Evolve Agent reads `state/…` in its workspace; the note names the directory as it
+            # lies in the repository, so the path a reader follows exists where the note says
+            detail = f"state/analysis/{queries.step_dir(ctx.step)}/detail/"
+            where = (ctx.run_dir / detail).relative_to(ctx.repo.work_tree).as_posix() + "/"
+            result.analysis["overview"] = (overview_text.replace(f"`{detail}`", f"`{where}`")
+                                           .replace("`detail/{task}.md`", f"`{where}{{task}}.md`"))
         # else: no analysis section at all, as upstream, rather than a fallback text per task
 
         # the Evolve Agent
@@ -297,14 +305,20 @@ class AHEEvolver:
 
         def run(job: debugger.DebugJob) -> tuple[str, str]:
             cached = out / f"{_safe(job.task)}.json"
-            if cached.is_file():   # resumed: a finished session is never re-run or re-billed
-                return job.task, json.loads(cached.read_text())["response"]
+            if cached.is_file():   # resumed: a finished session is never re-run, but its bill stays in the ledger
+                saved = json.loads(cached.read_text())
+                for bill in saved.get("usage", []):
+                    ctx.ledger.record("debugger", job.task, bill.get("model"), Usage.from_dict(bill.get("usage")),
+                                      step=ctx.step)
+                return job.task, saved["response"]
             workspace = out / "sessions" / _safe(job.task)
             workspace.mkdir(parents=True, exist_ok=True)
             response = debugger.error_response("failed", "no attempt ran")
+            spent: list[dict] = []
             for attempt in range(retries):
                 answer = learner.ask(workspace, rules + "\n\n" + job.query, timeout_s=timeout, key=job.task)
                 ctx.ledger.record("debugger", job.task, answer.model, answer.usage, step=ctx.step)
+                spent.append({"model": answer.model, "usage": answer.usage.to_dict()})
                 if answer.ok:
                     response = redact(answer.text)
                     break
@@ -312,7 +326,7 @@ class AHEEvolver:
                 response = debugger.error_response(kind, answer.error or "no answer")
                 if attempt + 1 < retries:
                     time.sleep(schedule[attempt])
-            write_json_atomic(cached, {"task": job.task, "response": response})
+            write_json_atomic(cached, {"task": job.task, "response": response, "usage": spent})
             return job.task, response
 
         ctx.say(f"agent debugger: {len(jobs)} task(s)")
@@ -349,7 +363,11 @@ class AHEEvolver:
         if done.is_file():
             # resumed after the session: learn() has just rewritten this step's history block,
             # so the cached Evolve output goes back under it (the session is never re-run)
-            text = json.loads(done.read_text()).get("text", "")
+            saved = json.loads(done.read_text())
+            text = saved.get("text", "")
+            if saved.get("usage"):   # the session's bill survives the resume (ledger, analysis note, log)
+                ctx.ledger.record("evolve", f"step-{ctx.step}", saved.get("model"), Usage.from_dict(saved["usage"]),
+                                  step=ctx.step)
             records.append_history(state / "evolution_history.md", ctx.step, records.render_history_after(text))
             return workspace
         if workspace.exists():
@@ -383,7 +401,7 @@ class AHEEvolver:
                              timeout_s=float(ctx.params.get("evolve_timeout_s", 7200)), key=f"step-{ctx.step}")
         ctx.ledger.record("evolve", f"step-{ctx.step}", answer.model, answer.usage, step=ctx.step)
         write_json_atomic(done, {"ok": answer.ok, "error": answer.error, "text": redact(answer.text)[:20000],
-                                 "usage": answer.usage.to_dict()})
+                                 "usage": answer.usage.to_dict(), "model": answer.model})
         records.append_history(state / "evolution_history.md", ctx.step,
                                records.render_history_after(redact(answer.text)))
         return workspace
