@@ -254,3 +254,20 @@ def test_hosts_install_keeps_a_pinned_cli_and_needs_npm_for_the_rest(tmp_path):
     assert missing.code == 12 and "npm is not installed" in missing.err and "hint: " in missing.err
     unknown = hermit(tmp_path, "hosts", "install", "emacs")
     assert unknown.code == 2 and unknown.err.startswith("error: ")
+
+
+def test_fish_completes_git_hermit_and_git_hermit_under_git(initialised, hermit_on_path, tmp_path):
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    script = tmp_path / "git-hermit.fish"
+    script.write_text(hermit(initialised, "completion", "fish").out)
+
+    def complete(line: str) -> list[str]:
+        done = subprocess.run(["fish", "-c", f"source {script}; complete -C '{line}'"], cwd=initialised,
+                              env=hermit_on_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+    assert "step" in complete("git-hermit st") and "step" in complete("git hermit st")
+    assert complete("git hermit log --run ") == ["ahe"]
+    assert "step-0" in complete("git hermit show ")
+    assert "status" in complete("git sta")          # git's own completions are left alone
