@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -271,3 +272,36 @@ def test_fish_completes_git_hermit_and_git_hermit_under_git(initialised, hermit_
     assert complete("git hermit log --run ") == ["ahe"]
     assert "step-0" in complete("git hermit show ")
     assert "status" in complete("git sta")          # git's own completions are left alone
+
+
+ZSH_DRIVER = r'''
+zmodload zsh/zpty
+zpty z 'zsh -f -i'
+zpty -w z 'PS1="> "; autoload -U compinit; compinit -u -D; source {script}; print READY'
+local all="" chunk
+for i in {{1..400}}; do zpty -r -t z chunk 2>/dev/null && all+="$chunk"; [[ $all == *READY*'> '* ]] && break; sleep 0.05; done
+zpty -w -n z $'{line}\t'
+all=""
+for i in {{1..400}}; do
+  zpty -r -t z chunk 2>/dev/null && all+="$chunk"
+  [[ ${{all//$'\e'\[[0-9;?]#[a-zA-Z]/}} == *'{expect}'* ]] && break
+  sleep 0.05
+done
+print -r -- "${{all//$'\e'\[[0-9;?]#[a-zA-Z]/}}"
+zpty -d z
+'''
+
+
+@pytest.mark.parametrize("line, expect", [("git hermit st", "git hermit step"),
+                                          ("git hermit log --run ", "git hermit log --run ahe")])
+def test_zsh_completes_git_hermit_through_zshs_git_completion(initialised, hermit_on_path, tmp_path, line, expect):
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    script = tmp_path / "git-hermit.zsh"
+    script.write_text(hermit(initialised, "completion", "zsh").out)
+    driver = tmp_path / "driver.zsh"
+    driver.write_text(ZSH_DRIVER.format(script=script, line=line, expect=expect))
+    done = subprocess.run(["zsh", "-f", str(driver)], cwd=initialised, env=hermit_on_path, capture_output=True,
+                          text=True, timeout=90)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout).replace("\r", "")
+    assert expect in screen, screen[-800:]
