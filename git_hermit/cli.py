@@ -100,8 +100,8 @@ def init(template_id: str, run: str | None, adapter_dir: str | None, example: bo
         click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:
         click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
-        click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
-                   "or `login: chatgpt`; see the README)")
+        click.echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
+                   "for the agent and evolver.model; see the README)")
     else:
         click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
                    "benchmark), then `git hermit check` and `git hermit step`")
