@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from cli_helpers import hermit
-from git_hermit.hosts.locate import find_host_cli, find_node
 from git_hermit.hosts.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
 from git_hermit.rollouts import sandbox
 from step_support import make_run
+from test_evolve_codex import require_codex
 
 SEED_000 = {"enabled": True, "network": "restricted", "allow": ["chatgpt.com", "auth.openai.com"]}
 
@@ -37,13 +37,6 @@ def require_bwrap() -> None:
         pytest.skip(f"the sandbox cannot run here: {detail}")
 
 
-def require_codex() -> Path:
-    if find_node() is None:
-        pytest.skip("node is not installed")
-    cli = find_host_cli("codex")
-    if cli is None:
-        pytest.skip("the codex CLI is not installed (git hermit hosts install)")
-    return cli
 
 
 @pytest.fixture
