@@ -13,11 +13,14 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.scratch import scratch
+
+if TYPE_CHECKING:
+    from git_hermit.rollouts.agents.base import AgentBackend
 
 # The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
 # a longer prompt goes to a file in the workspace and the session is told to read it.
@@ -53,14 +56,14 @@ class SessionLearner:
     sandbox: Any = None           # a rollouts.sandbox.SandboxSpec, or None: unsandboxed
     hide: tuple[str, ...] = ()    # workspace paths (globs) the session must not see (seed 000 ``hide``)
 
-    def _agent(self):
+    def _agent(self) -> AgentBackend:
         from git_hermit.rollouts.agents import make_agent
         return make_agent({**self.cfg, "backend": self.backend})
 
     def check_available(self) -> None:
         self._checked_agent()
 
-    def _checked_agent(self):
+    def _checked_agent(self) -> AgentBackend:
         """The backend, available; its errors name the learner's settings, not the agent's."""
         agent = self._agent()
         try:
@@ -153,7 +156,8 @@ class OneShotLearner:
         provider = self.cfg.get("provider") or {}
         env_key = provider.get("env_key") or ("OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY")
         api_key = os.environ.get(env_key)
-        model = self.cfg.get("name") or self.cfg.get("model")
+        # An empty name reaches the provider, which answers with its own error (as None did).
+        model = str(self.cfg.get("name") or self.cfg.get("model") or "")
         stream = bool(self.cfg.get("stream"))
         retries = self.cfg.get("max_retries")
         retries = 2 if retries is None else int(retries)
@@ -171,18 +175,20 @@ class OneShotLearner:
                              time.monotonic() - start, model)
 
 
-def _openai_chat(base_url: str | None, api_key: str | None, model: str | None, prompt: str, timeout_s: float,
+def _openai_chat(base_url: str | None, api_key: str | None, model: str, prompt: str, timeout_s: float,
                  retries: int, stream: bool) -> tuple[str, Usage]:
     """One OpenAI Chat Completions call (what OpenAI, vLLM, Ollama, llama.cpp serve)."""
     from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageParam
     client = OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=retries)
-    messages = [{"role": "user", "content": prompt}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": prompt}]
     if not stream:
         reply = client.chat.completions.create(model=model, messages=messages)
         if not reply.choices:
             raise ValueError("the answer has no choices")
         return reply.choices[0].message.content or "", _chat_usage(reply.usage)
-    parts, usage = [], Usage()
+    parts: list[str] = []
+    usage = Usage()
     for chunk in client.chat.completions.create(model=model, messages=messages, stream=True,
                                                 stream_options={"include_usage": True}):
         if chunk.choices and chunk.choices[0].delta.content:
@@ -200,17 +206,19 @@ def _chat_usage(u: Any) -> Usage:
                  getattr(u, "completion_tokens", 0) or 0)
 
 
-def _anthropic_message(base_url: str | None, api_key: str | None, model: str | None, prompt: str,
+def _anthropic_message(base_url: str | None, api_key: str | None, model: str, prompt: str,
                        timeout_s: float, retries: int, stream: bool) -> tuple[str, Usage]:
     """One Anthropic Messages call (streamed through the SDK's event accumulator when asked)."""
     from anthropic import Anthropic
+    from anthropic.types import Message, MessageParam
     client = Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=retries)
-    kwargs = {"model": model, "max_tokens": 8000, "messages": [{"role": "user", "content": prompt}]}
+    messages: list[MessageParam] = [{"role": "user", "content": prompt}]
+    reply: Message
     if stream:
-        with client.messages.stream(**kwargs) as events:
+        with client.messages.stream(model=model, max_tokens=8000, messages=messages) as events:
             reply = events.get_final_message()
     else:
-        reply = client.messages.create(**kwargs)
+        reply = client.messages.create(model=model, max_tokens=8000, messages=messages)
     text = "".join(getattr(block, "text", "") for block in reply.content)
     return text, Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
                        reply.usage.output_tokens)
