@@ -194,7 +194,7 @@ class _Session:
         call_id = f"call_{self.items + 1}"
         pre = self.hook("PreToolUse", turn_id=self.turn_id, permission_mode="bypassPermissions",
                         tool_name="Bash", tool_input={"command": command}, tool_use_id=call_id)
-        specific = pre.get("hookSpecificOutput") if isinstance(pre.get("hookSpecificOutput"), dict) else {}
+        specific = got if isinstance(got := pre.get("hookSpecificOutput"), dict) else {}
         self.take_context("a hook note before a command", pre)
         if specific.get("permissionDecision") == "deny" or pre.get("decision") == "block":
             reason = specific.get("permissionDecisionReason") or pre.get("reason") or "denied"

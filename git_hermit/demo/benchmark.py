@@ -84,7 +84,7 @@ def write_benchmark(dest: Path) -> BenchmarkInfo:
             record["files"] = dict(task.files)
         records.append(json.dumps(record, ensure_ascii=False))
     (dest / TASKS_FILE).write_text("\n".join(records) + "\n", encoding="utf-8")
-    for split, path in (("train", TRAIN_ROWS), ("test", TEST_ROWS)):
+    for split, rows_file in (("train", TRAIN_ROWS), ("test", TEST_ROWS)):
         rows = [f"{t.id}#{n}" for t in tasks if t.split == split for n in range(1, K + 1)]
-        (dest / path).write_text("\n".join(rows) + "\n", encoding="utf-8")
+        (dest / rows_file).write_text("\n".join(rows) + "\n", encoding="utf-8")
     return BenchmarkInfo(dest, tasks, hermit_config())

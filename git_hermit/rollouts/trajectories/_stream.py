@@ -107,7 +107,7 @@ _IMAGE_TYPES = ("image", "input_image")
 def image_placeholder(block: dict[str, Any]) -> str:
     """``[image: media type, bytes]`` for an image block of any host (Claude ``source``, Pi
     ``data``/``mimeType``, Codex ``image_url`` data URL): the image is never silently lost."""
-    source = block.get("source") if isinstance(block.get("source"), dict) else block
+    source = got if isinstance(got := block.get("source"), dict) else block
     media = source.get("media_type") or source.get("mimeType") or source.get("mime_type")
     data = source.get("data")
     url = block.get("image_url")

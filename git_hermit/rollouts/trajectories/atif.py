@@ -37,7 +37,7 @@ def load_atif(path: Path, state: ReadState) -> dict[str, Any]:
 def atif_usage(metrics: Any) -> Usage | None:
     if not isinstance(metrics, dict):
         return None
-    extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
+    extra = got if isinstance(got := metrics.get("extra"), dict) else {}
     cost = metrics.get("cost_usd")
     return Usage(as_int(metrics.get("prompt_tokens")), as_int(metrics.get("cached_tokens")),
                  as_int(metrics.get("completion_tokens")), as_int(extra.get("reasoning_tokens")),
@@ -47,7 +47,7 @@ def atif_usage(metrics: Any) -> Usage | None:
 def read_atif(document: dict[str, Any], state: ReadState) -> Iterator[Step]:
     asm = StepAssembler()
     state.session_id = document.get("session_id")
-    agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
+    agent = got if isinstance(got := document.get("agent"), dict) else {}
     state.model = agent.get("model_name")
     summed = Usage()
     for raw in document.get("steps", []):
@@ -69,7 +69,7 @@ def read_atif(document: dict[str, Any], state: ReadState) -> Iterator[Step]:
                 if isinstance(call, dict):
                     asm.call(str(call.get("tool_call_id")), str(call.get("function_name")),
                              call.get("arguments"), timestamp)
-            observation = raw.get("observation") if isinstance(raw.get("observation"), dict) else {}
+            observation = got if isinstance(got := raw.get("observation"), dict) else {}
             for result in observation.get("results") or []:
                 if isinstance(result, dict):
                     asm.result(str(result.get("source_call_id")), content_text(result.get("content")),
@@ -84,7 +84,7 @@ def read_atif(document: dict[str, Any], state: ReadState) -> Iterator[Step]:
     yield from asm.drain()
     final = document.get("final_metrics")
     if isinstance(final, dict) and any(k in final for k in ("total_prompt_tokens", "total_completion_tokens")):
-        extra = final.get("extra") if isinstance(final.get("extra"), dict) else {}
+        extra = got if isinstance(got := final.get("extra"), dict) else {}
         cost = final.get("total_cost_usd")
         state.usage = Usage(as_int(final.get("total_prompt_tokens")), as_int(final.get("total_cached_tokens")),
                             as_int(final.get("total_completion_tokens")), as_int(extra.get("reasoning_tokens")),

@@ -98,7 +98,7 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
         while skip is not None and state.line_number > skip[1]:
             skip = next(abandoned, None)
         in_branch = skip is not None and skip[0] <= state.line_number <= skip[1]
-        if in_branch and announced != skip:
+        if in_branch and skip is not None and announced != skip:
             announced = skip
             asm.close()
             asm.system(f"rewound: lines {skip[0]}–{skip[1]} are a branch the user abandoned "
@@ -121,7 +121,7 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
                 state.add_warning("sub-agent transcript (every record isSidechain): read as its own conversation")
         if transcript_is_sidechain:
             sidechain = False
-        message = record.get("message") if isinstance(record.get("message"), dict) else {}
+        message = got if isinstance(got := record.get("message"), dict) else {}
         if in_branch:
             if kind == "assistant" and message.get("usage") is not None:
                 per_message.see(message.get("id"), claude_usage(message["usage"]))
@@ -183,7 +183,7 @@ def abandoned_branches(path: Path) -> list[tuple[int, int]]:
             if not isinstance(record, dict) or record.get("isSidechain"):
                 continue
             uuid, parent = record.get("uuid"), record.get("parentUuid")
-            message = record.get("message") if isinstance(record.get("message"), dict) else {}
+            message = got if isinstance(got := record.get("message"), dict) else {}
             if (record.get("type") == "user" and parent and parent != last and parent in line_of
                     and not record.get("isMeta") and not record.get("isCompactSummary")
                     and not _has_tool_result(message)):

@@ -124,13 +124,13 @@ def _exec_item(item: dict[str, Any], asm: StepAssembler, state: ReadState) -> No
         state.add_warning(message)
         asm.system(message)
     elif item_type == "command_execution":
-        exit_code = item.get("exit_code") if isinstance(item.get("exit_code"), int) else None
-        failed = status in _FAILED_STATUSES or (exit_code is not None and exit_code != 0)
+        exit_code = got if isinstance(got := item.get("exit_code"), int) else None
+        failed: bool | None = status in _FAILED_STATUSES or (exit_code is not None and exit_code != 0)
         asm.completed_call(item_id, "exec_command", {"command": item.get("command")},
                            item.get("aggregated_output"), exit_code=exit_code, failed=failed, kind="shell")
     elif item_type == "mcp_tool_call":
         error = _error_message(item.get("error"))
-        result = item.get("result") if isinstance(item.get("result"), dict) else {}
+        result = got if isinstance(got := item.get("result"), dict) else {}
         output = error or content_text(result.get("content")) or None
         asm.completed_call(item_id, _mcp_name(item), item.get("arguments"), output,
                            failed=bool(error) or status in _FAILED_STATUSES, kind="mcp")

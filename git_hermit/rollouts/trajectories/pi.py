@@ -36,7 +36,7 @@ def read_pi(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Ste
     for record in records:
         kind = record.get("type")
         # the entry's ISO time (session files); a message's own timestamp is epoch milliseconds
-        timestamp = record.get("timestamp") if isinstance(record.get("timestamp"), str) else None
+        timestamp = got if isinstance(got := record.get("timestamp"), str) else None
         if kind == "session":
             state.session_id = record.get("id") or state.session_id
             state.version = f"session v{record.get('version', 1)}"

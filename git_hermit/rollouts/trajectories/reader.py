@@ -208,22 +208,22 @@ def explode(path: Path, dest: Path, fmt: str | None = None, *, max_chars_per_ste
     width = max(3, len(str(count - 1)))
     if width > 3:
         renamed = []
-        for path in written:
-            index, _, label = path.name[:-3].partition("-")
+        for old in written:
+            index, _, label = old.name[:-3].partition("-")
             target = dest / _step_name(int(index), label, width)
-            path.rename(target)
+            old.rename(target)
             renamed.append(target)
         written = renamed
     summary = _summary(state, count, calls, failed, kinds)
-    index = dest / "INDEX.md"
-    with open(index, "w", encoding="utf-8") as out, open(index_body, encoding="utf-8") as body:
+    index_file = dest / "INDEX.md"
+    with open(index_file, "w", encoding="utf-8") as out, open(index_body, encoding="utf-8") as body:
         out.write(_index_header(summary))
         for line in body:
             number, label, gist = line.rstrip("\n").split("\t", 2)
             name = _step_name(int(number), label, width)
             out.write(f"- [{name}]({name}) {gist}\n")
     index_body.unlink()
-    written.append(index)
+    written.append(index_file)
     return written
 
 
