@@ -25,9 +25,9 @@ import math
 import os
 import re
 from collections import Counter
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 MARK = "[REDACTED]"
 _MIN_SECRET_LEN = 8
@@ -164,7 +164,7 @@ def _replace(kind: str, boundary: bool, match: re.Match[str]) -> str:
     return MARK
 
 
-def _detectors(text: str):
+def _detectors(text: str) -> Iterator[tuple[str, re.Pattern[str], bool]]:
     for kind, pattern, literal, boundary in _DETECTORS:
         literals = (literal,) if isinstance(literal, str) else literal
         if literals is None or any(each in text for each in literals):
@@ -187,7 +187,7 @@ def redact(text: str) -> str:
         if value in text:
             text = text.replace(value, MARK)
     for kind, pattern, boundary in _detectors(text):
-        text = pattern.sub(lambda m, kind=kind, boundary=boundary: _replace(kind, boundary, m), text)
+        text = pattern.sub(partial(_replace, kind, boundary), text)
     return text
 
 

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from typing import IO
 from pathlib import Path
 
 from ..errors import GitStateError
@@ -153,7 +154,7 @@ class BatchReader:
         return results
 
     @staticmethod
-    def _read_answer(stdout) -> tuple[str, str, bytes] | None:
+    def _read_answer(stdout: IO[bytes]) -> tuple[str, str, bytes] | None:
         header = stdout.readline()
         if not header:
             raise EOFError("git cat-file --batch exited")

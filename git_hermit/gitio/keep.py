@@ -29,12 +29,13 @@ class KeepAlive:
 
     def hold(self, objects: dict[str, str]) -> None:
         """Point ``<base>/<name>`` at each object (one ref transaction, no old-value check: ours alone)."""
-        updates = [RefUpdate(f"{self.base}/{name}", sha, None) for name, sha in objects.items()
-                   if self.held.get(f"{self.base}/{name}") != sha]
-        if not updates:
+        wanted = {f"{self.base}/{name}": sha for name, sha in objects.items()
+                  if self.held.get(f"{self.base}/{name}") != sha}
+        if not wanted:
             return
-        self.repo.update_refs(updates, message="git-hermit: keep unpublished objects")
-        self.held.update({u.ref: u.new for u in updates})
+        self.repo.update_refs([RefUpdate(ref, sha, None) for ref, sha in wanted.items()],
+                              message="git-hermit: keep unpublished objects")
+        self.held.update(wanted)
 
     def releases(self) -> list[RefUpdate]:
         """Deletions of every held ref, to add to the publishing transaction."""

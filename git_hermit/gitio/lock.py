@@ -17,7 +17,7 @@ import secrets
 import socket
 import time
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Iterator
 
 from pathlib import Path
 
@@ -140,7 +140,7 @@ class RunLock:
     def __enter__(self) -> "RunLock":
         return self.acquire()
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
     # ----------------------------------------------------------------------------- internals
@@ -193,7 +193,7 @@ class RunLock:
         return not isinstance(pid, int) or isinstance(pid, bool) or not _holder_alive(pid, holder.get("pid_start"))
 
     @contextlib.contextmanager
-    def _takeover_guard(self):
+    def _takeover_guard(self) -> Iterator[None]:
         """Serialise stale takeovers, so two processes cannot both remove a dead lock and each believe they hold it."""
         if fcntl is None:
             yield

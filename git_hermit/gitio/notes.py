@@ -293,8 +293,8 @@ def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteR
             base_t, our_t, their_t = (next(texts) if b else None
                                       for b in (base_e.get(target), our_e.get(target), their_e.get(target)))
             merged_texts[target] = resolve(target, base_t, our_t, their_t)
-        written = [t for t, text in merged_texts.items() if text is not None]
-        shas = repo.write_blobs([merged_texts[t].encode("utf-8") for t in written])
+        written = {t: text for t, text in merged_texts.items() if text is not None}
+        shas = repo.write_blobs([text.encode("utf-8") for text in written.values()])
         for target, sha in zip(written, shas):
             _set(changes, tip_paths, target, sha)
         for target, text in merged_texts.items():

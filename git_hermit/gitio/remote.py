@@ -101,7 +101,7 @@ def push_atomic(repo: Repo, remote: str, refs: list[tuple[str, str, str | None]]
     if not refused and any(marker in text for marker in raced):
         raise RefConflict(f"the remote {remote!r} moved while git-hermit was pushing; nothing was pushed",
                           hint="someone pushed at the same time; run the same command again")
-    first = (refused or rejected or [None])[0]
+    first = (refused or rejected)[0] if refused or rejected else None
     why = first.summary if first else first_error_line(proc.stderr)
     where = f" ({first.ref})" if first else ""
     raise GitStateError(f"git push to {remote!r} failed{where}: {why}; nothing was pushed",

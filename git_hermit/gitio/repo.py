@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -195,7 +196,7 @@ class Repo:
 
     # ----------------------------------------------------------------------------- processes
     def _run(self, args: Iterable[str], *, input: bytes | None = None, env: dict[str, str] | None = None,
-             cwd: Path | None = None):
+             cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
         full_env = self._env if not env else {**self._env, **env}
         return run_git(list(args), cwd=cwd or self.work_tree, env=full_env, input=input)
 
@@ -234,7 +235,7 @@ class Repo:
     def __enter__(self) -> "Repo":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -487,8 +488,8 @@ class Repo:
         for one in ([parent_sha] if parent_sha else []) + list(merge_parents):
             args += ["-p", one]
         # An author (e.g. the learner that wrote the change) with the user as committer.
-        env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
-        return self.git(*args, "-F", "-", input=message, env=env).strip()
+        author_env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
+        return self.git(*args, "-F", "-", input=message, env=author_env).strip()
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
         """A commit of ``tree`` on ``parent`` (moves no ref)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from git_hermit.model.schema import validate
 
@@ -261,8 +261,13 @@ class Analysis:
         return cls(run=data["run"], step=data["step"], evolver=data["evolver"], body=body, v=data["v"])
 
 
+class _NoteRecord(Protocol):
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any: ...
+
+
 # Which schema and class each notes ref's records use.
-RECORD_KINDS: dict[str, tuple[str, type]] = {
+RECORD_KINDS: dict[str, tuple[str, type[_NoteRecord]]] = {
     "manifest": ("manifest", Manifest),
     "verdicts": ("verdict", Verdict),
     "scores": ("scores", Scores),

@@ -20,7 +20,7 @@ from git_hermit.resources import schemas_dir
 
 
 @cache
-def _validator(name: str):
+def _validator(name: str) -> jsonschema_rs.Validator:
     schema = json.loads((schemas_dir() / f"{name}.schema.json").read_text())
     return jsonschema_rs.validator_for(schema)
 
@@ -43,7 +43,7 @@ def validate(name: str, data: Any, *, what: str | None = None) -> None:
                           hint=f"it must match {schemas_dir() / f'{name}.schema.json'} (shipped with git-hermit)")
 
 
-def _path(parts) -> str:
+def _path(parts: list[str | int]) -> str:
     out = "$"
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from git_hermit.core.history import CommitRecords, RunHistory, StepView
+from git_hermit.model.records import Scores
 
 
 def _usage_bits(usage: dict[str, Any] | None) -> str:
@@ -42,7 +43,7 @@ STREAM_NOTE = ("each step's rollouts ran a different window of the stream, so th
                "comparable with each other; the stream pass@1 (cumulative over all windows so far) is the run's score")
 
 
-def _train(view: StepView):
+def _train(view: StepView) -> Scores | None:
     """The step's training scores (a note written only by a held-out eval has none)."""
     return view.scores if view.scores is not None and view.scores.split == "train" else None
 
@@ -97,10 +98,11 @@ def _held_out_line(held: dict[str, Any]) -> str:
 
 
 def _score_bits(view: StepView) -> str:
-    if _train(view) is None:
+    train = _train(view)
+    if train is None:
         return "pass@1 —    "
-    text = f"pass@1 {view.scores.pass_at_1:.3f}"
-    ci = view.scores.ci
+    text = f"pass@1 {train.pass_at_1:.3f}"
+    ci = train.ci
     if ci is not None:
         text += f" ({ci.delta:+.1f} [{ci.low:+.1f}, {ci.high:+.1f}])"
     return text
@@ -197,9 +199,10 @@ def log_json(history: RunHistory) -> dict[str, Any]:
     streaming = history.extra.get("evolver") in STREAMING
     stream = stream_scores(history) if streaming else {}
     for view in history.steps:
+        train = _train(view)
         steps.append({
             "step": view.step, "commit": view.commit,
-            "pass_at_1": _train(view).pass_at_1 if _train(view) else None,
+            "pass_at_1": train.pass_at_1 if train else None,
             **({"stream": stream.get(view.step)} if streaming else {}),
             "scores": view.scores.to_dict() if view.scores else None,
             "changes": [{"commit": c.commit, **c.change.to_dict(),
