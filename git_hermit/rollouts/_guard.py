@@ -26,7 +26,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def _children_of(pid: int) -> list[int] | None:
     """Direct children via /proc/PID/task/*/children (None when the kernel lacks that file)."""
-    found = []
+    found: list[int] = []
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from git_hermit.errors import ConfigError
 from git_hermit.gitio import RefUpdate, Repo
+
+if TYPE_CHECKING:      # the dask extra: imported when a Dask executor connects
+    from dask.distributed import Client, LocalCluster
 
 
 PREPARE_AHEAD = 2   # jobs in flight per agent slot: one running its agent, one preparing
@@ -101,13 +104,15 @@ class DaskHandle:
     def __init__(self, repo: Repo, executor_cfg: dict[str, Any], concurrency: int, rate_limit: RateLimitPolicy):
         self._repo, self._cfg, self._concurrency = repo, executor_cfg, concurrency
         self.rate_limit = rate_limit
-        self._client = self._cluster = self._executor = None
+        self._client: Client | None = None
+        self._cluster: LocalCluster | None = None
+        self._executor: Executor | None = None
         self._agent_slots: int | None = None    # a remote cluster's threads are its own; each runs one agent
         self._bundles: dict[str, Any] = {}
         self._futures: list[Any] = []
         self._workers: tuple[int, float] | None = None
 
-    def _connect(self):
+    def _connect(self) -> Client:
         if self._client is not None:
             return self._client
         try:
@@ -186,7 +191,7 @@ class _Tracked(Executor):
     def __init__(self, inner: Executor, futures: list[Any]):
         self._inner, self._futures = inner, futures
 
-    def submit(self, fn, /, *args, **kwargs):
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future = self._inner.submit(fn, *args, **kwargs)
         self._futures[:] = [f for f in self._futures if not f.done()] + [future]
         return future

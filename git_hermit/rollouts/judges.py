@@ -19,7 +19,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, overload
 
 from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Outcome, RolloutResult, Usage
@@ -152,10 +152,14 @@ def make_judge(spec: Mapping[str, Any], *, prices: Mapping[str, Price] | None = 
                     int(_number(spec, "max_retries", 2)), (prices or {}).get(spec["model"]))
 
 
+@overload
+def _number(spec: Mapping[str, Any], key: str, default: float) -> float: ...
+@overload
+def _number(spec: Mapping[str, Any], key: str, default: None) -> float | None: ...
 def _number(spec: Mapping[str, Any], key: str, default: float | None) -> float | None:
-    value = spec.get(key, default)
-    if value is None:
-        return None
+    value = spec.get(key)
+    if value is None:      # absent or null: the default (so a float default always gives a float)
+        return default
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"judge.{key} must be a number, got {value!r}")
     return float(value)
@@ -275,7 +279,8 @@ class AnswerJudge(JudgeBase):
     def tasks_it_cannot_judge(self, tasks: Mapping[str, Task]) -> list[str]:
         return [task_id for task_id, task in tasks.items() if self.expected_for(task) is None]
 
-    def _judge(self, task, workspace, final_answer, *, timeout_s, verifier_dir):
+    def _judge(self, task: Task, workspace: Path, final_answer: str | None, *, timeout_s: float,
+               verifier_dir: Path | None) -> Verdict:
         expected = self.expected_for(task)
         if expected is None:
             raise MissingExpectedAnswer(f"task {task.id} has no expected answer"
@@ -317,7 +322,8 @@ class CommandJudge(JudgeBase):
     def tasks_it_cannot_judge(self, tasks: Mapping[str, Task]) -> list[str]:
         return [] if self.command else [task_id for task_id, task in tasks.items() if task.verifier is None]
 
-    def _judge(self, task, workspace, final_answer, *, timeout_s, verifier_dir):
+    def _judge(self, task: Task, workspace: Path, final_answer: str | None, *, timeout_s: float,
+               verifier_dir: Path | None) -> Verdict:
         if verifier_dir is None:
             with tempfile.TemporaryDirectory(prefix="hermit-verifier-") as scratch:
                 return self._run(task, Path(workspace), final_answer, timeout_s, Path(scratch))
@@ -426,7 +432,8 @@ class LLMJudge(JudgeBase):
     max_retries: int = 2
     price: Price | None = None
 
-    def _judge(self, task, workspace, final_answer, *, timeout_s, verifier_dir):
+    def _judge(self, task: Task, workspace: Path, final_answer: str | None, *, timeout_s: float,
+               verifier_dir: Path | None) -> Verdict:
         if not final_answer or not final_answer.strip():
             return Verdict.from_reward(0.0, "no final answer")
         import openai  # optional extra: only the llm judge needs it

@@ -268,7 +268,7 @@ def run_process(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeo
         if stdin_read is not None:
             os.close(stdin_read)
     try:
-        if stdin_write is not None:
+        if stdin_write is not None and stdin_text is not None:    # one is set exactly when the other is
             _feed(stdin_write, stdin_text.encode())
         returncode = _wait_or_kill(child, timeout_s)
     finally:
@@ -299,7 +299,7 @@ def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeo
         chunks[err_read] = []
     timed_out = False
     try:
-        if stdin_write is not None:
+        if stdin_write is not None and stdin_text is not None:    # one is set exactly when the other is
             _feed(stdin_write, stdin_text.encode())
         poller = select.poll()
         for fd in chunks:

@@ -24,7 +24,8 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from functools import partial
+from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from git_hermit.rollouts._netbridge import pump
@@ -190,7 +191,10 @@ def wrap(argv: Sequence[str], *, spec: SandboxSpec, workspace: Path, home: Path,
          env: dict[str, str], readable: Sequence[Path | str] = ()) -> tuple[list[str], dict[str, str]]:
     """``argv`` as a bwrap command line, and the environment to start it with."""
     require()
-    args = [bwrap_path(), *_base_args(spec)]
+    bwrap = bwrap_path()
+    if bwrap is None:      # require() found it a moment ago: only a removal in between lands here
+        raise SandboxUnavailable("bubblewrap (bwrap) disappeared")
+    args = [bwrap, *_base_args(spec)]
     for path in [*_code_paths(), *spec.readable, *map(str, readable)]:
         if path and os.path.exists(path):
             args += ["--ro-bind", path, path]
@@ -237,9 +241,9 @@ class Gateway:
     def start(self) -> None:
         self._listen(self.directory / "proxy.sock", self._proxy)
         for port, target in self.forwards.items():
-            self._listen(self.directory / f"fwd-{port}.sock", lambda c, t=target: self._forward(c, t))
+            self._listen(self.directory / f"fwd-{port}.sock", partial(self._forward, target=target))
 
-    def _listen(self, path: Path, handler) -> None:
+    def _listen(self, path: Path, handler: Callable[[socket.socket], None]) -> None:
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(str(path))
         server.listen(64)

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ContextManager
 
 from git_hermit.adapter.deploy import deploy
 from git_hermit.model.rollout import RolloutResult
@@ -25,6 +25,9 @@ from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
+
+if TYPE_CHECKING:
+    from git_hermit.gitio import Repo
 
 TASK_FILE = "task.md"
 # Memory the acting agent itself writes while it works (continual-harness's notes): handed back
@@ -69,7 +72,7 @@ _repos_lock = threading.Lock()
 _gates: dict[int, threading.BoundedSemaphore] = {}
 
 
-def _agent_gate(slots: int | None):
+def _agent_gate(slots: int | None) -> ContextManager[object]:
     """The worker process's cap on running agents. Executors run more jobs than slots, so the
     next workspaces are prepared while agents run and an agent starts the moment a slot frees
     (without it, a wave of finishing agents queues a wave of preparations behind the GIL)."""
@@ -101,7 +104,7 @@ def _wait_for_host(host: str) -> None:
         time.sleep(min(left, 0.5))
 
 
-def _local_repo(path: str):
+def _local_repo(path: str) -> Repo:
     """One open Repo per repository per worker process: its cat-file batch reader is
     thread-safe and reused, which saves two process starts per rollout."""
     from git_hermit.gitio import Repo

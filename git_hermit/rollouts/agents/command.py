@@ -57,6 +57,7 @@ class CommandAgent:
             return AgentRun(None, Usage(), None, False, 0.0, f"cannot start {argv[0]}: {exc.strerror}",
                             "AgentStartError")
         answer_file = ctx.workspace / "answer.txt"
+        answer: str | None
         if answer_file.is_file():
             answer = answer_file.read_text(errors="replace").strip()
         else:
