@@ -52,10 +52,10 @@ def _pack(root: Path, archive: Path, fmt: str) -> None:
     if fmt == "zip":
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in files:
-                info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
-                info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, path.read_bytes())
+                member = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+                member.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
+                member.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(member, path.read_bytes())
     else:
         with tarfile.open(partial, "w:gz" if fmt == "tar.gz" else "w") as tf:
             for path in files:

@@ -19,6 +19,7 @@ from git_hermit.core.init import init_run
 from git_hermit.core.step import FinalizeOutcome, TrainOutcome, finalize, train
 from git_hermit.demo.benchmark import write_benchmark
 from git_hermit.errors import InputError
+from git_hermit.rollouts.runner import Progress
 
 DEMO_RUN = "demo"
 DEMO_EPOCHS = 8
@@ -46,7 +47,8 @@ def _demo_config(text: str, blocks: dict) -> str:
             "(see `git hermit demo -h`).\n" + body)
 
 
-def run_demo(directory: Path, *, say: Callable[[str], None] = print, on_progress=None) -> DemoOutcome:
+def run_demo(directory: Path, *, say: Callable[[str], None] = print,
+             on_progress: Callable[[Progress], None] | None = None) -> DemoOutcome:
     start = time.monotonic()
     directory = directory.resolve()
     if directory.exists() and not directory.is_dir():

@@ -170,18 +170,18 @@ def _merge_runs(old: Scores, new: Scores) -> Scores:
         for i, attempt in enumerate(score.attempts):
             attempts[i:i + 1] = [attempt]
         tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts))
-    keep = {"ci": new.ci or old.ci, "evaluation": new.evaluation or old.evaluation, "stop": new.stop or old.stop,
-            "splits": old.splits}
+    ci = new.ci or old.ci
     if tasks == old.tasks:
-        return replace(old, ci=keep["ci"])
+        return replace(old, ci=ci)
     if tasks == new.tasks:
-        return replace(new, **keep)
+        return replace(new, ci=ci, evaluation=new.evaluation or old.evaluation, stop=new.stop or old.stop,
+                       splits=old.splits)
     counts = {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts)) for t, s in tasks.items()}
     ks = sorted({int(k) for k in (*old.pass_at, *new.pass_at)})
     pass_at = {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
                              / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}
     return replace(old, tasks=tasks, pass_at_1=round(float(stats.exact_pass_at_1(counts)), 6), pass_at=pass_at,
-                   k=max(old.k, new.k), ci=keep["ci"])
+                   k=max(old.k, new.k), ci=ci)
 
 
 def _rerun_record(existing: Scores | None, scores: Scores) -> Scores:

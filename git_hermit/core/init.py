@@ -109,12 +109,13 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
             target.rmdir()
         shutil.move(str(staged), str(target))
         (repo.work_tree / config_rel).write_text(config_text)
-        for path, text in extra.items():
-            (repo.work_tree / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo.work_tree / path).write_text(text)
-        stage_attributes = attributes is not None and _worktree_matches(repo, head, GITATTRIBUTES)
-        if stage_attributes:
+        for rel, text in extra.items():
+            (repo.work_tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo.work_tree / rel).write_text(text)
+        stage_attributes = False
+        if attributes is not None and _worktree_matches(repo, head, GITATTRIBUTES):
             (repo.work_tree / GITATTRIBUTES).write_text(attributes)
+            stage_attributes = True
         repo.update_refs(updates, message=f"git hermit init {run}")
     if branch:
         repo.git("add", "--", config_rel, adapter_rel, *extra, *([GITATTRIBUTES] if stage_attributes else []))

@@ -12,11 +12,14 @@ import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.errors import AgentError, ConfigError, HermitError, InputError
 from git_hermit.hosts.locate import PINNED_PACKAGES, find_host_cli
+
+if TYPE_CHECKING:
+    from git_hermit.gitio import Repo
 
 HOST_BACKENDS = ("codex", "claude-code", "pi")
 ONE_SHOT = {"llm": "openai", "openai": "openai", "anthropic": "anthropic"}
@@ -104,14 +107,14 @@ def binary_problems(config: RunConfig) -> list[Problem]:
     return [p for p in found if p.kind == "binary"]
 
 
-def run_preflight(repo, run: str | None = None) -> PreflightReport:
+def run_preflight(repo: Repo, run: str | None = None) -> PreflightReport:
     """`check`: the preflight of the run's `step` (config from the work tree)."""
     from git_hermit.config import load_config
     config = load_config(repo.work_tree, run)
     return preflight(config, splits=step_splits(config))
 
 
-def configured_binaries(repo) -> list[str]:
+def configured_binaries(repo: Repo) -> list[str]:
     """`doctor`: every run's missing agent and learner programs, one line each (a config that does
     not load is `check`'s to report)."""
     from git_hermit.config import config_paths, parse_config
@@ -276,7 +279,7 @@ def _judge(config: RunConfig, base_dir: Path) -> list[Problem]:
     return problems
 
 
-def _guarded(check, where: str) -> list[Problem]:
+def _guarded(check: Callable[[], object], where: str) -> list[Problem]:
     """A check that raises its own HermitError: its message becomes one problem."""
     try:
         check()
@@ -287,7 +290,7 @@ def _guarded(check, where: str) -> list[Problem]:
 
 
 # --- work-tree edits ----------------------------------------------------------------------------
-def worktree_warnings(repo, run: str | None = None) -> list[str]:
+def worktree_warnings(repo: Repo, run: str | None = None) -> list[str]:
     """What `step` says (stderr, not an error) about hand edits it will not use or not record.
 
     The adapter a step evaluates is the run's tip commit (``hermit/<run>/step-NNNN``), never the

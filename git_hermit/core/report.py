@@ -193,10 +193,10 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
     views = {v.step: v for v in history.steps}
     view = views[step]
     before = views.get(step - 1)
-    curve = [s for v in history.steps if v.step <= step and (s := _score(v, None))]
+    scored = [s for v in history.steps if v.step <= step and (s := _score(v, None))]
     # best-ever as of this step: the first to reach the highest pass@1 (the best tag's strict rule)
-    top = max(curve, key=lambda s: s.pass_at_1) if curve else None
-    curve = tuple(replace(s, best=s is top) for s in curve)
+    top = max(scored, key=lambda s: s.pass_at_1) if scored else None
+    curve = tuple(replace(s, best=s is top) for s in scored)
     changes = tuple(ChangeRow(
         id=c.change.id, component=c.change.component or "", files=tuple(c.change.files),
         description=c.change.description, predicted_fixes=tuple(c.change.predicted_fixes),

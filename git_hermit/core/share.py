@@ -14,6 +14,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from git_hermit.core.runs import list_runs
 from git_hermit.errors import GitStateError, NotesConflict, RefConflict
@@ -53,10 +54,10 @@ def _kind_of(ref: str) -> str:
     return ref.rsplit("/", 1)[-1]
 
 
-def _resolver(kind: str):
+def _resolver(kind: str) -> Callable[[str, str | None, str | None, str | None], str | None]:
     """Field-wise merge of one note both sides changed; a conflict names the commit, record, field."""
     def resolve(target: str, base: str | None, ours: str | None, theirs: str | None) -> str | None:
-        def parse(text: str | None):
+        def parse(text: str | None) -> dict[str, Any] | None:
             return None if text is None else json.loads(text)
         try:
             merged = merge_records(parse(base), parse(ours), parse(theirs))

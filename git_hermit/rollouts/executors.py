@@ -14,7 +14,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from git_hermit.errors import ConfigError
 from git_hermit.gitio import RefUpdate, Repo
@@ -57,6 +57,22 @@ class RateLimitPolicy:
         (half fixed, half random) so workers that were limited together do not return together."""
         ceiling = min(self.max_backoff_s, self.backoff_s * 2 ** max(0, consecutive - 1))
         return ceiling / 2 + rng() * ceiling / 2
+
+
+class RolloutHandle(Protocol):
+    """What running rollouts needs of an executor: a local thread pool or a Dask cluster."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def rate_limit(self) -> RateLimitPolicy: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def workers(self) -> int: ...
+    def ship(self, commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]: ...
+    def pause(self, host: str, until: float) -> None: ...
+    def interrupt(self) -> None: ...
 
 
 @dataclass
@@ -201,7 +217,7 @@ class _Tracked(Executor):
 
 
 @contextmanager
-def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[ExecutorHandle | DaskHandle]:
+def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[RolloutHandle]:
     kind = (executor_cfg or {}).get("kind", "local")
     rate_limit = RateLimitPolicy.from_config((executor_cfg or {}).get("rate_limit"))
     if kind == "local":

@@ -22,7 +22,7 @@ from git_hermit.redact import redact
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.scratch import clean_stale
-from git_hermit.rollouts.executors import ExecutorHandle
+from git_hermit.rollouts.executors import RolloutHandle
 from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
 
 RESULT_FILE = "result.json"
@@ -118,7 +118,7 @@ class Progress:
             self.on_change(self)
 
 
-def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, *,
+def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *,
              slots: dict[str, int] | None = None, progress: Progress | None = None) -> dict[str, list[RolloutResult]]:
     """Run every job not already finished; results grouped by task, attempts in order."""
     jobs = list(jobs)
@@ -159,7 +159,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
 
 
 def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_host: dict[str, int],
-           limits: dict[str, int], handle: ExecutorHandle, out_dir: Path,
+           limits: dict[str, int], handle: RolloutHandle, out_dir: Path,
            results: dict[tuple[str, int], RolloutResult], progress: Progress) -> None:
     """Submit within the worker and per-host limits; store each result as it completes.
 
