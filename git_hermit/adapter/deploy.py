@@ -122,7 +122,7 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
     for rel, src in sources.items():
         plan[f"{RUNTIME_DIR}/{rel}"] = src.read_bytes()
     hook_command = hooks_config = None
-    if "middleware.py" in sources:
+    if python is not None:       # the adapter has a middleware.py
         shipped = resources.hooks_dir() / "agent"
         for name in RUNNER_FILES:  # the fixed files, from the adapter or else as shipped
             plan.setdefault(f"{RUNTIME_DIR}/{name}", (shipped / name).read_bytes())
@@ -274,7 +274,7 @@ def _footer(host: str, sources: dict[str, Path], python: str | None, runtime: Pa
         for folder in ("agents", "sub_agents"):
             if any(rel.startswith(f"{folder}/") for rel in sources):
                 lines.append(f"Sub-agent definitions: `{RUNTIME_DIR}/{folder}/`.")
-    if host == "pi" and "middleware.py" in sources:
+    if host == "pi" and python is not None:     # python: the adapter has a middleware.py
         runner = shlex.quote(str(runtime / "hook_runner.py"))
         lines.append("This agent runs no hooks, so run the adapter's session-start hook yourself, "
                      "first thing, and read what it prints (the long-term memory):")

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -221,7 +221,7 @@ def _parse(spec_file: Path) -> Template:
     )
 
 
-def _string_tuple(value: Any, key: str, bad) -> tuple[str, ...]:
+def _string_tuple(value: Any, key: str, bad: Callable[[str], Exception]) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise bad(f"{key!r} is not a list of strings")
     return tuple(value)

@@ -42,7 +42,7 @@ def params_schema(evolver: str) -> dict[str, Any]:
 
 
 @cache
-def _validator(evolver: str):
+def _validator(evolver: str) -> jsonschema_rs.Validator:
     return jsonschema_rs.validator_for(params_schema(evolver))
 
 
@@ -123,7 +123,7 @@ def _value_hint(schema: dict, parts: list) -> str:
     return "; ".join(bits) or "see the README's evolver.params"
 
 
-def _dotted(parts) -> str:
+def _dotted(parts: list[str | int]) -> str:
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))

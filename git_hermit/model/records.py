@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from git_hermit.model.rollout import Outcome
 from git_hermit.model.schema import validate
 
 VerdictName = Literal["EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL"]
@@ -135,7 +136,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Attempt:
-    outcome: str
+    outcome: Outcome                 # the scores schema's enum: pass, fail, exception
     reward: float | None
     exception_type: str | None = None
     tokens: int | None = None

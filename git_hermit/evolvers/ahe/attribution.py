@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from git_hermit.evolvers.ahe.analysis import StepDiff
+from git_hermit.model.records import VerdictName
 
-HARMFUL = "HARMFUL"
-MIXED = "MIXED"
-EFFECTIVE = "EFFECTIVE"
-PARTIALLY_EFFECTIVE = "PARTIALLY_EFFECTIVE"
-INEFFECTIVE = "INEFFECTIVE"
-VERDICTS: tuple[str, ...] = (HARMFUL, MIXED, EFFECTIVE, PARTIALLY_EFFECTIVE, INEFFECTIVE)
+HARMFUL: Final = "HARMFUL"
+MIXED: Final = "MIXED"
+EFFECTIVE: Final = "EFFECTIVE"
+PARTIALLY_EFFECTIVE: Final = "PARTIALLY_EFFECTIVE"
+INEFFECTIVE: Final = "INEFFECTIVE"
+VERDICTS: tuple[VerdictName, ...] = (HARMFUL, MIXED, EFFECTIVE, PARTIALLY_EFFECTIVE, INEFFECTIVE)
 # evolve.py:2837-2843, shown beside each verdict in the evolution query
 SUGGESTED_ACTIONS: Mapping[str, str] = {
     HARMFUL: "❌ Must rollback",
@@ -27,7 +28,7 @@ SUGGESTED_ACTIONS: Mapping[str, str] = {
 }
 
 
-def verdict_for(n_fixed: int, n_predicted: int, n_risk_hit: int) -> str:
+def verdict_for(n_fixed: int, n_predicted: int, n_risk_hit: int) -> VerdictName:
     """The §4.3 decision table, top-down, first match wins."""
     if n_risk_hit > 0 and n_fixed == 0:
         return HARMFUL
@@ -58,7 +59,7 @@ class ChangeVerdict:
     still_failed: tuple[str, ...]
     predicted_risks: tuple[str, ...]
     risk_realized: tuple[str, ...]
-    verdict: str
+    verdict: VerdictName
 
     @property
     def hit_rate(self) -> str:

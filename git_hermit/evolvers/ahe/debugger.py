@@ -16,6 +16,7 @@ from git_hermit.model.rollout import RolloutResult
 
 Mode = Literal["debug", "summary"]
 TraceLabel = Literal["PASS", "FAIL", "TIMEOUT"]
+ErrorKind = Literal["failed", "error", "timeout", "exception"]
 
 TRUNCATED_PREFIX = "... (truncated) ...\n"
 # every failure string the session runner produces starts with this (upstream: "[adb")
@@ -206,6 +207,7 @@ def _select_traces(results: Sequence[RolloutResult], is_timeout: bool, root: Pur
         reward = _trace_reward(result)
         if reward is None and not is_timeout:
             continue  # a pure-exception trial is never analysed
+        label: TraceLabel
         if reward is None or result.is_timeout:
             # ``timeout_as: fail`` makes a timeout a fail (reward 0) for the diff, but the Debugger
             # must still know the agent ran out of time rather than answered wrong
@@ -315,7 +317,7 @@ def _with_query(job: DebugJob, **kwargs: Any) -> DebugJob:
     return replace(job, query=render_query(job, **kwargs))
 
 
-def error_response(kind: Literal["failed", "error", "timeout", "exception"], detail: str) -> str:
+def error_response(kind: ErrorKind, detail: str) -> str:
     """The failure string a session runner returns, e.g. ``[debugger timeout] exceeded 600s``."""
     return f"{ERROR_PREFIX} {kind}] {detail}"
 
@@ -360,7 +362,7 @@ def finish(jobs: Sequence[DebugJob], responses: Mapping[str, str | None]) -> lis
     reports = []
     for job in jobs:
         response = responses.get(job.task)
-        if should_retry(response):
+        if response is None or should_retry(response):
             error = response if response and response.strip() else error_response("failed", "no response")
             reports.append(DebugReport(job, fallback_text(job, error), failed=True))
         else:

@@ -21,7 +21,7 @@ from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
 from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
-from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
+from git_hermit.evolvers.base import PastEvaluation, PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
 from git_hermit.model.learner_json import load_json
 from git_hermit.model.records import Change, Manifest, Verdict
@@ -187,7 +187,7 @@ class AHEEvolver:
         return json.loads(path.read_text()) if path.is_file() else None
 
     @staticmethod
-    def _stats_of(evaluation, k: int) -> analysis.StepStats:
+    def _stats_of(evaluation: PastEvaluation, k: int) -> analysis.StepStats:
         """An earlier evaluation's stats, rebuilt from its scores note (what git keeps)."""
         from git_hermit.model.rollout import RolloutResult
         results = {task: [RolloutResult(task, i + 1, a.outcome, a.reward, a.exception_type)
@@ -202,7 +202,8 @@ class AHEEvolver:
         return history
 
     @staticmethod
-    def _precision(ctx: StepContext, evaluation) -> attribution.PredictionScores | None:
+    def _precision(ctx: StepContext,
+                   evaluation: attribution.ChangeEvaluation | None) -> attribution.PredictionScores | None:
         """The run's prediction counts: earlier steps' from their scores notes (what a clone that
         fetched the run also has; never the ignored working files), plus this step's."""
         total, seen = attribution.PredictionScores(), False
@@ -215,7 +216,7 @@ class AHEEvolver:
             total, seen = total + evaluation.prediction, True
         return total if seen else None
 
-    def _rollbacks(self, ctx: StepContext, evaluation, base_dir: Path,
+    def _rollbacks(self, ctx: StepContext, evaluation: attribution.ChangeEvaluation | None, base_dir: Path,
                    result: StepResult) -> tuple[list[_Rollback], dict[str, str]]:
         p = ctx.params
         undone: dict[str, str] = {}
@@ -322,7 +323,7 @@ class AHEEvolver:
                 if answer.ok:
                     response = redact(answer.text)
                     break
-                kind = "timeout" if answer.error and "timed out" in answer.error else "error"
+                kind: debugger.ErrorKind = "timeout" if answer.error and "timed out" in answer.error else "error"
                 response = debugger.error_response(kind, answer.error or "no answer")
                 if attempt + 1 < retries:
                     time.sleep(schedule[attempt])
@@ -518,6 +519,7 @@ class AHEEvolver:
             members = list(group.members)
             manifest = Manifest(run=ctx.run, step=ctx.step, changes=tuple(members))
             head = members[0]
+            trailers: tuple[tuple[str, str], ...]
             if len(members) == 1:
                 trailers = (("Hermit-Predicts-Fix", ", ".join(head.predicted_fixes) or "none"),
                             ("Hermit-Risk", ", ".join(head.risk_tasks) or "none"))
@@ -562,8 +564,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def _rollback_body(ctx: StepContext, evaluation, group: list[_Rollback], judged: str, commit: str,
-                   with_text: str = "") -> str:
+def _rollback_body(ctx: StepContext, evaluation: attribution.ChangeEvaluation, group: list[_Rollback], judged: str,
+                   commit: str, with_text: str = "") -> str:
     """The evidence of an automatic rollback, for its commit body (GitHub shows no notes): the
     tasks that regressed, the predicted fixes that did not happen, pass@1 before and after."""
     lines = [f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; its files are restored to "

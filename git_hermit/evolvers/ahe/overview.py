@@ -39,7 +39,7 @@ def one_liner(response: str) -> str:
         return first[:100]
     match = _ROOT_CAUSE.search(text)
     if match:
-        paragraph = []
+        paragraph: list[str] = []
         for line in text[match.end():].splitlines():
             if _SECTION_END.match(line):
                 break

@@ -11,7 +11,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -77,8 +77,9 @@ def parse_json_answer(text: str) -> dict[str, Any]:
             data = load_json(body[start:end + 1])
         except TooDeep as exc:
             raise DeltaError(f"the answer's JSON is {exc}") from None
-        except ValueError as exc:
-            raise DeltaError(f"the answer's JSON does not parse ({exc.msg} at char {exc.pos})") from None
+        except ValueError as exc:     # json.JSONDecodeError, or e.g. an integer too long to convert
+            why = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise DeltaError(f"the answer's JSON does not parse ({why})") from None
     if not isinstance(data, dict):
         raise DeltaError(f"the answer is a JSON {type(data).__name__}, not an object")
     return data
@@ -106,6 +107,10 @@ def _list(data: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
+@overload
+def _text(item: dict[str, Any], key: str, where: str, *, required: Literal[True]) -> str: ...
+@overload
+def _text(item: dict[str, Any], key: str, where: str, *, required: bool) -> str | None: ...
 def _text(item: dict[str, Any], key: str, where: str, *, required: bool) -> str | None:
     value = item.get(key)
     if value is None and not required:
