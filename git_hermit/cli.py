@@ -23,6 +23,7 @@ if TYPE_CHECKING:     # imported where used: `git hermit --version` and completi
     from git_hermit.core.evaluate import EvalRun
     from git_hermit.core.step import StepOutcome
     from git_hermit.gitio import Repo
+    from git_hermit.render.manpage import CommandDoc
     from git_hermit.render.progress import LiveProgress
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -660,7 +661,7 @@ def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_tabl
         click.echo(sub.get_help(sub_ctx))
 
 
-def _command_docs() -> list:
+def _command_docs() -> list[CommandDoc]:
     """The CLI as plain records for the manual page (click stays in this module)."""
     from git_hermit.render.manpage import CommandDoc, OptionDoc
     docs = []

@@ -15,6 +15,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False     # typing itself is not imported at run time (see above); mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
 COMPLETE_VAR = "_GIT_HERMIT_COMPLETE"
 
 
@@ -27,7 +31,7 @@ class Candidate:
         self.value, self.help, self.type = value, help, type
 
 
-def _load_table() -> dict:
+def _load_table() -> dict[str, Any]:
     from git_hermit._completion_table import TABLE
     return TABLE
 
@@ -56,7 +60,7 @@ def _steps(run: str | None) -> list[str]:
     return [f"step-{n}" for n, _ in list_steps(repo, run)] if run else []
 
 
-def _values(kind: dict, incomplete: str, given: dict[str, str], table: dict) -> list[Candidate]:
+def _values(kind: dict[str, Any], incomplete: str, given: dict[str, str], table: dict[str, Any]) -> list[Candidate]:
     """Candidates for an option value or an argument of ``kind`` (the table's description)."""
     if kind.get("choices"):
         return [Candidate(c) for c in kind["choices"] if c.startswith(incomplete)]
@@ -75,7 +79,7 @@ def _values(kind: dict, incomplete: str, given: dict[str, str], table: dict) -> 
     return []
 
 
-def complete(args: list[str], incomplete: str, table: dict | None = None) -> list[Candidate]:
+def complete(args: list[str], incomplete: str, table: dict[str, Any] | None = None) -> list[Candidate]:
     """What to offer for ``incomplete`` after the words ``args`` (``git-hermit`` itself excluded)."""
     table = table or _load_table()
     scope = table                      # the group; a command's own scope once its name is read

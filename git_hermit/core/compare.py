@@ -9,6 +9,7 @@ ledger (tokens and cost of every step, "unknown" cost where a price is missing) 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import open_run
@@ -41,7 +42,7 @@ class CompareReport:
     comparison: stats.Comparison    # b minus a, over the shared tasks
 
 
-def _rates(tasks: dict) -> dict[str, float]:
+def _rates(tasks: dict[str, Any]) -> dict[str, float]:
     rates = {}
     for task, data in tasks.items():
         attempts = data.get("attempts") if isinstance(data, dict) else None

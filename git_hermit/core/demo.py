@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -34,7 +34,7 @@ class DemoOutcome:
     seconds: float
 
 
-def _demo_config(text: str, blocks: dict) -> str:
+def _demo_config(text: str, blocks: dict[str, Any]) -> str:
     """The default hermit.yaml with the demo's blocks swapped in (comments of other keys kept)."""
     data = yaml.safe_load(text)
     data.update(blocks)

@@ -12,6 +12,7 @@ from typing import Callable
 from git_hermit.core.evaluate import eval_commits
 from git_hermit.core.runs import RunContext, best_tag
 from git_hermit.rollouts import stats
+from git_hermit.rollouts.runner import Progress
 
 SPLIT = "test"
 
@@ -45,7 +46,7 @@ def final_snapshot(ctx: RunContext) -> tuple[str, str]:
     return ctx.tip[1], f"tip, step {ctx.tip[0]}"
 
 
-def evaluate_final(ctx: RunContext, *, on_progress: Callable[[str], Callable] | None = None) -> HeldOut | None:
+def evaluate_final(ctx: RunContext, *, on_progress: Callable[[str], Callable[[Progress], None]] | None = None) -> HeldOut | None:
     """None when the run has no test split."""
     if SPLIT not in ctx.config.splits():
         return None

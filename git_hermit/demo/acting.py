@@ -17,10 +17,10 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-Emit = Callable[[dict], None]
-RunHook = Callable[[str, dict], "dict | None"]
+Emit = Callable[[dict[str, Any]], None]
+RunHook = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
 
 MODEL = "scripted-demo"
 SLIP_RATE = 0.5                 # chance of the family's mistake on an attempt without guidance
@@ -149,12 +149,12 @@ class _Session:
         self.last_message = ""
 
     # --- hooks ------------------------------------------------------------------------
-    def hook(self, event: str, **fields: object) -> dict:
+    def hook(self, event: str, **fields: object) -> dict[str, Any]:
         payload = {"session_id": self.session_id, "transcript_path": None,
                    "cwd": str(self.workspace), "hook_event_name": event, "model": MODEL, **fields}
         return self.run_hook(event, payload) or {}
 
-    def take_context(self, source: str, output: dict) -> None:
+    def take_context(self, source: str, output: dict[str, Any]) -> None:
         specific = output.get("hookSpecificOutput")
         if isinstance(specific, dict) and isinstance(specific.get("additionalContext"), str):
             self.guidance.add(source, specific["additionalContext"])

@@ -17,7 +17,7 @@ import secrets
 import socket
 import time
 from datetime import datetime, timezone
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from pathlib import Path
 
@@ -166,7 +166,7 @@ class RunLock:
         self._token = token
         return True
 
-    def _read_holder(self) -> dict | None:
+    def _read_holder(self) -> dict[str, Any] | None:
         """The lock's record; {} if the file exists but is empty/unparsable; None if there is no file."""
         try:
             text = self.path.read_text()
@@ -178,7 +178,7 @@ class RunLock:
             return {}
         return record if isinstance(record, dict) else {}
 
-    def _is_stale(self, holder: dict | None) -> bool:
+    def _is_stale(self, holder: dict[str, Any] | None) -> bool:
         if holder is None:
             return True  # released meanwhile: free to take
         if not holder:
@@ -205,7 +205,7 @@ class RunLock:
         finally:
             os.close(fd)
 
-    def _held_error(self, holder: dict | None) -> LockHeld:
+    def _held_error(self, holder: dict[str, Any] | None) -> LockHeld:
         hint = f"wait for it or stop that process; the lock file is {self.path}"
         if not holder:
             return LockHeld(f"run '{self.run}' is being locked by another process", hint=hint)

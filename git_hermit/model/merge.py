@@ -46,7 +46,7 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b and type(a) is type(b)
 
 
-def merge_records(base: dict | None, ours: dict | None, theirs: dict | None) -> dict | None:
+def merge_records(base: dict[str, Any] | None, ours: dict[str, Any] | None, theirs: dict[str, Any] | None) -> dict[str, Any] | None:
     """``merge_json`` for whole notes: a missing side is absent (a deleted note), not empty."""
     result = merge_json(_ABSENT if base is None else base, _ABSENT if ours is None else ours,
                         _ABSENT if theirs is None else theirs)

@@ -20,6 +20,10 @@ import struct
 import sys
 import time
 
+TYPE_CHECKING = False     # no typing import at run time: this script starts once per git-hermit process
+if TYPE_CHECKING:
+    from typing import Any
+
 PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -102,7 +106,7 @@ def _kill_tree(deadline_s: float = 2.0) -> None:
     _reap()
 
 
-def _guard(request: dict, fds: list[int]) -> None:
+def _guard(request: "dict[str, Any]", fds: list[int]) -> None:
     """The forked guard of one child tree; never returns."""
     stdin, stdout, stderr, control, status = fds
     os.setsid()

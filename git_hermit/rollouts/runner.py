@@ -138,7 +138,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
             pending.append(job)
     progress.changed()
     limits = dict(slots or {})
-    in_flight: dict[Future, RolloutJob] = {}
+    in_flight: dict[Future[RolloutOutput], RolloutJob] = {}
     per_host: dict[str, int] = {}
     queue = list(pending)
 
@@ -158,7 +158,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
     return grouped
 
 
-def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_host: dict[str, int],
+def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], RolloutJob], per_host: dict[str, int],
            limits: dict[str, int], handle: RolloutHandle, out_dir: Path,
            results: dict[tuple[str, int], RolloutResult], progress: Progress) -> None:
     """Submit within the worker and per-host limits; store each result as it completes.

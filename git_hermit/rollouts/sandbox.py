@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import partial
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
 from git_hermit.rollouts._netbridge import pump
@@ -71,8 +71,8 @@ DEFAULT_ENDPOINTS = {"codex": "https://api.openai.com", "claude-code": "https://
                      "pi": "https://api.anthropic.com"}
 
 
-def spec_from_config(block: dict | None, *, backend: str | None = None,
-                     provider: dict | None = None) -> SandboxSpec | None:
+def spec_from_config(block: dict[str, Any] | None, *, backend: str | None = None,
+                     provider: dict[str, Any] | None = None) -> SandboxSpec | None:
     """hermit.yaml's ``sandbox:`` block as a spec for one backend, or None when it is absent
     or disabled. Refuses (ConfigError) when it is enabled and bubblewrap cannot run here."""
     from git_hermit.errors import ConfigError
@@ -321,7 +321,7 @@ def _splice(a: socket.socket, b: socket.socket) -> None:
     b.close()
 
 
-_gateways: dict[tuple, Gateway] = {}
+_gateways: dict[tuple[Any, ...], Gateway] = {}
 _gateways_lock = threading.Lock()
 
 

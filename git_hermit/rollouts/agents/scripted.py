@@ -56,7 +56,7 @@ class ScriptedAgent:
         env = ctx.base_env() | {"CODEX_HOME": str(ctx.home / ".codex")}
         hook_errors: list[str] = []
 
-        def run_hook(event: str, payload: dict) -> dict | None:
+        def run_hook(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
             calls = fire(commands, event, {**common, **payload}, cwd=ctx.workspace, env=env,
                          timeout_s=HOOK_TIMEOUT_S)
             hook_errors.extend(f"{c.event}: exit {c.returncode}" for c in calls if c.returncode not in (0,))
@@ -64,7 +64,7 @@ class ScriptedAgent:
 
         start = time.monotonic()
         with open(ctx.trajectory_path, "w", encoding="utf-8") as stream:
-            def emit(event: dict) -> None:
+            def emit(event: dict[str, Any]) -> None:
                 stream.write(json.dumps(event) + "\n")
             try:
                 answer = policy(ctx.workspace, ctx.prompt, attempt=ctx.attempt, emit=emit, run_hook=run_hook)
