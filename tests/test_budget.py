@@ -127,3 +127,25 @@ def test_usd_budget_with_an_unpriced_model_is_refused_and_max_tokens_works_witho
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT, r.out + r.err
     assert len(_finished(repo, 1)) == 2 and "2,200" in r.err and "800 left" in r.err
+
+
+def test_budget_stops_learner_sessions_and_the_resumed_step_bills_each_session_once(repo):
+    # room for the 8 rollouts and about one and a half Debugger sessions (~1k tokens at $1/M each)
+    control = _run(repo, {"max_usd": ROWS * ROLLOUT_USD + 0.0015})
+    _edit(repo, evolver={**yaml.safe_load((repo / "hermit.yaml").read_text())["evolver"],
+                         "params": {"k": 2, "target_pass_rate": 1.0,
+                                    "debugger": {"retries": 1, "backoff_s": 0.0, "concurrency": 1}}})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    assert "before a debugger session" in r.err and "left" in r.err
+    sessions = calls(control, "debugger")
+    assert 1 <= len(sessions) < len(ANSWERS) and calls(control, "evolve") == []
+    assert len(calls(control, "agent")) == ROWS
+
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert len(calls(control, "agent")) == ROWS                     # no rollout ran again
+    assert sorted(calls(control, "debugger")) == sorted(ANSWERS)     # no session ran again
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
+    assert sorted(e["key"] for e in ledger if e["role"] == "debugger") == sorted(ANSWERS)

@@ -22,7 +22,6 @@ from git_hermit.rollouts.ledger import Ledger, LedgerEntry, load_prices, sum_usa
 from git_hermit.model.rollout import Usage
 
 LEDGER_FILE = "ledger.json"
-PARTIAL_FILE = "ledger.partial.json"    # learner sessions of a step the budget stopped
 
 
 def budget_limits(config: RunConfig) -> tuple[float | None, int | None]:
@@ -102,8 +101,7 @@ def _learner_usage(entries: list[LedgerEntry]) -> Usage:
 
 
 def open_budget(ctx: RunContext, step: int) -> Budget:
-    """Step ``step``'s budget: the run's spending in earlier steps, the ledger's means, and the
-    learner sessions an earlier attempt of this step finished before the budget stopped it."""
+    """Step ``step``'s budget: the run's spending in earlier steps and the ledger's means."""
     config = ctx.config
     max_usd, max_tokens = budget_limits(config)
     past = step_ledgers(ctx, before=step)
@@ -115,14 +113,11 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
         count = len(learners)
         learner_mean = Usage(round(total.input_tokens / count), 0, round(total.output_tokens / count), 0,
                              None if total.cost_usd is None else total.cost_usd / count)
-    here = step_dir(ctx.repo, ctx.run, step)
     prices = load_prices(config.prices)
-    carried = [LedgerEntry.from_dict(item) for item in (_read_json(here / PARTIAL_FILE) or {}).get("entries", [])]
     return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
                   prior=sum_usage(e.usage for e in entries), prior_entries=entries,
                   history_rollouts=rollout_usages(entries), learner_per_step=learner_mean, prices=prices,
-                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
-                  carried=carried, partial_path=here / PARTIAL_FILE)
+                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"))
 
 
 @dataclass(frozen=True)

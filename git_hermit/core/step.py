@@ -251,11 +251,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
                                                        directory=directory),
         say=say, prev_rollbacks=prev_rollbacks)
-    try:
-        result = evolver.learn(step_ctx)
-    except BaseException:
-        budget.keep_sessions()               # the sessions it finished stay billed when the step resumes
-        raise
+    result = evolver.learn(step_ctx)
     atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
     outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
     return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)

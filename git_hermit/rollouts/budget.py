@@ -8,11 +8,8 @@ learners go through ``guard``. The run's history is read by core/budget.py.
 
 from __future__ import annotations
 
-import json
 import statistics
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from git_hermit.errors import BudgetReached, ConfigError
@@ -73,8 +70,7 @@ class Budget:
                  prior: Usage = Usage(cost_usd=0.0), prior_entries: Iterable[LedgerEntry] = (),
                  history_rollouts: Iterable[Usage] = (), learner_per_step: Usage | None = None,
                  prices: Mapping[str, Price] | None = None, model: str | None = None,
-                 judge_model: str | None = None, carried: Iterable[LedgerEntry] = (),
-                 partial_path: Path | None = None):
+                 judge_model: str | None = None):
         self.step = step
         self.max_usd = max_usd
         self.max_tokens = max_tokens
@@ -84,10 +80,8 @@ class Budget:
         self.learner_per_step = learner_per_step
         self.model = model
         self.judge_model = judge_model
-        self.live = Ledger(prices, carried)        # this step's spending so far
-        self.partial_path = partial_path
+        self.live = Ledger(prices)                 # this step's spending so far
         self.stopped = False                       # set when a rollout was not started
-        self._lock = threading.Lock()
 
     @property
     def limited(self) -> bool:
@@ -180,23 +174,10 @@ class Budget:
         return lambda role: _GuardedLearner(factory(role), self)
 
     def watch(self, ledger: Ledger) -> Ledger:
-        """From now on ``ledger`` (the step's) is the live spending; it gets the entries of
-        sessions a stopped attempt of this step finished and kept."""
-        for entry in self.live.entries:
-            if entry.role not in ROLLOUT_ROLES:
-                ledger.add(entry)
+        """From now on ``ledger`` (the step's, where the learners bill their sessions, and where
+        a resumed step re-bills the sessions it reuses) is this step's live spending."""
         self.live = ledger
         return ledger
-
-    def keep_sessions(self) -> None:
-        """Record the step's learner entries so far (the step stopped): a resumed step reuses
-        those finished sessions and must still bill them."""
-        if self.partial_path is None:
-            return
-        learners = [e.to_dict() for e in self.live.entries if e.role not in ROLLOUT_ROLES]
-        if learners:
-            self.partial_path.parent.mkdir(parents=True, exist_ok=True)
-            self.partial_path.write_text(json.dumps({"v": 1, "entries": learners}, indent=2) + "\n")
 
     def _error(self, what: str) -> BudgetReached:
         spent = self.spent()
