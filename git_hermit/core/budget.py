@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core.runs import RunContext, step_dir
@@ -187,15 +187,23 @@ def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
     for role in roles:
         # a step without the role (no failing task for the Debugger) counts as zero for it
         usages = [sum_usage(e.usage for e in step_entries if e.role == role) for step_entries in past.values()]
-        cost = None if any(u.cost_usd is None for u in usages) else Spread.of(u.cost_usd for u in usages)
-        per_step[role] = RoleForecast(Spread.of(u.total_tokens for u in usages), cost)
+        cost = None if any(u.cost_usd is None for u in usages) else _spread(u.cost_usd or 0.0 for u in usages)
+        per_step[role] = RoleForecast(_spread(u.total_tokens for u in usages), cost)
     totals = [sum_usage(e.usage for e in step_entries) for step_entries in past.values()]
     next_tokens = next_cost = None
     if totals:
-        token_spread = Spread.of(u.total_tokens for u in totals)
+        token_spread = _spread(u.total_tokens for u in totals)
         next_tokens = (steps * token_spread.mean, math.sqrt(steps) * token_spread.sd)
         if all(u.cost_usd is not None for u in totals):
-            cost_spread = Spread.of(u.cost_usd for u in totals)
+            cost_spread = _spread(u.cost_usd or 0.0 for u in totals)
             next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
     return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in entries), per_step,
                     next_tokens, next_cost, max_usd, max_tokens)
+
+
+def _spread(values: Iterable[float]) -> Spread:
+    """The spread of values known to be there (one per finished step)."""
+    spread = Spread.of(values)
+    if spread is None:
+        raise ValueError("no values to spread")
+    return spread

@@ -75,12 +75,17 @@ class Budget:
         self.max_usd = max_usd
         self.max_tokens = max_tokens
         self.prior = prior
-        self._prior_entries = list(prior_entries)
-        self._history_rollouts = list(history_rollouts)
         self.learner_per_step = learner_per_step
+        self.prices = dict(prices or {})
         self.model = model
         self.judge_model = judge_model
-        self.live = Ledger(prices)                 # this step's spending so far
+        self._unpriced = set(unpriced_models(prior_entries))
+        history = list(history_rollouts)
+        # running sums, so that each check costs the same whatever the number of rollouts
+        self._rollouts_total = sum_usage(history)
+        self._rollouts_count = len(history)
+        self._step_rollouts = Usage(cost_usd=0.0)  # this step's rollouts, finished or reused
+        self._step_ledger: Ledger | None = None    # once the learners run: the step's whole ledger
         self.stopped = False                       # set when a rollout was not started
 
     @property
@@ -89,25 +94,27 @@ class Budget:
 
     # --- what was spent, what one more piece of work costs --------------------------------
     def spent(self) -> Usage:
-        return sum_usage([self.prior, self.live.total()])
+        step = self._step_ledger.total() if self._step_ledger is not None else self._step_rollouts
+        return sum_usage([self.prior, step])
 
     def _spent_checked(self) -> Usage:
         """Spent so far; a USD cap over spending whose cost is unknown is refused, never ignored."""
         spent = self.spent()
         if self.max_usd is not None and spent.cost_usd is None:
-            models = unpriced_models([*self._prior_entries, *self.live.entries])
-            raise ConfigError(f"budget.max_usd is set but the cost of model(s) {', '.join(models) or '?'} "
+            models = set(self._unpriced)
+            if self._step_ledger is not None:
+                models |= set(unpriced_models(self._step_ledger.entries))
+            raise ConfigError(f"budget.max_usd is set but the cost of model(s) {', '.join(sorted(models)) or '?'} "
                               "is unknown (no price)",
                               hint="add them to prices: in hermit.yaml (USD per 1M tokens), or budget by max_tokens")
         return spent
 
     def rollout_mean(self) -> Usage | None:
         """Mean usage of one rollout: this step's finished ones and every earlier step's."""
-        usages = self._history_rollouts + rollout_usages(self.live.entries)
-        if not usages:
+        count = self._rollouts_count
+        if not count:
             return None
-        total = sum_usage(usages)
-        count = len(usages)
+        total = self._rollouts_total
         return Usage(round(total.input_tokens / count), round(total.cached_input_tokens / count),
                      round(total.output_tokens / count), round(total.reasoning_tokens / count),
                      None if total.cost_usd is None else total.cost_usd / count)
@@ -157,7 +164,14 @@ class Budget:
         return not self.stopped
 
     def add_rollout(self, result: RolloutResult) -> None:
-        self.live.add_rollout(result, model=self.model, judge_model=self.judge_model, step=self.step)
+        """Bill one finished (or reused) rollout of this step, priced as the step's ledger prices it."""
+        one = Ledger(self.prices)
+        one.add_rollout(result, model=self.model, judge_model=self.judge_model, step=self.step)
+        usage = one.total()
+        self._unpriced.update(unpriced_models(one.entries))
+        self._step_rollouts = sum_usage([self._step_rollouts, usage])
+        self._rollouts_total = sum_usage([self._rollouts_total, usage])
+        self._rollouts_count += 1
 
     def reached_error(self, finished: int, total: int) -> BudgetReached:
         return self._error(f"budget reached in step {self.step}: {finished} of its {total} rollout(s) finished "
@@ -174,9 +188,9 @@ class Budget:
         return lambda role: _GuardedLearner(factory(role), self)
 
     def watch(self, ledger: Ledger) -> Ledger:
-        """From now on ``ledger`` (the step's, where the learners bill their sessions, and where
-        a resumed step re-bills the sessions it reuses) is this step's live spending."""
-        self.live = ledger
+        """From now on ``ledger`` (the step's: its rollouts, and the sessions the learners bill
+        there, a resumed step's reused ones included) is this step's spending."""
+        self._step_ledger = ledger
         return ledger
 
     def _error(self, what: str) -> BudgetReached:
