@@ -590,8 +590,11 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json(result.to_dict())
         return
+    running = (f" (with {result.unfinished[1]} finished rollout(s) of the unfinished step {result.unfinished[0]})"
+               if result.unfinished else "")
     if not result.steps_seen:
-        click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate")
+        click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
+                   + (f"; spent {result.spent.total_tokens:,} tokens{running}" if running else ""))
         click.echo("next: `git hermit step` once; its ledger gives the first estimate")
         return
 
@@ -602,7 +605,7 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
 
     spent = "cost unknown" if result.spent.cost_usd is None else usd(result.spent.cost_usd)
     click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; "
-               f"spent {result.spent.total_tokens:,} tokens, {spent}")
+               f"spent {result.spent.total_tokens:,} tokens, {spent}{running}")
     click.echo("per step, by role (mean ± sd, min–max):")
     width = max(len(role) for role in result.per_step)
     for role, forecast in result.per_step.items():

@@ -58,6 +58,9 @@ def test_budget_stops_mid_step_within_one_rollout_and_resumes_after_raising_it(r
     assert "budget.max_usd" in r.err and "hint:" in r.err
     assert calls(control, "debugger") == [] and calls(control, "evolve") == []
     assert refs(repo) == before                                # no step ref, no note
+    stopped = json.loads(hermit(repo, "estimate", "--json", env=env_for(control)).out)
+    assert stopped["steps_seen"] == 0 and stopped["unfinished"] == {"step": 1, "rollouts": 3}
+    assert abs(stopped["spent"]["cost_usd"] - spent) < 1e-9 and abs(stopped["budget"]["left_usd"] - 0.01) < 1e-9
 
     # the same budget: the rest of the step would cross it, so nothing starts
     r = hermit(repo, "step", env=env_for(control))

@@ -96,6 +96,24 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
+    """The step after the tip and the ledger entries of its rollouts that already finished
+    (a step the budget or Ctrl-C stopped): spent, though no step ledger holds them yet."""
+    from git_hermit.core.evaluate import eval_dir
+    from git_hermit.rollouts.runner import read_result
+    n, commit = ctx.tip[0] + 1, ctx.tip[1]
+    if (step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE).is_file():
+        return n, []
+    ledger = Ledger(load_prices(ctx.config.prices))
+    root = eval_dir(ctx, commit, "train") / "rollouts"
+    for directory in sorted(p.parent for p in root.glob("*/*/result.json")):
+        result = read_result(directory, commit)
+        if result is not None:
+            ledger.add_rollout(result, model=(ctx.config.agent or {}).get("model"),
+                               judge_model=(ctx.config.judge or {}).get("model"), step=n)
+    return n, list(ledger.entries)
+
+
 def _learner_usage(entries: list[LedgerEntry]) -> Usage:
     return sum_usage(e.usage for e in entries if e.role not in ROLLOUT_ROLES)
 
@@ -136,12 +154,13 @@ class Estimate:
     run: str
     steps: int
     steps_seen: int
-    spent: Usage
+    spent: Usage                             # the finished steps' and the unfinished one's
     per_step: dict[str, RoleForecast]        # by role
     next_tokens: tuple[float, float] | None  # (mean, sd) over the next steps
     next_cost: tuple[float, float] | None
     max_usd: float | None
     max_tokens: int | None
+    unfinished: tuple[int, int] | None = None   # (step, its finished rollouts) of a stopped step
 
     @property
     def left_usd(self) -> float | None:
@@ -167,6 +186,8 @@ class Estimate:
             return None if value is None else {"mean": value[0], "sd": value[1]}
         return {"run": self.run, "steps": self.steps, "steps_seen": self.steps_seen,
                 "spent": {"tokens": self.spent.total_tokens, "cost_usd": self.spent.cost_usd},
+                "unfinished": (None if self.unfinished is None else
+                               {"step": self.unfinished[0], "rollouts": self.unfinished[1]}),
                 "per_step": {role: f.to_dict() for role, f in self.per_step.items()},
                 "next": {"tokens": pair(self.next_tokens), "cost_usd": pair(self.next_cost)},
                 "budget": {"max_usd": self.max_usd, "max_tokens": self.max_tokens, "left_usd": self.left_usd,
@@ -197,8 +218,10 @@ def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
         if all(u.cost_usd is not None for u in totals):
             cost_spread = _spread(u.cost_usd or 0.0 for u in totals)
             next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
-    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in entries), per_step,
-                    next_tokens, next_cost, max_usd, max_tokens)
+    step, running = unfinished_step(ctx)
+    rollouts = len(rollout_usages(running))
+    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in [*entries, *running]), per_step,
+                    next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None)
 
 
 def _spread(values: Iterable[float]) -> Spread:
