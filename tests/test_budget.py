@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
@@ -152,3 +153,15 @@ def test_budget_stops_learner_sessions_and_the_resumed_step_bills_each_session_o
     assert sorted(calls(control, "debugger")) == sorted(ANSWERS)     # no session ran again
     ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
     assert sorted(e["key"] for e in ledger if e["role"] == "debugger") == sorted(ANSWERS)
+
+
+def test_dask_executor_stops_submitting_at_the_budget(repo):
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
+    control = _run(repo, {"max_tokens": 3 * ROLLOUT_TOKENS + 500})
+    _edit(repo, executor={"kind": "dask", "address": "local", "workers": 1})
+    r = hermit(repo, "step", env=env_for(control), timeout=180)
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    finished = _finished(repo, 1)
+    # one worker with two threads: never more than one rollout's tokens over what is left
+    assert len(finished) == 3 and len(finished) * ROLLOUT_TOKENS <= 3 * ROLLOUT_TOKENS + 500
+    assert f"{len(finished)} of its {ROWS} rollout(s) finished" in r.err
