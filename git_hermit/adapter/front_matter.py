@@ -18,6 +18,7 @@ NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 
+
 @dataclass(frozen=True)
 class FrontMatter:
     """A Markdown file's leading ``---`` YAML block, parsed."""
@@ -81,7 +82,7 @@ def parse_front_matter(text: str) -> FrontMatter:
         raise FrontMatterError(line, f"the front matter is not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise FrontMatterError(2, "the front matter is not a YAML mapping")
-    key_lines = {}
+    key_lines: dict[str, int] = {}
     for i in range(1, end):
         match = re.match(r"([^\s:#][^:]*):", lines[i])
         if match:

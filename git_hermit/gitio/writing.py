@@ -111,8 +111,8 @@ class ObjectWriter(ObjectReader):
         for one in ([parent_sha] if parent_sha else []) + list(merge_parents):
             args += ["-p", one]
         # An author (e.g. the learner that wrote the change) with the user as committer.
-        env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
-        return self.git(*args, "-F", "-", input=message, env=env).strip()
+        author_env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
+        return self.git(*args, "-F", "-", input=message, env=author_env).strip()
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
         """A commit of ``tree`` on ``parent`` (moves no ref)."""

@@ -70,6 +70,14 @@ def _memory_entries(a: AdapterView) -> Iterator[Violation]:
                             "session_start hands over only entries")
 
 
+def _middleware(a: AdapterView) -> tuple[str, ast.Module] | None:
+    """The template's middleware file and its parsed module; None when there is none or it does
+    not parse (python-syntax says so)."""
+    rel = a.template.files.get("middleware")
+    tree = a.python(rel) if rel else None
+    return (rel, tree) if rel and tree is not None else None
+
+
 def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
     return {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
@@ -84,10 +92,10 @@ def _takes_one_positional(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 @RULES.rule("middleware-functions", "middleware.py defines session_start, before_tool, after_tool, stop, before_model")
 def _middleware_functions(a: AdapterView) -> Iterator[Violation]:
-    rel = a.template.files.get("middleware")
-    tree = a.python(rel) if rel else None
-    if tree is None:
+    found = _middleware(a)
+    if found is None:
         return
+    rel, tree = found
     functions = _module_functions(tree)
     for name in MIDDLEWARE_FUNCTIONS:
         fn = functions.get(name)
@@ -122,10 +130,10 @@ def _import_targets(tree: ast.Module) -> Iterator[tuple[int, str | None, str]]:
 
 @RULES.rule("middleware-imports", "middleware.py imports only the standard library and hermit_hooks")
 def _middleware_imports(a: AdapterView) -> Iterator[Violation]:
-    rel = a.template.files.get("middleware")
-    tree = a.python(rel) if rel else None
-    if tree is None:
+    found = _middleware(a)
+    if found is None:
         return
+    rel, tree = found
     allowed = sys.stdlib_module_names | MIDDLEWARE_EXTRA_MODULES
     for line, top, written in _import_targets(tree):
         if top is None:
@@ -168,10 +176,10 @@ def _process_escapes(tree: ast.Module) -> Iterator[tuple[int, str]]:
 
 @RULES.rule("middleware-process", "middleware.py does not exit, abort, fork or send signals, nor load ctypes")
 def _middleware_process(a: AdapterView) -> Iterator[Violation]:
-    rel = a.template.files.get("middleware")
-    tree = a.python(rel) if rel else None
-    if tree is None:
+    found = _middleware(a)
+    if found is None:
         return
+    rel, tree = found
     for line, what in sorted(set(_process_escapes(tree))):
         yield Violation(rel, line, "middleware-process",
                         f"{what}: a middleware may not end or signal processes (the hook runner "
@@ -197,13 +205,13 @@ def _reaches_constant(tree: ast.Module, start: ast.AST, needle: str) -> bool:
                         definitions.setdefault(name.id, []).append(node.value)
     pending, visited = [start], set()
     while pending:
-        node = pending.pop()
-        if id(node) in visited:
+        current = pending.pop()
+        if id(current) in visited:
             continue
-        visited.add(id(node))
-        if _mentions(node, needle):
+        visited.add(id(current))
+        if _mentions(current, needle):
             return True
-        for name in ast.walk(node):
+        for name in ast.walk(current):
             if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load):
                 pending.extend(definitions.get(name.id, ()))
     return False
@@ -211,10 +219,10 @@ def _reaches_constant(tree: ast.Module, start: ast.AST, needle: str) -> bool:
 
 @RULES.rule("memory-at-session-start", "middleware.session_start still reads MEMORY.md (directly or through a helper)")
 def _memory_at_session_start(a: AdapterView) -> Iterator[Violation]:
-    rel, memory = a.template.files.get("middleware"), a.template.files.get("memory")
-    tree = a.python(rel) if rel else None
-    if tree is None or not memory:
+    found, memory = _middleware(a), a.template.files.get("memory")
+    if found is None or not memory:
         return
+    rel, tree = found
     session_start = _module_functions(tree).get("session_start")
     if session_start is None:
         return  # middleware-functions reports it
@@ -222,4 +230,3 @@ def _memory_at_session_start(a: AdapterView) -> Iterator[Violation]:
         yield Violation(rel, session_start.lineno, "memory-at-session-start",
                         f"session_start no longer reads {memory}: keep reading it "
                         f"(the {memory} beside {rel}) and hand its entries to the model as context")
-

@@ -63,4 +63,3 @@ def _memory_notes(a: AdapterView) -> Iterator[Violation]:
         elif line.strip():
             has_text = True
     yield from close()
-

@@ -156,4 +156,3 @@ def _skill_shadow(a: AdapterView) -> Iterator[Violation]:
         if a.is_file(flat):
             yield Violation(rel, 1, "skill-shadow",
                             f"shadows the flat skill {flat}: rename one of them or merge them")
-

@@ -84,7 +84,6 @@ class AdapterView:
         return int(self.limits[key])
 
 
-
 @dataclass(frozen=True)
 class Rule:
     """A registered check: its id (as template.yaml names it), what it requires, and the code."""
