@@ -16,10 +16,10 @@ from pathlib import Path
 
 from git_hermit.adapter.deploy import deploy
 from git_hermit.adapter.templates import load_template, write_seed
-from git_hermit.hosts.conformance import hook_calls
+from git_hermit.hostkit.conformance import hook_calls
 from git_hermit.hosts.locate import HOSTS, cli_version, find_host_cli
-from git_hermit.hosts.model_server import ScriptedModelServer, Turn
-from git_hermit.hosts.sessions import run_session
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
+from git_hermit.hostkit.sessions import run_session
 
 TARGET_RATIO = 1.3
 SCRIPT = (Turn.shell("echo hi > out.txt"), Turn.shell("cat out.txt"), Turn.say("done"))

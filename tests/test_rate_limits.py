@@ -100,7 +100,7 @@ def test_a_rollout_still_rate_limited_after_its_retries_is_an_infra_exception_no
 def test_real_codex_giving_up_on_429_is_rerun_after_a_backoff(repo):
     if find_host_cli("codex") is None:
         pytest.skip("the codex CLI is not installed (git hermit hosts install)")
-    from git_hermit.hosts.model_server import Fault, ScriptedModelServer, Turn
+    from git_hermit.hostkit.model_server import Fault, ScriptedModelServer, Turn
     from test_agents import _agent_block
     make_project(repo, "print('unused')\n", n_tasks=1, k=1, host="codex")
     with open(repo / "tasks.jsonl", "w") as handle:

@@ -23,7 +23,7 @@ import yaml
 
 from cli_helpers import hermit
 from git_hermit.hosts.locate import find_host_cli, find_node
-from git_hermit.hosts.model_server import ScriptedModelServer, Turn
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
 from git_hermit.rollouts import sandbox
 from step_support import make_run

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from git_hermit.gitio.notes import NOTES_REFS
-from git_hermit.hosts.conformance import SESSIONS, run_conformance
-from git_hermit.hosts.locate import HOSTS, PINNED_PACKAGES, cli_version, find_host_cli, find_node
+from git_hermit.hostkit.conformance import SESSIONS, run_conformance
+from git_hermit.hosts import registry
+from git_hermit.hosts.locate import cli_version, find_host_cli, find_node
 
 if TYPE_CHECKING:
     from git_hermit.gitio.repo import Repo
@@ -96,7 +97,7 @@ def _remotes(repo: "Repo") -> tuple[RemoteNotes, ...]:
 
 def _host_status(host: str, run_hosts: bool, work_dir: Path | None) -> HostStatus:
     cli = find_host_cli(host)
-    pinned = PINNED_PACKAGES[host].rsplit("@", 1)[1]
+    pinned = registry.get(host).package.rsplit("@", 1)[1]
     if cli is None:
         return HostStatus(host, False, None, "", pinned)
     version = cli_version(cli)
@@ -131,7 +132,7 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
                 problems.append(f"remote {remote.remote} does not fetch {HERMIT_NOTES} "
                                 f"(git config --add remote.{remote.remote}.fetch '+{HERMIT_NOTES}:{HERMIT_NOTES}')")
     node = find_node()
-    hosts = tuple(_host_status(host, run_hosts, work_dir) for host in HOSTS)
+    hosts = tuple(_host_status(host, run_hosts, work_dir) for host in (h.name for h in registry.hook_hosts()))
     for status in hosts:
         if status.installed and status.version != status.pinned:
             problems.append(f"{status.host} {status.version} is not the pinned {status.pinned}: the host table is unverified for it"
