@@ -29,7 +29,11 @@ RUNS_DIR = "hermit"
 SCHEMA_LINK = "hermit/config.schema.json"
 
 # Names agent.env / agent.pass_env may not set: the framework gives every agent its own.
-RESERVED_AGENT_ENV = frozenset({"HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR"})
+
+
+def reserved_agent_env() -> frozenset[str]:
+    """Variables agent.env may not set: HOME and each host's private config dir."""
+    return frozenset({"HOME", *(var for host in registry.hosts() for var in host.home_env)})
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ def _check_evolver_params(config: RunConfig, source: str) -> None:
 def _check_agent_env(config: RunConfig, source: str) -> None:
     for block in ("env", "pass_env"):
         names = config.agent.get(block) or []
-        for name in sorted(set(names) & RESERVED_AGENT_ENV):
+        for name in sorted(set(names) & reserved_agent_env()):
             path = f"agent.{block}.{name}" if block == "env" else f"agent.pass_env ({name})"
             raise ConfigError(f"{source}: {path} cannot be set: git-hermit gives every agent its own {name}",
                               hint=f"remove {name} from agent.{block}; agent.home/login choose the files it holds")

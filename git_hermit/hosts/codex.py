@@ -36,6 +36,7 @@ class Codex(Host):
     trajectory_formats = ("codex-rollout", "codex-exec")   # the stored session first (trace reads an unknown head as it)
     default_endpoint = "https://api.openai.com"
     api_path = "/v1"
+    home_env = ("CODEX_HOME",)
     layout = Layout(context_file="AGENTS.md", skills_dir=".agents/skills", hooks_config=".codex/hooks.json",
                     hook_args=HOOK_ARGS, native_sub_agents=True)
     wire = HookWire(

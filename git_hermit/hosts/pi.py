@@ -34,6 +34,7 @@ class Pi(Host):
     family = "pi"
     trajectory_formats = ("pi",)
     default_endpoint = "https://api.anthropic.com"
+    home_env = ("PI_CODING_AGENT_DIR",)
     layout = Layout(context_file="AGENTS.md", skills_dir=".agents/skills")
     login = Login(".pi/agent", ("auth.json",))
     # Pi exits 0 even when the model could not be reached (three retries, then an assistant
