@@ -43,10 +43,11 @@ class SessionResult:
 
 
 def session_command(host: str, cli: Path | str, workspace: Path, base_url: str, prompt: str, *,
-                    home: Path, model: str = "scripted-model",
+                    home: Path, model: str | None = None,
                     extra_args: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of one session against the scripted server at ``base_url``:
-    the host module's own session (the one rollouts run), pointed at that server, no retries."""
+    the host module's own session (the one rollouts run), pointed at that server, no retries;
+    ``model`` defaults to the host's ``scripted_model``."""
     try:
         impl = registry.get(host)
     except KeyError:
@@ -54,7 +55,7 @@ def session_command(host: str, cli: Path | str, workspace: Path, base_url: str, 
     home.mkdir(parents=True, exist_ok=True)
     base_env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
     base_env |= {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache")}
-    spec = SessionSpec(model=model, base_url=base_url.rstrip("/") + impl.api_path, env_key=_KEY_VAR,
+    spec = SessionSpec(model=model or impl.scripted_model, base_url=base_url.rstrip("/") + impl.api_path, env_key=_KEY_VAR,
                        args=extra_args, retries=0)
     return impl.session(cli, spec, prompt, home, base_env, {_KEY_VAR: "dummy"})
 
@@ -70,7 +71,7 @@ def run_session(
     timeout_s: float = 120.0,
     extra_env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
-    model: str = "scripted-model",
+    model: str | None = None,
 ) -> SessionResult:
     """Run one session of ``host`` in ``workspace``; ``home`` must be a fresh directory."""
     argv, env = session_command(host, cli, workspace, base_url, prompt, home=home, model=model,

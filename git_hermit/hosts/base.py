@@ -118,6 +118,8 @@ class Host(ABC):
     trajectory_formats: ClassVar[tuple[str, ...]]   # the reader formats its sessions write, stored session first
     default_endpoint: ClassVar[str]       # the model endpoint without provider.base_url (sandbox)
     api_path: ClassVar[str] = ""          # appended to a model server's root for the default wire
+    # The model a session against the scripted server names; None: the CLI's own default.
+    scripted_model: ClassVar[str | None] = "scripted-model"
     home_env: ClassVar[tuple[str, ...]] = ()   # variables naming its private config dir (agent.env may not)
     layout: ClassVar[Layout]
     wire: ClassVar[HookWire | None] = None   # None: runs no hooks

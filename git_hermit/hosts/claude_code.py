@@ -28,6 +28,7 @@ class ClaudeCode(Host):
     family = "claude"
     trajectory_formats = ("claude-session", "claude-stream")   # the stored session first
     default_endpoint = "https://api.anthropic.com"
+    scripted_model = None   # measured: with --model naming an unknown model, 2.1.317 lists no skills
     home_env = ("CLAUDE_CONFIG_DIR",)
     layout = Layout(context_file="CLAUDE.md", skills_dir=".claude/skills", hooks_config=".claude/settings.json",
                     native_sub_agents=True)
