@@ -2,8 +2,8 @@
 
 TABLE = {'arguments': [],
  'commands': {'check': {'arguments': [{'many': False}],
-                        'help': 'Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a '
-                                'rule is broken.',
+                        'help': "Run check_spec on the adapter (work tree, REV, or --dir), then the run's "
+                                'preflight.',
                         'options': {'--dir': {'help': 'Check this directory instead.',
                                               'path': 'file',
                                               'takes_value': True},
@@ -13,6 +13,9 @@ TABLE = {'arguments': [],
                                                            'changes may declare the same file.',
                                                    'path': 'file',
                                                    'takes_value': True},
+                                    '--no-preflight': {'help': "Check the adapter only, not the run's files, "
+                                                               'programs, keys and logins.',
+                                                       'takes_value': False},
                                     '--run': {'help': 'Run whose template and adapter to use.',
                                               'source': 'run',
                                               'takes_value': True},
@@ -21,6 +24,14 @@ TABLE = {'arguments': [],
                                     '--template': {'help': "Template to check against (default: the run's, "
                                                            'or detected).',
                                                    'takes_value': True}}},
+              'compare': {'arguments': [{'many': False}, {'many': False}],
+                          'help': 'Two runs side by side: final pass@1 on a common split with a paired CI, '
+                                  'steps, changes, ledger.',
+                          'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                      '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                      '--split': {'help': "The split both runs' final commits were scored "
+                                                          'on.',
+                                                  'takes_value': True}}},
               'completion': {'arguments': [{'choices': ['bash', 'zsh', 'fish'], 'many': False}],
                              'help': 'Print the completion script for SHELL; it completes `git hermit <TAB>` '
                                      'and `git-hermit <TAB>`.',
@@ -70,6 +81,10 @@ TABLE = {'arguments': [],
                                               'takes_value': False},
                                    '-k': {'help': 'Rollouts per task (default: inferred from the rows).',
                                           'takes_value': True}}},
+              'fetch': {'arguments': [{'many': False}],
+                        'help': "Bring every run's branches, tags and notes from REMOTE into the local refs "
+                                '(your own branches',
+                        'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False}}},
               'finalize': {'arguments': [],
                            'help': 'Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the '
                                    'tip (final: last).',
@@ -107,6 +122,9 @@ TABLE = {'arguments': [],
                                    '--example': {'help': 'Also write a small starter benchmark: tasks.jsonl, '
                                                          'data/, rows/train.txt and rows/test.txt.',
                                                  'takes_value': False},
+                                   '--github': {'help': 'Also add .github/workflows/hermit-step.yml: a step '
+                                                        'on dispatch/schedule, pushed, with its PR.',
+                                                'takes_value': False},
                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                    '--run': {'help': "Run name (default: the template's name).",
                                              'source': 'run',
@@ -122,6 +140,32 @@ TABLE = {'arguments': [],
                                   '--json': {'help': 'Machine-readable output.', 'takes_value': False},
                                   '--run': {'help': 'Run to show (default: the only one).',
                                             'source': 'run',
+                                            'takes_value': True}}},
+              'push': {'arguments': [{'many': False}],
+                       'help': "Push the run's step branches, tags and refs/notes/hermit/* together (git "
+                               'push --atomic),',
+                       'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                   '--run': {'help': "Push only this run's branches and tags (default: every "
+                                                     'run).',
+                                             'takes_value': True}}},
+              'report': {'arguments': [{'many': False}],
+                         'help': "A step's pull-request description (TARGET: STEP, step-N or the step's "
+                                 'branch; default: the tip).',
+                         'options': {'--chart': {'help': 'Also draw the pass@1 chart as a PNG (needs the '
+                                                         '`plot` extra: matplotlib).',
+                                                 'path': 'file',
+                                                 'takes_value': True},
+                                     '--format': {'choices': ['markdown', 'json', 'html'],
+                                                  'help': 'Markdown (a PR body), JSON, or a self-contained '
+                                                          'HTML page.',
+                                                  'takes_value': True},
+                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                     '--open': {'help': "Open (or update) the step's pull request with `gh`; "
+                                                        'prints the command when gh is missing.',
+                                                'takes_value': False},
+                                     '--run': {'help': 'Run (default: the only one).', 'takes_value': True},
+                                     '-o': {'help': 'Write to FILE instead of stdout.',
+                                            'path': 'file',
                                             'takes_value': True}}},
               'rollback': {'arguments': [{'many': False}],
                            'help': 'Revert one change (three-way, keeping later work) as a new commit on the '

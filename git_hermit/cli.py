@@ -86,18 +86,23 @@ def cli(debug: bool, chdir: str | None) -> None:
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
 @click.option("--example", is_flag=True,
               help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
-def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool) -> None:
+@click.option("--github", is_flag=True,
+              help="Also add .github/workflows/hermit-step.yml: a step on dispatch/schedule, pushed, with its PR.")
+def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
-    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example)
+    result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
+                      github=github)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ""
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    if result.workflow:
+        click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:
         click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
-        click.echo("next: `git hermit check`, then `git hermit rollout` (the agent block: codex with OPENAI_API_KEY, "
-                   "or `login: chatgpt`; see the README)")
+        click.echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
+                   "for the agent and evolver.model; see the README)")
     else:
         click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
                    "benchmark), then `git hermit check` and `git hermit step`")
@@ -111,10 +116,16 @@ def init(template_id: str, run: str | None, adapter_dir: str | None, example: bo
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
 @click.option("--manifest", type=click.Path(path_type=Path),
               help="Also check an ahe change manifest: no two changes may declare the same file.")
+@click.option("--no-preflight", "no_preflight", is_flag=True,
+              help="Check the adapter only, not the run's files, programs, keys and logins.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, manifest: Path | None, as_json: bool) -> int:
-    """Run check_spec on the adapter (work tree, REV, or --dir). Exit 1 when a rule is broken."""
+          static_only: bool, manifest: Path | None, no_preflight: bool, as_json: bool) -> int:
+    """Run check_spec on the adapter (work tree, REV, or --dir), then the run's preflight.
+
+    Exit 1 when a rule is broken; the preflight's error (12, 7 or 5) names every missing file,
+    program, key or login the run's `step` would need.
+    """
     from git_hermit.core.check import run_check
     from git_hermit.errors import NotARepository
     try:
@@ -125,15 +136,26 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
         repo = None
     report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
                        hosts=not static_only, manifest=manifest)
+    flight = None
+    if repo is not None and directory is None and not no_preflight:
+        from git_hermit.core.preflight import run_preflight
+        flight = run_preflight(repo, run)
+    error = flight.error() if flight is not None else None
     if as_json:
-        _echo_json({"target": report.target, "template": report.template, "ok": not report.errors,
+        _echo_json({"target": report.target, "template": report.template, "ok": not report.errors and error is None,
                     "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
-                                    "severity": v.severity} for v in report.violations]})
-    else:
-        for v in report.violations:
-            click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
-        status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
-        click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+                                    "severity": v.severity} for v in report.violations],
+                    "preflight": [{"what": p.what, "where": p.where, "hint": p.hint, "kind": p.kind}
+                                  for p in (flight.problems if flight else ())]})
+        return 1 if report.errors else (error.exit_code if error else 0)
+    for v in report.violations:
+        click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
+    status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
+    click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    if error is not None and not report.errors:
+        raise error
+    if error is not None:    # broken rules keep exit 1; the preflight's findings still show
+        click.echo(f"preflight: {error.message}", err=True)
     return 1 if report.errors else 0
 
 
@@ -181,6 +203,85 @@ def show(target: str, run: str | None, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("target", required=False)
+@click.option("--run", help="Run (default: the only one).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown",
+              show_default=True, help="Markdown (a PR body), JSON, or a self-contained HTML page.")
+@click.option("-o", "output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
+@click.option("--chart", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw the pass@1 chart as a PNG (needs the `plot` extra: matplotlib).")
+@click.option("--open", "open_pr", is_flag=True,
+              help="Open (or update) the step's pull request with `gh`; prints the command when gh is missing.")
+def report(target: str | None, run: str | None, fmt: str, output: Path | None, chart: Path | None,
+           open_pr: bool) -> None:
+    """A step's pull-request description (TARGET: STEP, step-N or the step's branch; default: the tip).
+
+    The pull request is hermit/<run>/step-NNNN against the branch the run was initialised on.
+    """
+    from git_hermit.core.report import build_report
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.report import html_page, markdown, report_json
+    repo = _repo()
+    data = build_report(open_run(repo, run), target)
+    if fmt == "json":
+        text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
+    elif fmt == "html":
+        text = html_page(data)
+    else:
+        text = markdown(data)
+    if chart is not None:
+        from git_hermit.render.chart import write_png
+        write_png(data, chart)
+        click.echo(f"wrote the pass@1 chart to {chart}", err=True)
+    if open_pr:
+        from git_hermit.core.pullrequest import open_pull_request
+        result = open_pull_request(repo, data.run, data.step, base=data.base, head=data.head, title=data.title,
+                                   body=markdown(data))
+        if not result.ran:
+            import shlex
+            click.echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
+            click.echo(shlex.join(result.command))
+        else:
+            click.echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
+        return
+    if output is not None:
+        output.write_text(text)
+        click.echo(f"wrote {output} ({len(text):,} characters)", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--split", default="test", show_default=True, help="The split both runs' final commits were scored on.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
+    """Two runs side by side: final pass@1 on a common split with a paired CI, steps, changes, ledger."""
+    from dataclasses import asdict
+    from git_hermit.core.compare import compare_runs
+    result = compare_runs(_repo(), run_a, run_b, split)
+    comp = result.comparison
+    if as_json:
+        _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),
+                    "difference": {"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
+                                   "n_tasks": comp.n_tasks}})
+        return
+    rows = [("run", lambda r: r.run), ("evolver", lambda r: r.evolver),
+            ("final commit", lambda r: f"{r.commit[:10]} ({r.chosen_by})"),
+            (f"pass@1 ({result.split})", lambda r: f"{r.pass_at_1:.3f} (k={r.k}, {r.tasks} tasks)"),
+            ("steps", lambda r: str(r.steps)),
+            ("changes kept", lambda r: str(r.changes - r.rolled_back)), ("rolled back", lambda r: str(r.rolled_back)),
+            ("tokens", lambda r: f"{r.tokens:,}"),
+            ("cost", lambda r: "unknown" if r.cost_usd is None else f"${r.cost_usd:.2f}")]
+    width = max(len(label) for label, _ in rows)
+    for label, get in rows:
+        click.echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
+    click.echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
+               f"{result.split} tasks)")
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("target")
 @click.option("--reason", required=True, help="Why (goes into the rollback commit's body).")
 @click.option("--force", is_flag=True,
@@ -207,6 +308,40 @@ def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False, default="origin")
+@click.option("--run", help="Push only this run's branches and tags (default: every run).")
+def push(remote: str, run: str | None) -> None:
+    """Push the run's step branches, tags and refs/notes/hermit/* together (git push --atomic),
+    after merging notes that moved on REMOTE (field-wise; a real conflict stops the push)."""
+    from git_hermit.core.share import push_run
+    outcome = push_run(_repo(), remote, run)
+    for move in outcome.merged:
+        click.echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
+    moved = [p for p in outcome.pushed if p.moved]
+    for item in moved:
+        click.echo(f"pushed {item.ref}  {item.summary}")
+    if not moved:
+        click.echo(f"{outcome.remote} is up to date")
+    if outcome.attempts > 1:
+        click.echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False, default="origin")
+def fetch(remote: str) -> None:
+    """Bring every run's branches, tags and notes from REMOTE into the local refs (your own branches
+    are never touched; notes are merged field-wise, step branches only fast-forward)."""
+    from git_hermit.core.share import fetch_runs
+    outcome = fetch_runs(_repo(), remote)
+    for move in outcome.moves:
+        click.echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not outcome.moves and not outcome.warnings:
+        click.echo(f"up to date with {outcome.remote}")
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--host", required=True, type=click.Choice(registry.names()), help="The host to deploy for.")
 @click.option("--rev", help="Deploy the adapter at this revision (default: the run's adapter in the work tree).")
@@ -225,19 +360,28 @@ def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: 
 @cli.command(context_settings=CONTEXT)
 @click.option("--hosts", "run_hosts", is_flag=True, help="Also run one real session of each installed host CLI.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor(run_hosts: bool, as_json: bool) -> None:
-    """Check git, its notes config, the host CLIs, and (--hosts) which host-table rows hold."""
+def doctor(run_hosts: bool, as_json: bool) -> int:
+    """Check git, its notes config, the host CLIs, and (--hosts) which host-table rows hold.
+
+    Exit 12 when a run's configured agent or learner program is missing.
+    """
     from git_hermit.errors import NotARepository
     from git_hermit.hostkit.doctor import doctor_report, render_text
     try:
         repo = _repo()
     except NotARepository:
         repo = None
-    report = doctor_report(repo, run_hosts)
+    from git_hermit.core.preflight import configured_binaries
+    missing = configured_binaries(repo) if repo is not None else []
+    report = doctor_report(repo, run_hosts, extra_problems=tuple(missing))
     if as_json:
         _echo_json(report.to_json())
     else:
         click.echo(render_text(report))
+    from git_hermit.errors import AgentError
+    return AgentError.exit_code if missing else 0
+
+
 
 
 @cli.group(context_settings=CONTEXT)
@@ -374,6 +518,13 @@ def _print_step(outcome) -> None:
                    f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
+def _warn_worktree(run: str | None) -> None:
+    """Hand edits in the work tree the step will not use (the adapter) or not record (the config)."""
+    from git_hermit.core.preflight import worktree_warnings
+    for line in worktree_warnings(_repo(), run):
+        click.echo(f"warning: {line}", err=True)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @_WAIT
@@ -385,6 +536,7 @@ def step(run: str | None, wait: bool) -> int:
     """
     from git_hermit.core.step import RunFinished, run_step
     from git_hermit.errors import ManifestError
+    _warn_worktree(run)
     try:
         with _progress("rollouts") as update:
             outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait)
@@ -404,6 +556,7 @@ def train(run: str | None, epochs: int | None, wait: bool) -> int:
     """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable)."""
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
+    _warn_worktree(run)
     with _progress("rollouts") as update:
         outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
                            on_progress=update, wait=wait)
@@ -462,6 +615,7 @@ def demo(directory: Path) -> None:
     click.echo(f"Look at it:  cd {outcome.directory}")
     click.echo("  git hermit log                      # steps, pass@1, changes and verdicts")
     click.echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
+    click.echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
     click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
     click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
     click.echo("")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+
 COMPLETE_VAR = "_GIT_HERMIT_COMPLETE"
 
 

@@ -92,6 +92,12 @@ class AgentError(HermitError):
     exit_code = 12
 
 
+class NotesConflict(HermitError):
+    """Two clones changed one field of one git-hermit note differently (push/fetch stop)."""
+
+    exit_code = 15
+
+
 USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
@@ -110,7 +116,8 @@ EXIT_CODES: dict[int, str] = {
     ManifestError.exit_code: "a learner's change manifest or edit was rejected; the step kept the adapter",
     RefConflict.exit_code: "a ref moved underneath us and retries did not settle it",
     SchemaError.exit_code: "a git-hermit note fails its schema",
-    AgentError.exit_code: "an agent or learner binary is missing",
+    AgentError.exit_code: "an agent or learner binary is missing (or gh failed)",
+    NotesConflict.exit_code: "a note was changed differently on both sides of a push or fetch (the message names it)",
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",

@@ -12,7 +12,7 @@ import sys
 
 from git_hermit import __version__
 
-COMPLETE_VAR = "_GIT_HERMIT_COMPLETE"
+COMPLETE_VAR = "_GIT_HERMIT_COMPLETE"   # = completer.COMPLETE_VAR; not imported from there, so --version stays cheap
 
 
 def main() -> None:

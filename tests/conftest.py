@@ -67,3 +67,10 @@ def repo_with_history(repo) -> Path:
 def snapshot_state(path: Path) -> tuple[str, str]:
     """Refs (with notes refs) and work-tree status: compare before/after a failing command."""
     return (git(path, "for-each-ref"), git(path, "status", "--porcelain", "--ignored"))
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """One `git hermit demo` run per test session (about 20 s); copy it before changing it."""
+    from review_support import make_demo
+    return make_demo(tmp_path_factory.mktemp("demo-run"))

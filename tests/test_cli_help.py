@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,6 +162,11 @@ def test_unknown_rollback_target_is_an_unknown_revision(initialised):
 
 
 def test_tasks_and_rows_that_are_not_utf8_name_the_line(initialised):
+    # an agent and rows the preflight accepts, so the files' contents are what is checked
+    config = initialised / "hermit.yaml"
+    config.write_text(config.read_text().replace("  backend: codex ", "  backend: command\n  command: [\"true\"]\n  # "))
+    (initialised / "rows").mkdir(exist_ok=True)
+    (initialised / "rows" / "train.txt").write_text("a#1\n")
     (initialised / "tasks.jsonl").write_bytes(b'{"id": "a", "prompt": "p"}\n{"id": "b\xff", "prompt": "q"}\n')
     done = hermit(initialised, "rollout")
     assert done.code == 7 and "tasks.jsonl:2: not UTF-8" in done.err and "hint: " in done.err
@@ -249,3 +255,53 @@ def test_hosts_install_keeps_a_pinned_cli_and_needs_npm_for_the_rest(tmp_path):
     assert missing.code == 12 and "npm is not installed" in missing.err and "hint: " in missing.err
     unknown = hermit(tmp_path, "hosts", "install", "emacs")
     assert unknown.code == 2 and unknown.err.startswith("error: ")
+
+
+def test_fish_completes_git_hermit_and_git_hermit_under_git(initialised, hermit_on_path, tmp_path):
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    script = tmp_path / "git-hermit.fish"
+    script.write_text(hermit(initialised, "completion", "fish").out)
+
+    def complete(line: str) -> list[str]:
+        done = subprocess.run(["fish", "-c", f"source {script}; complete -C '{line}'"], cwd=initialised,
+                              env=hermit_on_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+    assert "step" in complete("git-hermit st") and "step" in complete("git hermit st")
+    assert complete("git hermit log --run ") == ["ahe"]
+    assert "step-0" in complete("git hermit show ")
+    assert "status" in complete("git sta")          # git's own completions are left alone
+
+
+ZSH_DRIVER = r'''
+zmodload zsh/zpty
+zpty z 'zsh -f -i'
+zpty -w z 'PS1="> "; autoload -U compinit; compinit -u -D; source {script}; print READY'
+local all="" chunk
+for i in {{1..400}}; do zpty -r -t z chunk 2>/dev/null && all+="$chunk"; [[ $all == *READY*'> '* ]] && break; sleep 0.05; done
+zpty -w -n z $'{line}\t'
+all=""
+for i in {{1..400}}; do
+  zpty -r -t z chunk 2>/dev/null && all+="$chunk"
+  [[ ${{all//$'\e'\[[0-9;?]#[a-zA-Z]/}} == *'{expect}'* ]] && break
+  sleep 0.05
+done
+print -r -- "${{all//$'\e'\[[0-9;?]#[a-zA-Z]/}}"
+zpty -d z
+'''
+
+
+@pytest.mark.parametrize("line, expect", [("git hermit st", "git hermit step"),
+                                          ("git hermit log --run ", "git hermit log --run ahe")])
+def test_zsh_completes_git_hermit_through_zshs_git_completion(initialised, hermit_on_path, tmp_path, line, expect):
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    script = tmp_path / "git-hermit.zsh"
+    script.write_text(hermit(initialised, "completion", "zsh").out)
+    driver = tmp_path / "driver.zsh"
+    driver.write_text(ZSH_DRIVER.format(script=script, line=line, expect=expect))
+    done = subprocess.run(["zsh", "-f", str(driver)], cwd=initialised, env=hermit_on_path, capture_output=True,
+                          text=True, timeout=90)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout).replace("\r", "")
+    assert expect in screen, screen[-800:]

@@ -127,11 +127,20 @@ def test_llm_judge_reply_without_a_reward_is_an_exception(tmp_path):
     assert verdict.outcome == "exception"
 
 
+def _use_streamed_chat_learners(repo: Path, server: ScriptedModelServer) -> None:
+    """Point the run's learners at the scripted server as one-shot, streamed chat calls."""
+    import yaml
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["evolver"]["base"] = "llm"
+    config["evolver"].pop("scripted")
+    config["evolver"]["model"] = {"name": "scripted-model", "stream": True,
+                                  "provider": {"base_url": server.base_url + "/v1", "env_key": KEY_ENV}}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
 def test_ahe_step_with_one_shot_learners_on_a_chat_completions_server(repo_with_history, monkeypatch):
     """`git hermit step` with `evolver.base: llm`: the Debugger and the Evolve Agent are chat calls to
     the scripted server (streamed), through a 429 and a 500; the Evolve Agent's edit is committed."""
-    import yaml
-
     from cli_helpers import hermit
     from conftest import git
     from step_support import RUN, make_run
@@ -151,12 +160,7 @@ def test_ahe_step_with_one_shot_learners_on_a_chat_completions_server(repo_with_
         return Turn.say("## Root cause\nThe agent did not know the answer.\n")
 
     with ScriptedModelServer(script, faults=[Fault(status=429, retry_after=0.1), Fault(status=500)]) as server:
-        config = yaml.safe_load((repo / "hermit.yaml").read_text())
-        config["evolver"]["base"] = "llm"
-        config["evolver"].pop("scripted")
-        config["evolver"]["model"] = {"name": "scripted-model", "stream": True,
-                                      "provider": {"base_url": server.base_url + "/v1", "env_key": KEY_ENV}}
-        (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        _use_streamed_chat_learners(repo, server)
         done = hermit(repo, "step", "--run", RUN)
         chat_calls = [r for r in server.model_requests() if r.api == CHAT_API]
     assert done.code == 0, done.err
@@ -169,8 +173,6 @@ def test_ahe_step_with_one_shot_learners_on_a_chat_completions_server(repo_with_
 def test_continual_harness_refiner_passes_on_a_chat_completions_server(repo_with_history):
     """The Refiner's four passes are one-shot chat calls (`evolver.base: llm`), streamed, through a
     500; each pass's answer is applied and committed on its own."""
-    import yaml
-
     from cli_helpers import hermit
     from conftest import git
     from test_continual_harness import _make_run
@@ -192,12 +194,7 @@ def test_continual_harness_refiner_passes_on_a_chat_completions_server(repo_with
         return Turn.say(next(answer for marker, answer in answers.items() if marker in prompt))
 
     with ScriptedModelServer(script, faults=[Fault(status=500)]) as server:
-        config = yaml.safe_load((repo / "hermit.yaml").read_text())
-        config["evolver"]["base"] = "llm"
-        config["evolver"].pop("scripted")
-        config["evolver"]["model"] = {"name": "scripted-model", "stream": True,
-                                      "provider": {"base_url": server.base_url + "/v1", "env_key": KEY_ENV}}
-        (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        _use_streamed_chat_learners(repo, server)
         done = hermit(repo, "step")
         calls = [r for r in server.model_requests() if r.api == CHAT_API]
     assert done.code == 0, done.err

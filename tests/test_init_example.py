@@ -46,7 +46,13 @@ def test_example_is_a_benchmark_the_next_commands_run(repo_with_history):
         assert path in git(repo, "ls-files"), path
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     assert config["data"] == {"train": "rows/train.txt", "test": "rows/test.txt"}
-    assert hermit(repo, "check", "--static").code == 0
+    assert hermit(repo, "check", "--static", "--no-preflight").code == 0
+    # the preflight finds the benchmark coherent; what is left is the agent's and learners' login or key
+    flight = hermit(repo, "check", "--static", "--json")
+    problems = [p["where"] for p in json.loads(flight.out)["preflight"]]
+    assert {"agent.login", "evolver.model.login"} <= set(problems), flight.out
+    assert not [p for p in problems if p.startswith(("tasks", "data"))], flight.out
+    assert flight.code == (5 if len(problems) == 2 else 12), flight.out   # 12: no codex on this machine
     agent = repo.parent / "agent.py"
     agent.write_text(ANSWERS)
     config["agent"] = {"backend": "command", "command": [sys.executable, str(agent), "{prompt_file}", "{workspace}"]}

@@ -59,7 +59,9 @@ def _fake_codex_project(repo: Path, limited: int, retries: int, n_tasks: int = 2
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     (control / "limited").write_text(str(limited))
     cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["agent"] = {"backend": "codex", "bin": str(fake), "timeout_s": 30}
+    cfg["agent"] = {"backend": "codex", "bin": str(fake), "timeout_s": 30,
+                    # a keyless local endpoint (the fake ignores it): the preflight's credentials check passes
+                    "provider": {"base_url": "http://127.0.0.1:9/v1"}}
     cfg["trainer"]["concurrency"] = 1
     cfg["executor"] = {"kind": "local", "rate_limit": {"retries": retries, "backoff_s": 0.3, "max_backoff_s": 2}}
     (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

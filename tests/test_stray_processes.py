@@ -140,7 +140,9 @@ def test_kill_9_of_the_main_pid_during_a_learner_session_ends_it(repo):
     control = make_run(repo, {"t1": "4"}, k=1)
     fake = _script(control / "codex", FAKE_CODEX, control)
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["evolver"].update(base="codex", model={"name": "scripted-model", "bin": str(fake)})
+    config["evolver"].update(base="codex", model={"name": "scripted-model", "bin": str(fake),
+                                                  # a keyless local endpoint: the preflight's credentials check passes
+                                                  "provider": {"base_url": "http://127.0.0.1:9/v1"}})
     config["evolver"].pop("scripted")
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (control / "hold-learner").write_text("")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.config import RunConfig
+from git_hermit.core import preflight
 from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.errors import ConfigError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
@@ -252,6 +253,7 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
                     only_tasks: list[str] | None,
                     on_progress: Callable[[Progress], None] | None) -> tuple[EvalRun, Scores]:
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
+    preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
     ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
     timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
@@ -279,6 +281,7 @@ def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
 def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None,
                  on_progress: Callable[[str], Callable[[Progress], None]] | None) -> EvalReport:
     runs: dict[str, EvalRun] = {}
+    preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k)
     timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
     targets = [("candidate", ctx.repo.resolve_commit(rev))]

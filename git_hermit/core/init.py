@@ -18,6 +18,7 @@ from git_hermit.config import (CONFIG_FILE, RUNS_DIR, SCHEMA_LINK, config_paths,
                                render_default_config)
 from git_hermit.core.commits import step_message
 from git_hermit.core.example_benchmark import example_files
+from git_hermit.core.report import BASE_TRAILER
 from git_hermit.core.runs import check_run_name, list_runs, step_ref
 from git_hermit.errors import CheckFailed, InputError
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
@@ -32,10 +33,11 @@ class InitResult:
     adapter_dir: str
     files: tuple[str, ...]
     branch: str | None          # the user's branch that received the seed commit, if any
+    workflow: str | None = None # the GitHub Actions workflow written (--github)
 
 
 def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None,
-             adapter_dir: str | None = None, example: bool = False) -> InitResult:
+             adapter_dir: str | None = None, example: bool = False, github: bool = False) -> InitResult:
     template = load_template(template_id)
     run = run or template.name
     check_run_name(run)
@@ -79,10 +81,22 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
         changes[config_rel] = FileChange(config_text.encode())
         changes.update({path: FileChange(text.encode()) for path, text in extra.items()})
         head = repo.rev_parse("HEAD")
-        message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
-                               body=f"The seed adapter of template {template.id} and the run's {config_rel}.")
-        commit = repo.write_commit(head, changes, message)
         branch = repo.head_branch()
+        attributes = _attributes(repo, head, adapter_rel, template.context_export)
+        if attributes is not None:
+            changes[GITATTRIBUTES] = FileChange(attributes.encode())
+        workflow = None
+        if github:
+            if (repo.work_tree / WORKFLOW_PATH).exists() or (head and repo.read_blob(head, WORKFLOW_PATH)):
+                raise InputError(f"{WORKFLOW_PATH} already exists", hint="remove it or run init without --github")
+            workflow = workflow_text()
+            changes[WORKFLOW_PATH] = FileChange(workflow.encode())
+            extra[WORKFLOW_PATH] = workflow
+        # the branch the run starts from: its step pull requests are opened against it
+        message = step_message(run=run, step=0, evolver=template.name, summary=f"seed adapter from {template.id}",
+                               body=f"The seed adapter of template {template.id} and the run's {config_rel}.",
+                               extra=[(BASE_TRAILER, branch)] if branch else None)
+        commit = repo.write_commit(head, changes, message)
         updates = [RefUpdate(step_ref(run, 0), commit, ZERO_SHA)]
         if branch:
             updates.append(RefUpdate(f"refs/heads/{branch}", commit, head or ZERO_SHA))
@@ -98,10 +112,52 @@ def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None
         for path, text in extra.items():
             (repo.work_tree / path).parent.mkdir(parents=True, exist_ok=True)
             (repo.work_tree / path).write_text(text)
+        stage_attributes = attributes is not None and _worktree_matches(repo, head, GITATTRIBUTES)
+        if stage_attributes:
+            (repo.work_tree / GITATTRIBUTES).write_text(attributes)
         repo.update_refs(updates, message=f"git hermit init {run}")
     if branch:
-        repo.git("add", "--", config_rel, adapter_rel, *extra)
+        repo.git("add", "--", config_rel, adapter_rel, *extra, *([GITATTRIBUTES] if stage_attributes else []))
     configure_notes_rewrite(repo)
     repo.info_exclude_add("/.hermit/")
     return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
-                      adapter_dir=adapter_rel, files=tuple(written), branch=branch)
+                      adapter_dir=adapter_rel, files=tuple(written), branch=branch,
+                      workflow=WORKFLOW_PATH if workflow is not None else None)
+
+
+GITATTRIBUTES = ".gitattributes"
+
+
+def _attributes(repo: Repo, head: str | None, adapter_rel: str, export: str | None) -> str | None:
+    """``.gitattributes`` with the adapter's context export (``ADAPTER.md``, a byte-equal copy of
+    ``AGENTS.md``) marked ``linguist-generated``, so GitHub collapses its diff and each prompt change
+    is reviewed once; None when the template has no export or the line is already there."""
+    if not export:
+        return None
+    line = f"/{adapter_rel}/{export} linguist-generated=true"
+    current = (repo.read_blob(head, GITATTRIBUTES) or b"").decode("utf-8", "replace") if head else ""
+    if line in current.splitlines():
+        return None
+    if current and not current.endswith("\n"):
+        current += "\n"
+    return current + "# git-hermit: a byte-equal copy of the prompt; collapsed in GitHub diffs\n" + line + "\n"
+
+
+def _worktree_matches(repo: Repo, head: str | None, path: str) -> bool:
+    """The work-tree file equals HEAD's (or both are absent): safe to overwrite and stage it."""
+    full = repo.work_tree / path
+    committed = repo.read_blob(head, path) if head else None
+    if not full.exists():
+        return committed is None
+    return committed is not None and full.read_bytes() == committed
+
+
+WORKFLOW_PATH = ".github/workflows/hermit-step.yml"
+
+
+def workflow_text() -> str:
+    """The GitHub Actions workflow of templates/github/, pinned to this git-hermit version."""
+    from git_hermit import __version__
+    from git_hermit.resources import templates_dir
+    text = (templates_dir() / "github" / "hermit-step.yml").read_text()
+    return text.replace("@GIT_HERMIT_VERSION@", __version__)

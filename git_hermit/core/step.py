@@ -16,7 +16,8 @@ from typing import Callable
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
-from git_hermit.core.commits import step_message
+from git_hermit.core import preflight
+from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
                                      run_split, scores_record)
 from git_hermit.core.history import load_history
@@ -162,6 +163,7 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
              on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> StepOutcome:
     ctx = open_run(repo, run)
+    preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
@@ -293,7 +295,9 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
         message = step_message(run=ctx.run, step=n, evolver=evolver, summary=redact(planned.summary),
                                body=redact(planned.body), change_id=planned.change_id, extra=extra)
         files = {f"{config.adapter}/{path}": change for path, change in planned.files.items()}
-        commit = repo.write_commit(tip, files, message)
+        # the learner wrote change commits (author), the user ran the step (committer)
+        author = None if planned.reverts else learner_author(evolver, config.evolver)
+        commit = repo.write_commit(tip, files, message, author=author)
         complaint = repo.fsck_new_objects(commit, tip)
         if complaint:
             _refuse_from(result, index, [f"git fsck --strict refuses the commit '{redact(planned.summary)}': "

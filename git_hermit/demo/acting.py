@@ -158,19 +158,24 @@ class _Session:
         specific = output.get("hookSpecificOutput")
         if isinstance(specific, dict) and isinstance(specific.get("additionalContext"), str):
             self.guidance.add(source, specific["additionalContext"])
-            self.transcript_chars += len(specific["additionalContext"])
+            self.transcript_chars += self._chars(specific["additionalContext"])
 
     # --- model requests and items -----------------------------------------------------
+    def _chars(self, text: str) -> int:
+        """Characters the model reads, the workspace's absolute path counted as "." — a scratch
+        path's length (its pid) must not change the token count of the same session."""
+        return len(text.replace(str(self.workspace), "."))
+
     def _model_request(self, produced: str) -> None:
         """Account one model request: it re-reads the transcript (cached but for the new part)."""
         # ~4 characters a token, plus the host's own system prompt and tool schemas
-        context_tokens = (self.transcript_chars + sum(map(len, self.guidance.texts))) // 4 + 900
+        context_tokens = (self.transcript_chars + sum(map(self._chars, self.guidance.texts))) // 4 + 900
         self.usage["cached_input_tokens"] += self.previous_request_tokens
         self.usage["input_tokens"] += context_tokens
         self.previous_request_tokens = context_tokens
         self.usage["output_tokens"] += len(produced) // 4 + 12
         self.usage["reasoning_output_tokens"] += 24 + len(produced) // 8
-        self.transcript_chars += len(produced)
+        self.transcript_chars += self._chars(produced)
 
     def _item_id(self) -> str:
         self.items += 1
@@ -194,7 +199,7 @@ class _Session:
         if specific.get("permissionDecision") == "deny" or pre.get("decision") == "block":
             reason = specific.get("permissionDecisionReason") or pre.get("reason") or "denied"
             text = f"Command blocked by PreToolUse hook: {reason}. Command: {command}"
-            self.transcript_chars += len(text)
+            self.transcript_chars += self._chars(text)
             return text, None     # Codex: no command_execution item, no PostToolUse
         updated = specific.get("updatedInput") if specific.get("permissionDecision") == "allow" else None
         if isinstance(updated, dict) and isinstance(updated.get("command"), str):
@@ -219,7 +224,7 @@ class _Session:
         self.take_context("a hook note after a command", post)
         if post.get("decision") == "block":
             output = str(post.get("reason") or "blocked")   # Codex: the model reads the reason instead
-        self.transcript_chars += len(output)
+        self.transcript_chars += self._chars(output)
         return output, exit_code
 
     def run(self) -> str:
@@ -255,7 +260,7 @@ class _Session:
             # one more model turn with the hook's reason; the scripted agent re-states its answer
             reason = str(stop.get("reason") or "")
             self.guidance.add("the stop hook", reason)
-            self.transcript_chars += len(reason)
+            self.transcript_chars += self._chars(reason)
             self.message(f"Checked again before finishing. {final}" if answer else final)
             stop_active = True
         self.emit_event({"type": "turn.completed", "usage": dict(self.usage)})

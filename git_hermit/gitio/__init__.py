@@ -7,7 +7,8 @@ CAS ref transactions, batched notes, trailers, plumbing commits and the per-run 
 from ._process import set_debug
 from .keep import KeepAlive, drop_stale as drop_stale_keepalive
 from .lock import RunLock, check_ref_locks
-from .notes import NOTES_REFS, NotesStore, configure_notes_rewrite, notes_ref
+from .notes import NOTES_REFS, NotesStore, configure_notes_rewrite, merge_notes, note_entries, notes_ref
+from .remote import PushedRef, fetch_tracking, push_atomic, remote_url, tracking_prefix
 from .repo import ZERO_SHA, CommitInfo, FileChange, RefUpdate, Repo, TreeEntry, files_in_directory, git_version, init_repository, open_cache_repo
 from .trailers import (
     HERMIT_CHANGE, HERMIT_EVOLVER, HERMIT_MANIFEST, HERMIT_PREDICTS_FIX, HERMIT_REVERTS, HERMIT_RISK,
@@ -18,7 +19,8 @@ from .trailers import (
 
 __all__ = [
     "ZERO_SHA", "files_in_directory", "git_version", "init_repository", "open_cache_repo", "TreeEntry", "FileChange", "CommitInfo", "RefUpdate", "Repo", "set_debug",
-    "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "RunLock", "check_ref_locks",
+    "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "merge_notes", "note_entries",
+    "PushedRef", "fetch_tracking", "push_atomic", "remote_url", "tracking_prefix", "RunLock", "check_ref_locks",
     "KeepAlive", "drop_stale_keepalive",
     "TRAILER_KEYS", "HERMIT_RUN", "HERMIT_STEP", "HERMIT_EVOLVER", "HERMIT_CHANGE", "HERMIT_PREDICTS_FIX",
     "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT", "HERMIT_REMOVES_LINES_OF",

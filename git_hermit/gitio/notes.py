@@ -12,7 +12,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import GitStateError, RefConflict
 from .repo import RefUpdate, Repo, ZERO_SHA
@@ -34,8 +34,20 @@ _MAX_ATTEMPTS = 12
 _LOCK_WAIT_S = 30.0
 
 
+# Shown under each commit by plain `git log`: a change's declaration and its verdict are short and
+# are what a reviewer asks; scores (per-task outcomes) and analysis (long overviews) are not.
+DISPLAY_REFS = ("refs/notes/hermit/manifest", "refs/notes/hermit/verdicts")
+
+
 def configure_notes_rewrite(repo: Repo) -> None:
-    """Make amend and rebase carry hermit notes to the rewritten commits (idempotent)."""
+    """Make the hermit notes survive rewrites and readable in `git log` (idempotent).
+
+    - ``notes.rewriteRef`` (no default in git): amend and rebase copy the hermit notes;
+    - ``notes.rewrite.amend|rebase = true``;
+    - ``notes.rewriteMode = overwrite`` unless the user chose one: git's default ``concatenate``
+      would join two JSON notes into one invalid note when a rebase squashes commits;
+    - ``notes.displayRef`` for the manifest and verdict notes (``DISPLAY_REFS``).
+    """
     present = set(repo.config_get_all("notes.rewriteRef"))
     for ref in NOTES_REFS.values():
         if ref not in present:
@@ -43,6 +55,12 @@ def configure_notes_rewrite(repo: Repo) -> None:
     for command in ("amend", "rebase"):
         if repo.config_get(f"notes.rewrite.{command}") != "true":
             repo.config_set(f"notes.rewrite.{command}", "true")
+    if repo.config_get("notes.rewriteMode") is None:
+        repo.config_set("notes.rewriteMode", "overwrite")
+    shown = set(repo.config_get_all("notes.displayRef"))
+    for ref in DISPLAY_REFS:
+        if ref not in shown:
+            repo.config_add("notes.displayRef", ref)
 
 
 def _annotated_object(path: str) -> str | None:
@@ -223,3 +241,71 @@ def notes_ref(kind: str) -> str:
         return NOTES_REFS[kind]
     except KeyError:
         raise GitStateError(f"unknown note kind '{kind}'", hint=f"one of: {', '.join(NOTES_REFS)}") from None
+
+
+# Given (target, base text, ours text, theirs text) of one annotated object whose note both sides
+# changed, the merged text (raises to stop the merge: the caller names the record and field).
+NoteResolver = Callable[[str, "str | None", "str | None", "str | None"], "str | None"]
+
+
+def note_entries(repo: Repo, tip: str | None) -> dict[str, str]:
+    """{annotated sha: note blob sha} of a notes commit (fan-out paths joined)."""
+    if tip is None:
+        return {}
+    return {target: entry.sha for path, entry in repo.ls_tree(tip).items()
+            if (target := _annotated_object(path)) and entry.type == "blob"}
+
+
+def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteResolver,
+                message: str) -> str | None:
+    """The notes commit that joins two notes histories (not published); None when ``ours`` stays.
+
+    Notes on different objects are both kept; an object whose note only one side changed since
+    the merge base takes that side's; only where both changed it is ``resolve`` asked (git's own
+    strategies would concatenate or line-sort the JSON). A fast-forward makes no commit.
+    """
+    if theirs is None or theirs == ours:
+        return None
+    if ours is None or repo.is_ancestor(ours, theirs):
+        return theirs
+    if repo.is_ancestor(theirs, ours):
+        return None
+    base = repo.merge_base(ours, theirs)
+    base_e, our_e, their_e = note_entries(repo, base), note_entries(repo, ours), note_entries(repo, theirs)
+    changes: dict[str, tuple[str, str] | None] = {}
+    tip_paths = {target: path for path in repo.ls_tree(ours) if (target := _annotated_object(path))}
+    both: list[str] = []
+    for target in sorted(set(our_e) | set(their_e)):
+        mine, other, old = our_e.get(target), their_e.get(target), base_e.get(target)
+        if mine == other or other == old:
+            continue
+        if mine == old:
+            new_blob = other
+        else:
+            both.append(target)
+            continue
+        _set(changes, tip_paths, target, new_blob)
+    if both:
+        blobs = repo.read_objects([b for t in both for b in (base_e.get(t), our_e.get(t), their_e.get(t)) if b])
+        texts = iter(found[2].decode("utf-8", "replace") if found else None for found in blobs)
+        merged_texts: dict[str, str | None] = {}
+        for target in both:
+            base_t, our_t, their_t = (next(texts) if b else None
+                                      for b in (base_e.get(target), our_e.get(target), their_e.get(target)))
+            merged_texts[target] = resolve(target, base_t, our_t, their_t)
+        written = [t for t, text in merged_texts.items() if text is not None]
+        shas = repo.write_blobs([merged_texts[t].encode("utf-8") for t in written])
+        for target, sha in zip(written, shas):
+            _set(changes, tip_paths, target, sha)
+        for target, text in merged_texts.items():
+            if text is None:
+                _set(changes, tip_paths, target, None)
+    return repo.commit_changes(ours, changes, message, merge_parents=(theirs,))
+
+
+def _set(changes: dict[str, tuple[str, str] | None], tip_paths: dict[str, str], target: str,
+         blob: str | None) -> None:
+    old_path = tip_paths.get(target)
+    if old_path is not None and old_path != target:
+        changes[old_path] = None
+    changes[target] = None if blob is None else ("100644", blob)

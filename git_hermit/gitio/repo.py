@@ -335,6 +335,11 @@ class Repo:
         """True when HEAD has no commit yet (a fresh repository)."""
         return self.rev_parse("HEAD") is None
 
+    def read_symbolic(self, ref: str) -> str | None:
+        """The ref a symbolic ref (e.g. ``refs/remotes/origin/HEAD``) points to; None if it is not one."""
+        out = self.git("symbolic-ref", "-q", ref, check=False).strip()
+        return out or None
+
     def head_branch(self) -> str | None:
         """Short name of the checked-out branch; None when HEAD is detached."""
         out = self.git("symbolic-ref", "-q", "--short", "HEAD", check=False).strip()
@@ -457,7 +462,8 @@ class Repo:
         return shas
 
     def commit_changes(self, parent: str | None, changes: dict[str, tuple[str, str] | None],
-                       message: str, skip_if_unchanged: bool = False) -> str:
+                       message: str, skip_if_unchanged: bool = False, merge_parents: tuple[str, ...] = (),
+                       author: tuple[str, str] | None = None) -> str:
         """Parent's tree + ``{path: (mode, blob sha) | None}`` in a temporary index, committed with ``commit-tree``."""
         parent_sha = self.resolve_commit(parent) if parent else None
         with tempfile.TemporaryDirectory(prefix="hermit-index-") as temp:
@@ -478,9 +484,11 @@ class Repo:
         if skip_if_unchanged and parent_sha and tree == self.tree_of(parent_sha):
             return parent_sha
         args = ["commit-tree", tree]
-        if parent_sha:
-            args += ["-p", parent_sha]
-        return self.git(*args, "-F", "-", input=message).strip()
+        for one in ([parent_sha] if parent_sha else []) + list(merge_parents):
+            args += ["-p", one]
+        # An author (e.g. the learner that wrote the change) with the user as committer.
+        env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
+        return self.git(*args, "-F", "-", input=message, env=env).strip()
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
         """A commit of ``tree`` on ``parent`` (moves no ref)."""
@@ -513,15 +521,26 @@ class Repo:
             raise GitStateError(f"invalid path in a commit: {path!r}")
         return clean
 
-    def write_commit(self, parent: str | None, changes: dict[str, FileChange | None], message: str) -> str:
-        """A new commit: parent's tree (empty if None) with ``changes`` applied (None deletes). Moves no ref."""
+    def write_commit(self, parent: str | None, changes: dict[str, FileChange | None], message: str,
+                     author: tuple[str, str] | None = None) -> str:
+        """A new commit: parent's tree (empty if None) with ``changes`` applied (None deletes). Moves no ref.
+        ``author`` (name, email) replaces the configured author; the committer stays the user."""
         for change in changes.values():
             if change is not None and change.mode not in _FILE_MODES:
                 raise GitStateError(f"unsupported file mode {change.mode}", hint="use 100644, 100755 or 120000")
         written = [(self._check_path(path), change) for path, change in changes.items()]
         shas = iter(self.write_blobs([change.content for _, change in written if change is not None]))
         entries = {path: (None if change is None else (change.mode, next(shas))) for path, change in written}
-        return self.commit_changes(parent, entries, message, skip_if_unchanged=False)
+        return self.commit_changes(parent, entries, message, skip_if_unchanged=False, author=author)
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits; None when they share no history."""
+        proc = self._run(["merge-base", a, b])
+        if proc.returncode == 1:
+            return None
+        if proc.returncode != 0:
+            raise self._error(["merge-base"], proc.stderr)
+        return proc.stdout.decode().strip() or None
 
     def fsck_new_objects(self, new: str, old: str | None) -> str | None:
         """git's first complaint when the objects reachable from ``new`` but not from ``old`` fail
@@ -596,6 +615,20 @@ class Repo:
                 handle.write(found[2])
             os.chmod(target, 0o755 if entries[path].mode == "100755" else 0o644)
         return len(paths)
+
+    def worktree_changes(self, commit: str, paths: list[str]) -> list[str]:
+        """Paths under ``paths`` whose work-tree content differs from ``commit`` (edited, added
+        untracked-but-not-ignored, or deleted). A throw-away index keeps the user's index as it is."""
+        with tempfile.TemporaryDirectory(prefix="hermit-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.git("read-tree", commit, env=env)
+            present = [p for p in paths if (self.work_tree / p).exists() or self._batch.read(f"{commit}:{p}") is not None]
+            if not present:
+                return []
+            self.git("add", "-A", "--", *present, env=env)
+            out = self.git_bytes("diff", "--cached", "--name-only", "-z", "--no-renames", commit, "--", *present,
+                                 env=env)
+        return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
 
     # ----------------------------------------------------------------------------- config, excludes, bundles
     def config_get(self, key: str) -> str | None:

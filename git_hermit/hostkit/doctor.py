@@ -91,7 +91,9 @@ def _remotes(repo: "Repo") -> tuple[RemoteNotes, ...]:
     for name in repo.git("remote").split():
         fetch = _refspec_targets(repo.config_get_all(f"remote.{name}.fetch"))
         push = _refspec_targets(repo.config_get_all(f"remote.{name}.push"))
-        remotes.append(RemoteNotes(name, _covers(fetch, sample), _covers(push, sample)))
+        # `git hermit fetch` keeps the remote's notes under refs/hermit-remote/<name>/ and merges them
+        fetched = bool(repo.list_refs(f"refs/hermit-remote/{name}/notes/"))
+        remotes.append(RemoteNotes(name, _covers(fetch, sample) or fetched, _covers(push, sample)))
     return tuple(remotes)
 
 
@@ -108,9 +110,11 @@ def _host_status(host: str, run_hosts: bool, work_dir: Path | None) -> HostStatu
     return HostStatus(host, True, str(cli), version, pinned, conformance)
 
 
-def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = None) -> DoctorReport:
-    """Inspect git, the repository's notes setup and the host CLIs (and run them if asked)."""
-    problems: list[str] = []
+def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = None,
+                  extra_problems: tuple[str, ...] = ()) -> DoctorReport:
+    """Inspect git, the repository's notes setup and the host CLIs (and run them if asked).
+    ``extra_problems``: what the caller found missing for the configured runs (core/preflight.py)."""
+    problems: list[str] = list(extra_problems)
     git_version = _git_version(repo)
     if _version_tuple(git_version) < MIN_GIT:
         problems.append(f"git {git_version} is older than {'.'.join(map(str, MIN_GIT))}")
@@ -130,13 +134,16 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
         for remote in remotes:
             if not remote.fetches_notes:
                 problems.append(f"remote {remote.remote} does not fetch {HERMIT_NOTES} "
-                                f"(git config --add remote.{remote.remote}.fetch '+{HERMIT_NOTES}:{HERMIT_NOTES}')")
+                                f"(run `git hermit fetch {remote.remote}`: it merges them; a forced "
+                                f"'+{HERMIT_NOTES}:{HERMIT_NOTES}' refspec would overwrite local notes)")
     node = find_node()
-    hosts = tuple(_host_status(host, run_hosts, work_dir) for host in (h.name for h in registry.hook_hosts()))
+    # A host without hooks has no conformance session; its row says whether it is installed.
+    hook_hosts = {h.name for h in registry.hook_hosts()}
+    hosts = tuple(_host_status(host, run_hosts and host in hook_hosts, work_dir) for host in registry.names())
     for status in hosts:
         if status.installed and status.version != status.pinned:
             problems.append(f"{status.host} {status.version} is not the pinned {status.pinned}: the host table is unverified for it"
-                            + ("" if run_hosts else " (run doctor --hosts)"))
+                            + ("" if run_hosts or status.host not in hook_hosts else " (run doctor --hosts)"))
         if status.conformance and not status.conformance["all_hold"]:
             broken = [c["row"] for c in status.conformance["checks"] if not c["holds"]]
             problems.append(f"{status.host} {status.version} departs from the host table: "

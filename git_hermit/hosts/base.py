@@ -61,6 +61,8 @@ class Login:
 
     user_dir: str
     files: tuple[str, ...]
+    value: str = "yes"                    # the ``login:`` value hints suggest
+    command: str = ""                     # the host's own command that writes the files
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class Host(ABC):
     login: ClassVar[Login]
     learner: ClassVar[bool] = False       # may run a learner session (evolver.base)
     context_limit: ClassVar[ContextLimit | None] = None
+    key_var: ClassVar[str | None] = None  # the API key variable it reads when no env_key is named
     errors_only_in_stream: ClassVar[bool] = False   # exits 0 on a model error; the stream says so
 
     # -- the binary

@@ -46,7 +46,8 @@ class ClaudeCode(Host):
             "stop_session_after_call_ends": True, "stop_session_at_start_ends": False,
             "stop_session_before_tool_ends_after_call": True,
         })
-    login = Login(".claude", (".credentials.json",))
+    login = Login(".claude", (".credentials.json",), value="claude", command="claude /login")
+    key_var = "ANTHROPIC_API_KEY"
     learner = True
     # Claude Code warns that a CLAUDE.md above this many characters slows every request.
     context_limit = ContextLimit(40_000, "chars", "warning",
@@ -64,9 +65,9 @@ class ClaudeCode(Host):
             env["IS_SANDBOX"] = "1"   # the CLI refuses bypass mode as root otherwise
         if spec.base_url:
             env["ANTHROPIC_BASE_URL"] = spec.base_url
-        env_key = spec.env_key or "ANTHROPIC_API_KEY"
+        env_key = spec.env_key or self.key_var
         if env_key in environ:
-            env["ANTHROPIC_API_KEY"] = environ[env_key]
+            env[self.key_var] = environ[env_key]   # whichever variable holds it, the CLI reads its own
         argv = [str(binary), "-p", prompt, *FLAGS, *spec.args]
         if spec.web_search is False:
             argv += ["--disallowedTools", "WebSearch,WebFetch"]

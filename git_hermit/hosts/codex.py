@@ -52,7 +52,7 @@ class Codex(Host):
             "stop_session_after_call_ends": False, "stop_session_at_start_ends": True,
             "stop_session_before_tool_ends_after_call": None,
         })
-    login = Login(".codex", ("auth.json",))
+    login = Login(".codex", ("auth.json",), value="chatgpt", command="codex login")
     learner = True
     # Codex reads at most this many bytes of AGENTS.md (project_doc_max_bytes); the rest is cut.
     context_limit = ContextLimit(32_768, "bytes", "error", "Codex reads only the first 32,768 and drops the rest")

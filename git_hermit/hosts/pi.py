@@ -36,7 +36,7 @@ class Pi(Host):
     default_endpoint = "https://api.anthropic.com"
     home_env = ("PI_CODING_AGENT_DIR",)
     layout = Layout(context_file="AGENTS.md", skills_dir=".agents/skills")
-    login = Login(".pi/agent", ("auth.json",))
+    login = Login(".pi/agent", ("auth.json",), value="pi", command="pi /login")
     # Pi exits 0 even when the model could not be reached (three retries, then an assistant
     # message with stopReason "error"); only its stream says so.
     errors_only_in_stream = True

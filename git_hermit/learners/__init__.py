@@ -59,12 +59,23 @@ class SessionLearner:
         return make_agent({**self.cfg, "backend": self.backend})
 
     def check_available(self) -> None:
-        self._agent().check_available()
+        self._checked_agent()
+
+    def _checked_agent(self):
+        """The backend, available; its errors name the learner's settings, not the agent's."""
+        agent = self._agent()
+        try:
+            agent.check_available()
+        except AgentError as exc:
+            def fix(text: str | None) -> str | None:
+                return text and text.replace("agent.bin", "evolver.model.bin").replace(
+                    "agent.provider", "evolver.model.provider")
+            raise AgentError(f"learner: {fix(exc.message)}", hint=fix(exc.hint)) from None
+        return agent
 
     def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
         from git_hermit.rollouts.agents import AgentContext
-        agent = self._agent()
-        agent.check_available()
+        agent = self._checked_agent()
         session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"
         if session_dir.exists():
             shutil.rmtree(session_dir)

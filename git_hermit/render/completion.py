@@ -62,9 +62,10 @@ compdef _git-hermit git-hermit
 '''
 
 _FISH = r'''# git-hermit completion for fish: git hermit completion fish > ~/.config/fish/completions/git-hermit.fish
-# fish's git completion hands `git hermit <TAB>` to these completions of git-hermit.
-function __git_hermit_complete
-    set -l response (env %(var)s=fish_complete COMP_WORDS=(commandline -cp) COMP_CWORD=(commandline -t) git-hermit 2>/dev/null)
+# Completes `git-hermit <TAB>` and `git hermit <TAB>` (registered on git as well: fish's own
+# git completion does not reliably hand custom commands on).
+function __git_hermit_ask -a words
+    set -l response (env %(var)s=fish_complete COMP_WORDS="$words" COMP_CWORD=(commandline -ct) git-hermit 2>/dev/null)
     for line in $response
         set -l item (string split \t -- $line)
         switch $item[1]
@@ -81,7 +82,23 @@ function __git_hermit_complete
         end
     end
 end
+function __git_hermit_complete
+    __git_hermit_ask (commandline -cp)
+end
+function __git_hermit_complete_under_git
+    set -l words (commandline -opc)
+    while test (count $words) -gt 0; and test "$words[1]" != hermit
+        set -e words[1]
+    end
+    set -e words[1]
+    __git_hermit_ask "git-hermit $words "(commandline -ct)
+end
+function __git_hermit_is_the_command
+    set -l words (commandline -opc)
+    test (count $words) -ge 2; and test "$words[2]" = hermit
+end
 complete --no-files --command git-hermit --arguments "(__git_hermit_complete)"
+complete --no-files --command git --condition __git_hermit_is_the_command --arguments "(__git_hermit_complete_under_git)"
 '''
 
 _SCRIPTS = {"bash": _BASH, "zsh": _ZSH, "fish": _FISH}

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
+from git_hermit.rollouts._netbridge import pump
+
 BRIDGE = Path(__file__).with_name("_netbridge.py")
 NETWORKS = ("restricted", "none", "full")
 PROXY_PORT = 3128               # inside the sandbox's own namespace: no clash with the host
@@ -307,20 +309,7 @@ class Gateway:
 
 
 def _splice(a: socket.socket, b: socket.socket) -> None:
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            try:
-                dst.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
+    """Relay both ways until each side closes (the same pump the in-sandbox bridge uses)."""
     other = threading.Thread(target=pump, args=(b, a), daemon=True)
     other.start()
     pump(a, b)

@@ -125,7 +125,7 @@ class AHEEvolver:
         records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
             ctx.step, stats, step_diff, timestamp=_now()))
 
-        precision = self._precision(state)
+        precision = self._precision(ctx, evaluation)
         result.analysis.update({
             "pass_at_1": stats.pass_rate, "k": ctx.k, "commit_evaluated": ctx.commit,
             "flips": {"flipped": len(step_diff.flipped), "regressed": len(step_diff.regressed)} if step_diff else None,
@@ -202,12 +202,17 @@ class AHEEvolver:
         return history
 
     @staticmethod
-    def _precision(state: Path) -> attribution.PredictionScores | None:
+    def _precision(ctx: StepContext, evaluation) -> attribution.PredictionScores | None:
+        """The run's prediction counts: earlier steps' from their scores notes (what a clone that
+        fetched the run also has; never the ignored working files), plus this step's."""
         total, seen = attribution.PredictionScores(), False
-        for path in sorted((state / "evaluations").glob("step_*.json")):
-            counts = json.loads(path.read_text()).get("prediction", {}).get("counts")
+        for past in ctx.history:
+            step_counts = (((past.scores.evaluation or {}).get("precision_recall") or {}).get("step") or {})
+            counts = step_counts.get("counts")
             if counts:
                 total, seen = total + attribution.PredictionScores(**counts), True
+        if evaluation is not None:
+            total, seen = total + evaluation.prediction, True
         return total if seen else None
 
     def _rollbacks(self, ctx: StepContext, evaluation, base_dir: Path,
@@ -262,8 +267,7 @@ class AHEEvolver:
                 files=group[0].files,
                 summary=f"rollback {', '.join(named)}" + (f" with {', '.join(others)}" if others else "")
                         + f" ({', '.join(verdicts)})",
-                body=f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; "
-                     f"its files are restored to their state before {commit[:12]}." + with_text,
+                body=_rollback_body(ctx, evaluation, group, judged, commit, with_text),
                 reverts=commit, verdict="HARMFUL" if "HARMFUL" in verdicts else verdicts[0]))
             mates += [_Rollback(o, commit, verdict_of.get(o, ""), group[0].files, tuple(named)) for o in others]
             verdict = result.verdicts.get(commit)
@@ -556,3 +560,36 @@ def _safe(name: str) -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _rollback_body(ctx: StepContext, evaluation, group: list[_Rollback], judged: str, commit: str,
+                   with_text: str = "") -> str:
+    """The evidence of an automatic rollback, for its commit body (GitHub shows no notes): the
+    tasks that regressed, the predicted fixes that did not happen, pass@1 before and after."""
+    lines = [f"rollback: auto. Step {ctx.step}'s rollouts judged {judged}; its files are restored to "
+             f"their state before {commit[:12]}." + with_text]
+    by_id = {cv.change_id: cv for cv in evaluation.changes}
+    for r in group:
+        cv = by_id.get(r.change_id)
+        if cv is None:
+            continue
+        lines += ["", f"{r.change_id} ({r.verdict}): {cv.description}".strip(),
+                  f"- risks realised (predicted tasks that regressed): {', '.join(cv.risk_realized) or 'none'}",
+                  f"- predicted fixes that did not happen: {', '.join(cv.still_failed) or 'none'}",
+                  f"- predicted fixes that happened: {', '.join(cv.actually_fixed) or 'none'}"]
+    prev = ctx.history[-1] if ctx.history else None
+    if prev is not None:
+        from git_hermit.rollouts import stats
+        before = {t: sum(a.outcome == "pass" for a in s.attempts) / len(s.attempts)
+                  for t, s in prev.scores.tasks.items() if s.attempts}
+        after = stats.per_task_pass_at_1(ctx.results)
+        if set(before) & set(after):
+            comparison = stats.paired_bootstrap(before, after)
+            lines += ["", f"Tasks that regressed this step: {', '.join(comparison.flips_down) or 'none'}"
+                      + (f" (not predicted by any change: {', '.join(evaluation.unattributed_regressions)})"
+                         if evaluation.unattributed_regressions else ""),
+                      f"pass@1 on the {prev.scores.split} split (k={ctx.k}): {prev.scores.pass_at_1:.3f} "
+                      f"(H_{prev.step - 1}, {prev.commit[:12]}) -> {sum(after.values()) / len(after):.3f} "
+                      f"(H_{ctx.step - 1}, {ctx.commit[:12]}): {comparison} (paired bootstrap 95% CI "
+                      f"over {comparison.n_tasks} tasks)"]
+    return "\n".join(lines)

@@ -1,0 +1,249 @@
+"""A step's pull-request description as GitHub Markdown (and a self-contained HTML page).
+
+Markdown: a headline with split, k and CI; a mermaid ``xychart-beta`` of pass@1 per step with
+the same numbers in a table (so nothing depends on the chart); one row per change; rollbacks
+with their reasons; held-out results; the ledger. Links are absolute GitHub URLs when origin is
+on GitHub (relative links break in PR bodies), else short SHAs (GitHub autolinks those).
+Kept under GitHub's 65,536-character body limit, cut with a note when longer.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from git_hermit.core.report import ChangeRow, Score, StepReport
+
+GITHUB_BODY_LIMIT = 65536
+
+
+def _cell(text: str) -> str:
+    """Text safe inside one GFM table cell (no pipes or line breaks)."""
+    return " ".join(str(text).split()).replace("|", "\\|") or "—"
+
+
+def _list(items: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(items) if items else "—"
+
+
+def _commit(report: StepReport, sha: str) -> str:
+    if report.repo_slug:
+        return f"[`{sha[:7]}`](https://github.com/{report.repo_slug}/commit/{sha})"
+    return sha[:7]     # GitHub autolinks a bare 7-character SHA in a pull request body
+
+
+def _file(report: StepReport, sha: str, path: str) -> str:
+    full = path if path.startswith(report.adapter.rstrip("/") + "/") else f"{report.adapter.rstrip('/')}/{path}"
+    if report.repo_slug:
+        return f"[`{path}`](https://github.com/{report.repo_slug}/blob/{sha}/{full})"
+    return f"`{path}`"
+
+
+def _ci(score: Score) -> str:
+    if score.ci_delta is None:
+        return "—"
+    return f"{score.ci_delta:+.1f} points [{score.ci_low:+.1f}, {score.ci_high:+.1f}]"
+
+
+def _measure(score: Score) -> str:
+    return f"pass@1 **{score.pass_at_1:.3f}** on the {score.split} split (k={score.k}, {score.tasks} tasks)"
+
+
+def headline(report: StepReport) -> str:
+    parts = []
+    made = f"{len(report.changes)} declared change(s)" if report.changes else "no declared change"
+    if report.undeclared:
+        made += f", {len(report.undeclared)} commit(s) of undeclared edits"
+    if report.rollbacks:
+        made += f" and rolled back {len(report.rollbacks)} earlier change(s)"
+    parts.append(f"Step {report.step} of run `{report.run}` ({report.evolver}) made {made}.")
+    ev = report.evaluation
+    if ev is not None:
+        text = f"Its adapter H_{report.step} ({_commit(report, report.tip)}) scores {_measure(ev)}"
+        if ev.ci_delta is not None:
+            text += (f", **{ev.ci_delta:+.1f} points** (95% CI [{ev.ci_low:+.1f}, {ev.ci_high:+.1f}], paired "
+                     f"bootstrap over tasks) against step {report.step - 1}")
+        text += "."
+        if ev.best:
+            text += " It is the run's best-ever commit so far."
+        parts.append(text)
+    else:
+        parts.append(f"H_{report.step} ({_commit(report, report.tip)}) is not evaluated yet: the next "
+                     "`git hermit step` measures it and judges these changes.")
+    if report.evaluated_before is not None:
+        parts.append(f"The rollouts that led to it measured H_{report.step - 1} at "
+                     f"{_measure(report.evaluated_before)}.")
+    if ev is not None and ev.split == "train":
+        parts.append("These are training-split figures; a held-out `git hermit eval` is the claim.")
+    if report.stop:
+        parts.append(f"Training stopped here: {report.stop}.")
+    return " ".join(parts)
+
+
+def mermaid_chart(report: StepReport) -> str:
+    """An ``xychart-beta`` of pass@1 per step (best-ever marked in its x label)."""
+    labels = [f"{s.step} (best)" if s.best else str(s.step) for s in report.curve]
+    values = [f"{s.pass_at_1:.3f}" for s in report.curve]
+    split = report.curve[-1].split if report.curve else "train"
+    return "\n".join([
+        "```mermaid",
+        "xychart-beta",
+        f'    title "pass@1 per step ({split} split)"',
+        "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
+        '    y-axis "pass@1" 0 --> 1',
+        "    bar [" + ", ".join(values) + "]",
+        "    line [" + ", ".join(values) + "]",
+        "```",
+    ])
+
+
+def _change_row(report: StepReport, c: ChangeRow) -> str:
+    files = ", ".join(_file(report, c.commit, f) for f in c.files) or "—"
+    flips = "—"
+    if c.verdict is not None:
+        flips = f"fixed: {_list(c.fixed)}; still failing: {_list(c.still_failing)}; risks realised: {_list(c.risks_realised)}"
+    rolled = f"yes, by {_commit(report, c.rolled_back_by)}" if c.rolled_back_by else ("no" if c.verdict else "—")
+    cells = [f"`{c.id}`", c.component or "—", files, c.description, _list(c.predicted_fixes), _list(c.risks),
+             c.verdict or "pending (next step)", flips, rolled, _commit(report, c.commit)]
+    return "| " + " | ".join(_cell(x) if i not in (2, 9, 8) else x for i, x in enumerate(cells)) + " |"
+
+
+def _money(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
+
+
+def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
+    head = [f"## {report.title}", "", headline(report), "",
+            f"`{report.head}` → `{report.base}` · run `{report.run}` · step {report.step}", ""]
+    curve = ["### pass@1 per step", "", "Each adapter version H_N as the next step's rollouts measured it.", ""]
+    if report.curve:
+        curve += [mermaid_chart(report), "",
+                  "| step | commit | split | k | tasks | pass@1 | vs previous step (95% CI) | |",
+                  "|---:|---|---|---:|---:|---:|---|---|"]
+        for s in report.curve:
+            curve.append(f"| {s.step} | {_commit(report, s.commit)} | {s.split} | {s.k} | {s.tasks} | "
+                         f"{s.pass_at_1:.3f} | {_ci(s)} | {'best-ever' if s.best else ''} |")
+    else:
+        curve.append("No step of this run is evaluated yet.")
+    curve.append("")
+    changes = ["### Changes", ""]
+    rows: list[str] = []
+    if report.changes:
+        changes += ["| id | component | files | description | predicted fixes | risks | verdict | flips | "
+                    "rolled back | commit |", "|---|---|---|---|---|---|---|---|---|---|"]
+        rows = [_change_row(report, c) for c in report.changes]
+    else:
+        changes.append("This step declared no change.")
+    tail: list[str] = [""]
+    if report.undeclared:
+        tail += ["Undeclared edits (committed apart, never merged into a declared change): "
+                 + ", ".join(_commit(report, sha) for sha in report.undeclared), ""]
+    tail += ["### Rollbacks", ""]
+    if report.rollbacks:
+        for r in report.rollbacks:
+            what = ", ".join(f"`{cid}`" for cid in r.change_ids)
+            inner = ", ".join(x for x in (_commit(report, r.reverts) if what else "", r.verdict or "") if x)
+            target = what or _commit(report, r.reverts)
+            tail.append(f"- {_commit(report, r.commit)} reverts {target}" + (f" ({inner})" if inner else ""))
+            if r.reason:
+                tail += ["", "  <details><summary>evidence</summary>", ""]
+                tail += ["  " + line if line else "" for line in r.reason.splitlines()]
+                tail += ["", "  </details>", ""]
+    else:
+        tail.append("None in this step.")
+    tail += ["", "### Held-out", ""]
+    if report.held_out:
+        tail += ["| split | k | tasks | pass@1 | vs baseline (95% CI) |", "|---|---:|---:|---:|---|"]
+        for s in report.held_out:
+            base = f" vs {s.ci_baseline[:7]}" if s.ci_baseline else ""
+            tail.append(f"| {s.split} | {s.k} | {s.tasks} | {s.pass_at_1:.3f} | {_ci(s)}{base} |")
+    else:
+        tail.append(f"No held-out result on this commit yet: `git hermit eval {report.head} "
+                    f"--baseline hermit/{report.run}/step-0000 --split test`.")
+    tail += ["", "### Ledger", "", f"Tokens and cost of step {report.step}: its rollouts of H_{report.step - 1}, "
+             "its judge and its learners.", ""]
+    if report.ledger:
+        tail += ["| role | input tokens | output tokens | cost (USD) |", "|---|---:|---:|---:|"]
+        for row in report.ledger:
+            tail.append(f"| {row.role} | {row.input_tokens:,} | {row.output_tokens:,} | {_money(row.cost_usd)} |")
+        tail.append("")
+        tail.append("Cost is \"unknown\" where hermit.yaml sets no price for the model.")
+    else:
+        tail.append("No ledger recorded for this step.")
+    if report.predictions:
+        p = report.predictions
+        counts = p.get("counts", {})
+        tail += ["", f"Predictions so far in this run: fixes precision {_pct(p.get('fix_precision'))} "
+                 f"({counts.get('fixes_confirmed', 0)}/{counts.get('fixes_predicted', 0)}), recall "
+                 f"{_pct(p.get('fix_recall'))}; regressions precision {_pct(p.get('regression_precision'))}, "
+                 f"recall {_pct(p.get('regression_recall'))}."]
+    for note in report.notes:
+        tail += ["", f"> warning: {note}"]
+    tail += ["", f"<sub>Written by `git hermit report` from refs and notes (`refs/notes/hermit/*`); "
+             f"`git hermit fetch` then `git hermit show step-{report.step}` shows the records.</sub>", ""]
+    text = "\n".join(head + curve + changes + rows + tail)
+    if len(text) <= limit:
+        return text
+    # Too long for a PR body: drop change rows from the end, then say so.
+    kept = list(rows)
+    while kept:
+        kept.pop()
+        cut = (f"\n*Cut to fit GitHub's {limit:,}-character limit: {len(rows) - len(kept)} of {len(rows)} "
+               f"changes are not shown; `git hermit report {report.step} -o FILE` writes them all.*\n")
+        text = "\n".join(head + curve + changes + kept) + "\n" + cut + "\n".join(tail)
+        if len(text) <= limit:
+            return text
+    note = f"\n\n*Cut to fit GitHub's {limit:,}-character limit.*\n"
+    return text[: limit - len(note)].rsplit("\n", 1)[0] + note
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+# ------------------------------------------------------------------------------------------ html
+def _svg_chart(report: StepReport) -> str:
+    """The pass@1 curve as inline SVG (no script, no network)."""
+    if not report.curve:
+        return ""
+    w, h, pad = 560, 240, 40
+    n = len(report.curve)
+    xs = [pad + (w - 2 * pad) * (i / max(n - 1, 1)) for i in range(n)]
+    ys = [h - pad - (h - 2 * pad) * s.pass_at_1 for s in report.curve]
+    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
+    marks = "".join(
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{6 if s.best else 4}" fill="{"#d4a017" if s.best else "#2f6fdf"}">'
+        f"<title>step {s.step}: {s.pass_at_1:.3f}</title></circle>"
+        f'<text x="{x:.1f}" y="{h - pad + 16}" text-anchor="middle" font-size="12">{s.step}{" ★" if s.best else ""}</text>'
+        for x, y, s in zip(xs, ys, report.curve))
+    axis = (f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#888"/>'
+            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#888"/>'
+            f'<text x="{pad - 6}" y="{pad + 4}" text-anchor="end" font-size="11">1</text>'
+            f'<text x="{pad - 6}" y="{h - pad + 4}" text-anchor="end" font-size="11">0</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+            f'aria-label="pass@1 per step">{axis}<polyline fill="none" stroke="#2f6fdf" stroke-width="2" '
+            f'points="{points}"/>{marks}</svg>')
+
+
+def html_page(report: StepReport) -> str:
+    """A self-contained page (inline CSS and SVG) from the Markdown, for readers without GitHub."""
+    try:
+        import cmarkgfm
+        from cmarkgfm.cmark import Options
+        body = cmarkgfm.github_flavored_markdown_to_html(markdown(report), options=Options.CMARK_OPT_UNSAFE)
+    except ImportError:   # without cmarkgfm: the Markdown as preformatted text, still complete
+        body = f"<pre>{html.escape(markdown(report))}</pre>"
+    chart = _svg_chart(report)
+    # the mermaid block needs JavaScript; the inline SVG above shows the same numbers
+    body = body.replace('<pre lang="mermaid">', '<pre lang="mermaid" hidden>')
+    style = ("body{font:15px/1.5 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem}"
+             "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .5rem;"
+             "vertical-align:top}code{background:#f3f3f3;padding:0 .2rem}")
+    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(report.title)}"
+            f"</title><style>{style}</style></head><body>\n{chart}\n{body}\n</body></html>\n")
+
+
+def report_json(report: StepReport) -> dict[str, Any]:
+    data = report.to_dict()
+    data["title"] = report.title
+    return data

@@ -1,0 +1,53 @@
+"""Shared pieces of the review tests (not a test module): one offline demo run per session,
+copied per test, a bare repository as the remote, and clones of it.
+
+The demo is made once (about 20 s) under its own isolated git configuration, like conftest's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from cli_helpers import GIT_HERMIT
+from conftest import FIXED_DATE, git
+
+NODE_TOOLS = Path(os.environ.get("GIT_HERMIT_REVIEW_TOOLS", Path.home() / ".cache" / "git-hermit" / "review"))
+
+
+def isolated_env(home: Path) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
+                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"),
+                "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
+                "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
+                "GIT_AUTHOR_DATE": FIXED_DATE, "GIT_COMMITTER_DATE": FIXED_DATE})
+    return env
+
+
+def make_demo(root: Path) -> Path:
+    """`git hermit demo` into root/demo (once per session)."""
+    env = isolated_env(root / "home")
+    proc = subprocess.run([*GIT_HERMIT, "demo", str(root / "demo")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return root / "demo"
+
+
+def copy_demo(demo: Path, dest: Path) -> Path:
+    shutil.copytree(demo, dest, symlinks=True)
+    return dest
+
+
+def bare_remote(path: Path) -> Path:
+    git(path.parent, "init", "-q", "--bare", path.name)
+    return path
+
+
+def clone(remote: Path, dest: Path) -> Path:
+    git(dest.parent, "clone", "-q", str(remote), dest.name)
+    return dest

@@ -1,0 +1,50 @@
+"""`git hermit compare RUN_A RUN_B`: final pass@1 on a common split with a paired CI, from notes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import hermit
+from conftest import git
+from review_support import copy_demo
+
+
+@pytest.fixture
+def two_runs(demo_run, tmp_path):
+    repo = copy_demo(demo_run, tmp_path / "demo")
+    evaluated = hermit(repo, "eval", "hermit/demo/final", "--baseline", "hermit/demo/step-0000", "--split", "test",
+                       "--json", timeout=300)
+    assert evaluated.code == 0, evaluated.err
+    assert hermit(repo, "init", "--run", "b").code == 0
+    # run b: its seed scored exactly as the demo's seed (the same adapter), copied onto b's seed commit
+    seed = git(repo, "rev-parse", "hermit/b/step-0000").strip()
+    note = json.loads(git(repo, "notes", "--ref=hermit/scores", "show", "hermit/demo/step-0000"))
+    path = tmp_path / "note.json"
+    path.write_text(json.dumps({**note, "run": "b", "commit": seed}))
+    git(repo, "notes", "--ref=hermit/scores", "add", "-F", str(path), seed)
+    return repo, json.loads(evaluated.out)
+
+
+def test_compare_two_runs_on_the_test_split(two_runs):
+    repo, evaluated = two_runs
+    result = hermit(repo, "compare", "demo", "b", "--json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["a"]["pass_at_1"] == evaluated["candidate"]["pass_at_1"]
+    assert data["b"]["pass_at_1"] == evaluated["baseline"]["pass_at_1"]
+    assert data["difference"]["delta_points"] == pytest.approx(-evaluated["comparison"]["delta_points"])
+    assert data["a"]["chosen_by"] == "final tag" and data["b"]["chosen_by"] == "tip"
+    assert data["a"]["steps"] == 4 and data["a"]["rolled_back"] == 1 and data["a"]["tokens"] > 0
+    assert data["a"]["cost_usd"] is None                      # no price set: unknown, not zero
+    text = hermit(repo, "compare", "demo", "b").out
+    assert "b minus demo: -70.0 points" in text and "paired bootstrap 95% CI over 5 test tasks" in text
+    assert "cost" in text and "unknown" in text
+
+
+def test_compare_without_scores_on_the_split_says_how_to_measure(two_runs):
+    repo, _ = two_runs
+    result = hermit(repo, "compare", "demo", "b", "--split", "valid")
+    assert result.code == 4
+    assert result.err.startswith("error: run 'demo' has no valid scores") and "hint: measure it: git hermit eval" in result.err
