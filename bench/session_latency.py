@@ -18,7 +18,8 @@ from git_hermit.adapter.deploy import deploy
 from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.hostkit.conformance import hook_calls
 from git_hermit.hosts import registry
-from git_hermit.hosts.locate import cli_version, find_host_cli
+from git_hermit.hosts.locate import cli_version
+from git_hermit.hosts.registry import find_host_cli
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hostkit.sessions import run_session
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from git_hermit.hostkit import conformance
-from git_hermit.hosts.locate import cli_version, find_host_cli, find_node
+from git_hermit.hosts.locate import cli_version, find_node
+from git_hermit.hosts.registry import find_host_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
 HOSTS = ("codex", "claude-code")

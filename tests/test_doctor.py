@@ -63,7 +63,7 @@ def test_outside_a_repository_only_git_and_hosts_are_checked(no_hosts):
 
 
 def test_installed_hosts_report_their_version():
-    found = {h: locate.find_host_cli(h) for h in (x.name for x in registry.hook_hosts())}
+    found = {h: registry.find_host_cli(h) for h in (x.name for x in registry.hook_hosts())}
     if not all(found.values()):
         pytest.skip("the host CLIs are not installed (git hermit hosts install)")
     report = doctor.doctor_report(None, run_hosts=False)
@@ -74,7 +74,7 @@ def test_installed_hosts_report_their_version():
 
 @pytest.mark.hosts
 def test_doctor_runs_one_conformance_session_per_host(tmp_path):
-    if locate.find_node() is None or not all(locate.find_host_cli(h) for h in (x.name for x in registry.hook_hosts())):
+    if locate.find_node() is None or not all(registry.find_host_cli(h) for h in (x.name for x in registry.hook_hosts())):
         pytest.skip("node or a host CLI is not installed")
     report = doctor.doctor_report(None, run_hosts=True, work_dir=tmp_path)
     for status in report.hosts:

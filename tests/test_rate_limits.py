@@ -21,7 +21,7 @@ import yaml
 from cli_helpers import hermit
 from test_rollouts_e2e import make_project, result_files, scores_note
 
-from git_hermit.hosts.locate import find_host_cli
+from git_hermit.hosts.registry import find_host_cli
 
 # A stand-in for `codex exec --json`: while the budget file holds a number > 0 it answers as
 # Codex does when the model keeps answering 429 (and takes one off); then it answers the task.

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from git_hermit.gitio.notes import NOTES_REFS
 from git_hermit.hostkit.conformance import SESSIONS, run_conformance
 from git_hermit.hosts import registry
-from git_hermit.hosts.locate import cli_version, find_host_cli, find_node
+from git_hermit.hosts.locate import cli_version, find_node
+from git_hermit.hosts.registry import find_host_cli
 
 if TYPE_CHECKING:
     from git_hermit.gitio.repo import Repo

@@ -2,7 +2,7 @@
 
 Each host's npm package is installed at its pinned version into ``<hosts dir>/node``
 (``$GIT_HERMIT_HOSTS_DIR``, else ``~/.cache/git-hermit/hosts``), the first place
-``locate.find_host_cli`` looks; a package already there at its pinned version is left alone.
+``registry.find_host_cli`` looks; a package already there at its pinned version is left alone.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Callable
 
 from git_hermit.errors import AgentError, InputError
 from git_hermit.hosts import registry
-from git_hermit.hosts.locate import binary_name, cli_version, hosts_dirs
+from git_hermit.hosts.locate import cli_version, hosts_dirs
+from git_hermit.hosts.registry import binary_name
 
 
 @dataclass(frozen=True)

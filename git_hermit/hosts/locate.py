@@ -2,7 +2,7 @@
 
 Order: ``$GIT_HERMIT_HOSTS_DIR/node/node_modules/.bin``, the default cache dir of the
 *real* user (tests replace HOME, so it is computed from the password database), then PATH.
-Which binary a host has is the host module's business (hosts/registry.py).
+Which binary a host has is its host module's business (registry.find_host_cli).
 """
 
 from __future__ import annotations
@@ -36,20 +36,6 @@ def find_cli(name: str) -> Path | None:
             return candidate
     found = shutil.which(name)
     return Path(found) if found else None
-
-
-def binary_name(host: str) -> str:
-    """The executable of a registered host (or alias); ValueError for an unknown name."""
-    from git_hermit.hosts import registry   # the registry's hosts import this module
-    try:
-        return registry.get(host).binary
-    except KeyError:
-        raise ValueError(f"unknown host {host!r}; known: {', '.join(registry.names())}") from None
-
-
-def find_host_cli(host: str) -> Path | None:
-    """A registered host's CLI, or None when it is not installed."""
-    return find_cli(binary_name(host))
 
 
 def find_node() -> Path | None:

@@ -6,6 +6,8 @@ sandbox's default endpoints, the trajectory formats) asks this table.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from git_hermit.hosts.base import Host
 
 _HOSTS: dict[str, Host] = {}
@@ -51,6 +53,20 @@ def hook_hosts() -> tuple[Host, ...]:
 
 def learner_hosts() -> tuple[Host, ...]:
     return tuple(h for h in _HOSTS.values() if h.learner)
+
+
+def binary_name(host: str) -> str:
+    """The executable of a registered host (or alias); ValueError for an unknown name."""
+    try:
+        return get(host).binary
+    except KeyError:
+        raise ValueError(f"unknown host {host!r}; known: {', '.join(names())}") from None
+
+
+def find_host_cli(host: str) -> Path | None:
+    """A registered host's CLI, or None when it is not installed."""
+    binary_name(host)
+    return get(host).find()
 
 
 def pinned_packages() -> dict[str, str]:
