@@ -16,10 +16,11 @@ import pytest
 
 import git_hermit
 from git_hermit.adapter.deploy import deploy
+from git_hermit.adapter.hostcheck import check_hosts
 from git_hermit.config import parse_config
 from git_hermit.hostkit.sessions import session_command
 from git_hermit.hosts import registry
-from git_hermit.hosts.base import Host, Layout, Login, SessionSpec, SubAgent
+from git_hermit.hosts.base import ContextLimit, Host, Layout, Login, SessionSpec, SubAgent
 from git_hermit.rollouts.agents import AgentContext, backends, make_agent
 from git_hermit.rollouts.trajectories import summarize
 
@@ -46,6 +47,7 @@ class ToyHost(Host):
     default_endpoint = "https://toy.invalid"
     layout = Layout(context_file="TOY.md", skills_dir=".toy/skills", native_sub_agents=True)
     login = Login(".toy", ("token.json",))
+    context_limit = ContextLimit(64, "bytes", "warning", "the toy reads 64")
     cli: Path | None = None
 
     def find(self) -> Path | None:
@@ -119,6 +121,16 @@ def test_a_toy_host_runs_a_rollout(toy, tmp_path):
     argv, env = session_command("toy", toy.cli, tmp_path / "ws", "http://127.0.0.1:9", "fix-it",
                                 home=tmp_path / "h2", model="toy-model")
     assert argv == [str(toy.cli), "--prompt", "fix-it"] and env["TOY_MODEL"] == "toy-model"
+
+
+def test_hostcheck_holds_the_toy_host_to_its_own_rows(toy, tmp_path):
+    adapter = _adapter(tmp_path)
+    (adapter / "MEMORY.md").write_text("# Memory\n\n- toy lesson\n")
+    found = [v for v in check_hosts(adapter) if v.message.startswith("toy")]
+    # its context limit (a warning past 64 bytes); no hooks, so the hand-run session start is
+    # run from TOY.md, and the seed middleware hands no memory: that is reported too
+    assert {v.rule for v in found} == {"host-context-size", "host-memory-handover"}
+    assert any("the deployed TOY.md is" in v.message and "the toy reads 64" in v.message for v in found)
 
 
 def test_config_accepts_a_registered_host_and_refuses_an_unknown_one(toy):
