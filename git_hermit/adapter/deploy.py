@@ -237,7 +237,7 @@ def _native_sub_agent(host: Host, rel: str, src: Path) -> tuple[str, bytes] | No
     name = _sub_agent_name(rel)
     if name is None or not host.layout.native_sub_agents:
         return None
-    from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
+    from git_hermit.adapter.front_matter import FrontMatterError, parse_front_matter
     source = src.read_bytes()
     text = source.decode("utf-8", errors="replace")
     try:

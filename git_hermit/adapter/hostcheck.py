@@ -16,7 +16,7 @@ from pathlib import Path
 
 from git_hermit import errors, resources
 from git_hermit.adapter import hookcall
-from git_hermit.adapter.check_spec import ERROR, WARNING, Violation
+from git_hermit.adapter.violations import ERROR, WARNING, Violation
 from git_hermit.adapter.deploy import DeployRecord, deploy
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import Host
