@@ -13,6 +13,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import HookWire
@@ -142,7 +143,7 @@ def flow_session(host: str) -> ProbeSession:
     """Memory, notes (after a call, after a failed one past a cd), the before_model channel,
     allow with context, deny, a new input, a block with a system message, a blocked stop."""
     failed_event = _wire(host).failed_tool_event
-    plan = [
+    plan: list[dict[str, Any]] = [
         {"event": "SessionStart", "output": _context("SessionStart", MEMORY)},
         {"event": "PreToolUse", "match": "alpha", "output": _pre_tool(permissionDecision="allow",
                                                                       additionalContext=ALLOW_CONTEXT)},

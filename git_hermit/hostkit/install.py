@@ -47,8 +47,8 @@ def install_hosts(hosts: list[str] | None = None, *, say: Callable[[str], None] 
     prefix = hosts_dirs()[0] / "node"
     missing = [h for h in hosts if _installed_version(prefix, pinned[h].rsplit("@", 1)[0])
                != pinned[h].rsplit("@", 1)[1]]
-    npm = shutil.which("npm")
-    if missing and npm is None:
+    npm = shutil.which("npm") or ""
+    if missing and not npm:
         raise AgentError(f"npm is not installed, and {', '.join(missing)} need it",
                          hint="install Node.js 20 or newer (with npm), then rerun `git hermit hosts install`")
     prefix.mkdir(parents=True, exist_ok=True)

@@ -210,9 +210,9 @@ def _responses_events(server: ScriptedModelServer, turn: Turn, raw: bytes) -> li
         name, tool_input = _tool_call(RESPONSES_API, turn)
         arguments = json.dumps(tool_input)
         call_id = server._next_id("call")
-        item = {"type": "function_call", "id": server._next_id("fc"), "call_id": call_id,
+        item: dict[str, Any] = {"type": "function_call", "id": server._next_id("fc"), "call_id": call_id,
                 "name": name, "arguments": arguments, "status": "completed"}
-        body_events = [
+        body_events: list[tuple[str, dict[str, Any]]] = [
             ("response.output_item.added", {"output_index": 0, "item": {**item, "arguments": "", "status": "in_progress"}}),
             ("response.function_call_arguments.delta", {"output_index": 0, "item_id": item["id"], "delta": arguments}),
             ("response.function_call_arguments.done", {"output_index": 0, "item_id": item["id"], "arguments": arguments}),

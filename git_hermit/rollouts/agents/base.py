@@ -80,7 +80,8 @@ def in_sandbox(ctx: AgentContext, argv: list[str], env: dict[str, str], *,
 
 
 class AgentBackend(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def check_available(self) -> None:
         """Raise AgentError (before the first rollout) when the agent cannot start."""

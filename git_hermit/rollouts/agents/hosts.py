@@ -21,7 +21,7 @@ from git_hermit.errors import AgentError
 from git_hermit.hosts.base import Host, SessionSpec
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.agents.base import AgentContext, AgentRun, copy_login_files, in_sandbox, real_home
-from git_hermit.rollouts.process import run_process
+from git_hermit.rollouts.process import ProcessOutcome, run_process
 from git_hermit.rollouts.trajectories import summarize
 
 RATE_LIMITED = "RateLimited"    # the exception_type of a rollout the model's rate limit ended
@@ -95,7 +95,7 @@ class HostCLIAgent:
                               stdout_path=ctx.trajectory_path, stderr_path=ctx.stderr_path)
         return self._finish(ctx, outcome, ctx.trajectory_path)
 
-    def _finish(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
+    def _finish(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
         run = self._finish_run(ctx, outcome, trajectory)
         failed = run.timed_out or run.returncode != 0 or run.final_answer is None
         limit = rate_limit_report(trajectory, ctx.stderr_path) if failed else None
@@ -104,7 +104,7 @@ class HostCLIAgent:
         # the host gave up on (or was still waiting out) the model's rate limit: infrastructure
         return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}")
 
-    def _finish_run(self, ctx: AgentContext, outcome, trajectory: Path) -> AgentRun:
+    def _finish_run(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
         summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
         answer = summary.final_answer if summary else None
         usage = summary.usage if summary else Usage()
