@@ -1,0 +1,29 @@
+"""The import-linter layers (pyproject.toml) name every top-level module of git_hermit, so a new
+module cannot sit outside the checked layering; `lint-imports` itself runs in .ci/run."""
+
+from __future__ import annotations
+
+import pkgutil
+import re
+import tomllib
+from pathlib import Path
+
+import git_hermit
+
+# Not code a layer could hold: the `python -m` entry (it only calls the launcher) and the
+# generated completion table (data, imported by the completer).
+OUTSIDE = {"git_hermit.__main__", "git_hermit._completion_table"}
+
+
+def _layer_modules() -> set[str]:
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers")["layers"]
+    return {name.strip("() ") for layer in layers for name in re.split(r"[|:]", layer)}
+
+
+def test_every_top_level_module_is_in_a_layer() -> None:
+    modules = {f"git_hermit.{m.name}" for m in pkgutil.iter_modules(git_hermit.__path__)} - OUTSIDE
+    named = _layer_modules()
+    assert sorted(modules - named) == [], "add each new top-level module to a layer in pyproject.toml"
+    assert sorted(named - modules) == [], "a layer names a module that no longer exists"
