@@ -31,6 +31,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from git_hermit import errors, resources
 from git_hermit.hosts import registry
@@ -184,7 +185,7 @@ def _interpreter(interpreter: str | None) -> str:
     return path
 
 
-def _render_hooks(template: bytes, python: str, runtime: Path) -> dict:
+def _render_hooks(template: bytes, python: str, runtime: Path) -> dict[str, Any]:
     text = template.decode("utf-8")
     # JSON-escape the shell-quoted values: they are substituted into JSON string literals.
     for token, value in (("{{python}}", python), ("{{runtime}}", str(runtime))):
@@ -200,7 +201,7 @@ def _render_hooks(template: bytes, python: str, runtime: Path) -> dict:
     return rendered
 
 
-def _command_template(rendered: dict) -> str | None:
+def _command_template(rendered: dict[str, Any]) -> str | None:
     for event, groups in rendered["hooks"].items():
         for group in groups:
             for hook in group.get("hooks", []):

@@ -9,7 +9,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from git_hermit.adapter.deploy import DeployRecord
 
@@ -32,7 +32,7 @@ class HookCall:
     stdout: str
     stderr: str
 
-    def output(self) -> dict:
+    def output(self) -> dict[str, Any]:
         """The JSON object the hook printed ({} for no output or non-JSON, as hosts treat it)."""
         text = self.stdout.strip()
         if not text:
@@ -44,7 +44,7 @@ class HookCall:
         return data if isinstance(data, dict) else {}
 
 
-def fire(commands: Mapping[str, list[str]], event: str, payload: dict, *, cwd: Path,
+def fire(commands: Mapping[str, list[str]], event: str, payload: dict[str, Any], *, cwd: Path,
          env: Mapping[str, str], timeout_s: float) -> list[HookCall]:
     """Run every command registered for ``event`` in order with the payload on stdin."""
     calls = []
@@ -59,8 +59,8 @@ def fire(commands: Mapping[str, list[str]], event: str, payload: dict, *, cwd: P
     return calls
 
 
-def merged_output(calls: list[HookCall]) -> dict:
-    merged: dict = {}
+def merged_output(calls: list[HookCall]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
     for call in calls:
         merged.update(call.output())
     return merged

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from git_hermit import errors, resources
 from git_hermit.adapter import hookcall
@@ -90,7 +91,7 @@ def _context_size(host: Host, dest: Path, record: DeployRecord) -> list[Violatio
 
 
 @cache
-def _shipped_wires() -> dict:
+def _shipped_wires() -> dict[str, Any]:
     """The shipped hook_hosts.WIRES: the reference for which fields each host reads."""
     agent_dir = str(resources.hooks_dir() / "agent")
     if agent_dir not in sys.path:
@@ -100,7 +101,7 @@ def _shipped_wires() -> dict:
     return hook_hosts.WIRES
 
 
-def output_paths(output: dict) -> set[str]:
+def output_paths(output: dict[str, Any]) -> set[str]:
     """The dotted field paths of a hook output: hookSpecificOutput's members one level down."""
     paths = set()
     for key, value in output.items():
@@ -120,7 +121,7 @@ class HostSession:
         self.commands = hookcall.installed_commands(dest, record)
         self.env = self._host_env(scratch)
         self.violations: list[Violation] = []
-        self.outputs: list[tuple[str, dict]] = []
+        self.outputs: list[tuple[str, dict[str, Any]]] = []
 
     def _host_env(self, scratch: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -135,9 +136,9 @@ class HostSession:
         self._check_log()
         return self.violations
 
-    def fire(self, event: str, payload: dict) -> dict:
+    def fire(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Run every hook the deployment installed for EVENT, as the host does; the merged output."""
-        merged: dict = {}
+        merged: dict[str, Any] = {}
         for call in hookcall.fire(self.commands, event, payload, cwd=self.dest, env=self.env,
                                   timeout_s=HOST_HOOK_TIMEOUT_S):
             output = self._check_output(call)
@@ -145,7 +146,7 @@ class HostSession:
             merged.update(output)
         return merged
 
-    def _check_output(self, call: hookcall.HookCall) -> dict:
+    def _check_output(self, call: hookcall.HookCall) -> dict[str, Any]:
         event = call.event
         if call.returncode is None:
             self._violate("host-hook-timeout", f"{event}: no answer within {HOST_HOOK_TIMEOUT_S} s")

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import HookWire
@@ -79,7 +79,7 @@ class ProbeSession:
     name: str
     prompt: str
     script: tuple[Turn, ...]
-    plan: tuple[dict, ...]
+    plan: tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class SessionRecord:
     name: str
     result: SessionResult
     requests: tuple[RecordedRequest, ...]
-    payloads: tuple[dict, ...]
+    payloads: tuple[dict[str, Any], ...]
     workspace: Path
 
     def model_text(self) -> str:
@@ -98,7 +98,7 @@ class SessionRecord:
     def model_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.turn_index >= 0]
 
-    def events(self, name: str) -> list[dict]:
+    def events(self, name: str) -> list[dict[str, Any]]:
         return [p for p in self.payloads if p.get("hook_event_name") == name]
 
     def exists(self, filename: str) -> bool:
@@ -118,22 +118,22 @@ class ConformanceReport:
     def all_hold(self) -> bool:
         return not self.errors and all(c.holds for c in self.checks)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "cli": self.cli, "version": self.version, "all_hold": self.all_hold,
                 "checks": [{**asdict(c), "holds": c.holds} for c in self.checks],
                 "session_seconds": list(self.session_seconds), "errors": list(self.errors)}
 
 
 # -- hook outputs in the hosts' shape -------------------------------------------------------
-def _context(event: str, text: str) -> dict:
+def _context(event: str, text: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
-def _pre_tool(**fields: object) -> dict:
+def _pre_tool(**fields: object) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", **fields}}
 
 
-def _updated_input(host: str) -> dict:
+def _updated_input(host: str) -> dict[str, Any]:
     command = "echo RAN-UPDATED-$((40+2)) | tee updated.txt"
     return {"command": command, **_wire(host).updated_input_extra}
 
@@ -186,14 +186,14 @@ def stop_at_start_session(host: str) -> ProbeSession:
     return ProbeSession("stop_at_start", "Run the steps.", script, tuple(plan))
 
 
-def probe_hooks_config(host: str, plan_path: Path, log_path: Path) -> dict:
+def probe_hooks_config(host: str, plan_path: Path, log_path: Path) -> dict[str, Any]:
     """The hooks config that runs the probe on every event the host's deployment registers."""
     command = " ".join(shlex.quote(p) for p in (sys.executable, "-S", str(PROBE_HOOK), str(plan_path), str(log_path)))
     entry = [{"hooks": [{"type": "command", "command": command, "timeout": 30}]}]
     return {"hooks": {event: entry for event in host_events(host)}}
 
 
-def install_probe(host: str, workspace: Path, plan: tuple[dict, ...], log_dir: Path) -> Path:
+def install_probe(host: str, workspace: Path, plan: tuple[dict[str, Any], ...], log_dir: Path) -> Path:
     """Write the plan and the host's project hooks file; return the payload log's path."""
     log_dir.mkdir(parents=True, exist_ok=True)
     plan_path, log_path = log_dir / "plan.json", log_dir / "hooks.jsonl"
@@ -286,7 +286,9 @@ def _result(row: str, host: str, observed: bool, detail: str) -> CheckResult:
     return CheckResult(row, host, bool(observed), _wire(host).can(row), detail)
 
 
-SESSIONS = (
+# Each probe session and the check of its record.
+Probe = tuple[Callable[[str], ProbeSession], Callable[[str, SessionRecord], list[CheckResult]]]
+SESSIONS: tuple[Probe, ...] = (
     (flow_session, check_flow),
     (stop_after_call_session, check_stop_after_call),
     (stop_at_start_session, check_stop_at_start),
@@ -294,7 +296,7 @@ SESSIONS = (
 
 
 def run_conformance(host: str, cli: Path | None = None, work_dir: Path | None = None,
-                    sessions: tuple = SESSIONS) -> tuple[ConformanceReport, list[SessionRecord]]:
+                    sessions: tuple[Probe, ...] = SESSIONS) -> tuple[ConformanceReport, list[SessionRecord]]:
     """Run the probe sessions of ``host``; return the report and the raw session records."""
     cli = cli or registry.get(host).find()
     if cli is None:
@@ -318,9 +320,9 @@ def run_conformance(host: str, cli: Path | None = None, work_dir: Path | None = 
         return report, records
 
 
-def payload_fixtures(records: list[SessionRecord]) -> dict[str, list[dict]]:
+def payload_fixtures(records: list[SessionRecord]) -> dict[str, list[dict[str, Any]]]:
     """The hook payloads of ``records`` grouped by event, with session paths made stable."""
-    grouped: dict[str, list[dict]] = {}
+    grouped: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         session_root = str(record.workspace.parent)
         for payload in record.payloads:
@@ -417,7 +419,7 @@ def deploy_adapter(adapter_dir: Path, workspace: Path, host: str) -> Path:
     return Path(record.dest) / record.runtime_dir
 
 
-def hook_calls(workspace: Path) -> list[dict]:
+def hook_calls(workspace: Path) -> list[dict[str, Any]]:
     """The runner's log of the session (.hermit-hooks/hook-calls.jsonl)."""
     logs = list(workspace.rglob("hook-calls.jsonl"))
     return [json.loads(line) for log in logs for line in log.read_text().splitlines() if line.strip()]

@@ -11,7 +11,7 @@ import fnmatch
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from git_hermit.gitio.notes import NOTES_REFS
 from git_hermit.hostkit.conformance import SESSIONS, run_conformance
@@ -42,7 +42,7 @@ class HostStatus:
     cli: str | None
     version: str
     pinned: str
-    conformance: dict | None = None  # ConformanceReport.to_json() when the host was run
+    conformance: dict[str, Any] | None = None  # ConformanceReport.to_json() when the host was run
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class DoctorReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 
 

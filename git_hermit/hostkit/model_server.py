@@ -52,7 +52,7 @@ class Turn:
     text: str | None = None
     command: str | None = None
     tool: str | None = None          # override the shell tool's name (e.g. Pi's "bash")
-    tool_input: dict | None = None   # override the whole tool input
+    tool_input: dict[str, Any] | None = None   # override the whole tool input
 
     @staticmethod
     def shell(command: str) -> "Turn":
@@ -74,7 +74,7 @@ class RecordedRequest:
     api: str
     path: str
     headers: dict[str, str]
-    body: dict
+    body: dict[str, Any]
     tool_results: int
     turn_index: int
 
@@ -85,7 +85,7 @@ class RecordedRequest:
 
 # A script is a list of turns (turn i answers a conversation holding i tool results; the
 # last turn repeats) or a function of (request body, tool results) -> Turn.
-Script = Sequence[Turn] | Callable[[dict, int], Turn]
+Script = Sequence[Turn] | Callable[[dict[str, Any], int], Turn]
 
 
 class ScriptedModelServer:
@@ -144,7 +144,7 @@ class ScriptedModelServer:
         return [r for r in self.requests if r.turn_index >= 0]
 
     # -- the script ------------------------------------------------------------------------
-    def _choose(self, body: dict, tool_results: int) -> tuple[int, Turn]:
+    def _choose(self, body: dict[str, Any], tool_results: int) -> tuple[int, Turn]:
         if callable(self._script):
             return tool_results, self._script(body, tool_results)
         index = min(tool_results, len(self._script) - 1)
@@ -162,7 +162,7 @@ class ScriptedModelServer:
         return f"{prefix}_{next(self._ids):06d}"
 
 
-def count_tool_results(api: str, body: dict) -> int:
+def count_tool_results(api: str, body: dict[str, Any]) -> int:
     """Tool results anywhere in the conversation (Claude Code puts system entries after them)."""
     if api == RESPONSES_API:
         return sum(
@@ -194,7 +194,7 @@ def _usage_numbers(raw_body: bytes, answer: str) -> tuple[int, int]:
     return len(raw_body) // 4 + 1, len(answer.encode()) // 4 + 1
 
 
-def _tool_call(api: str, turn: Turn) -> tuple[str, dict]:
+def _tool_call(api: str, turn: Turn) -> tuple[str, dict[str, Any]]:
     name, key = _SHELL_TOOL[api]
     if turn.tool_input is not None:
         return turn.tool or name, dict(turn.tool_input)
@@ -204,7 +204,7 @@ def _tool_call(api: str, turn: Turn) -> tuple[str, dict]:
     return turn.tool or name, tool_input
 
 
-def _responses_events(server: ScriptedModelServer, turn: Turn, raw: bytes) -> list[tuple[str, dict]]:
+def _responses_events(server: ScriptedModelServer, turn: Turn, raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     response_id = server._next_id("resp")
     if turn.is_tool_call:
         name, tool_input = _tool_call(RESPONSES_API, turn)
@@ -246,7 +246,7 @@ def _responses_events(server: ScriptedModelServer, turn: Turn, raw: bytes) -> li
     ]
 
 
-def _messages_message(server: ScriptedModelServer, turn: Turn, raw: bytes) -> tuple[dict, str]:
+def _messages_message(server: ScriptedModelServer, turn: Turn, raw: bytes) -> tuple[dict[str, Any], str]:
     """The whole assistant message (for a non-streamed answer) and the text it counts."""
     if turn.is_tool_call:
         name, tool_input = _tool_call(MESSAGES_API, turn)
@@ -263,7 +263,7 @@ def _messages_message(server: ScriptedModelServer, turn: Turn, raw: bytes) -> tu
     return message, answer
 
 
-def _messages_events(message: dict) -> list[tuple[str, dict]]:
+def _messages_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     block = message["content"][0]
     if block["type"] == "tool_use":
         start = {**block, "input": {}}
@@ -285,7 +285,7 @@ def _messages_events(message: dict) -> list[tuple[str, dict]]:
     ]
 
 
-def _chat_completion(server: ScriptedModelServer, turn: Turn, raw: bytes) -> dict:
+def _chat_completion(server: ScriptedModelServer, turn: Turn, raw: bytes) -> dict[str, Any]:
     """A whole Chat Completions answer (``object: chat.completion``)."""
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if turn.is_tool_call:
@@ -306,7 +306,7 @@ def _chat_completion(server: ScriptedModelServer, turn: Turn, raw: bytes) -> dic
                       "completion_tokens_details": {"reasoning_tokens": 0}}}
 
 
-def _chat_chunks(completion: dict, *, include_usage: bool) -> list[dict]:
+def _chat_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
     """The same answer as ``chat.completion.chunk`` objects (then ``data: [DONE]``)."""
     base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
             "model": completion["model"]}
@@ -408,7 +408,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
             self.close_connection = True
 
-        def _send_chat_stream(self, chunks: list[dict]) -> None:
+        def _send_chat_stream(self, chunks: list[dict[str, Any]]) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -419,10 +419,10 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
             self.close_connection = True
 
-        def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             self._send_raw(status, json.dumps(payload).encode(), headers)
 
-        def _send_sse(self, events: list[tuple[str, dict]], *, with_type: bool) -> None:
+        def _send_sse(self, events: list[tuple[str, dict[str, Any]]], *, with_type: bool) -> None:
             # No Content-Length: the stream ends when the connection closes, which Claude Code
             # needs to see before it sends its next request.
             self.send_response(200)

@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from git_hermit.errors import InputError
 from git_hermit.hosts import registry
@@ -35,7 +36,7 @@ class SessionResult:
     duration_s: float
     timed_out: bool
     home: Path
-    events: tuple[dict, ...] = field(default=())
+    events: tuple[dict[str, Any], ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -84,7 +85,7 @@ def run_session(
                          timed_out=outcome.timed_out, home=home, events=tuple(parse_events(outcome.stdout)))
 
 
-def parse_events(stdout: str) -> list[dict]:
+def parse_events(stdout: str) -> list[dict[str, Any]]:
     """The JSON lines of a host's event stream; other lines are skipped."""
     events = []
     for line in stdout.splitlines():

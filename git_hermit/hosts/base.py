@@ -100,10 +100,10 @@ class SubAgent:
 
 
 # A synthetic hook call: fire(event, payload) -> the merged hook output.
-Fire = Callable[[str, dict], dict]
+Fire = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
-def denied(output: dict) -> bool:
+def denied(output: dict[str, Any]) -> bool:
     """True when a hook output refuses the call (a deny decision or a block)."""
     specific = output.get("hookSpecificOutput") or {}
     return specific.get("permissionDecision") == "deny" or output.get("decision") == "block"

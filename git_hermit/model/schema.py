@@ -21,10 +21,10 @@ from git_hermit.resources import schemas_dir
 
 # name -> a function completing the loaded schema in place (e.g. enums from a registry above
 # this layer: the config's host names come from hosts/registry.py, registered by config.py).
-_EXTENSIONS: dict[str, Callable[[dict], None]] = {}
+_EXTENSIONS: dict[str, Callable[[dict[str, Any]], None]] = {}
 
 
-def extend(name: str, complete: Callable[[dict], None]) -> None:
+def extend(name: str, complete: Callable[[dict[str, Any]], None]) -> None:
     """Have ``complete`` fill in schema ``name`` each time it is loaded."""
     _EXTENSIONS[name] = complete
 
