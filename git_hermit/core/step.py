@@ -21,16 +21,16 @@ from git_hermit.core.budget import check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
                                      run_split, scores_record)
-from git_hermit.core.history import load_history
+from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, RefConflict
-from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
+from git_hermit.evolvers.base import Evolver, PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
-from git_hermit.learners import SessionLearner, make_learner
+from git_hermit.learners import Learner, SessionLearner, make_learner
 from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.scratch import clean_stale
-from git_hermit.model.records import Analysis, content_hash, dumps, loads
+from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
 from git_hermit.rollouts.ledger import Ledger, load_prices
@@ -65,7 +65,7 @@ class StepOutcome:
     compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
 
 
-def make_evolver(name: str):
+def make_evolver(name: str) -> Evolver:
     if name == "ahe":
         from git_hermit.evolvers.ahe.evolver import AHEEvolver
         return AHEEvolver()
@@ -109,18 +109,20 @@ def _revert_files(repo: Repo, adapter: str) -> Callable[[str], dict[str, FileCha
     return revert
 
 
-def _past_rollbacks(history, prev_view) -> list[PastRollback]:
+def _past_rollbacks(history: RunHistory, prev_view: StepView | None) -> list[PastRollback]:
     """The rollbacks step N-1 committed, each with the tasks its reverted changes had regressed (their
     realised risks, plus the judging step's unattributed regressions) and had fixed, from the notes."""
     if prev_view is None:
         return []
-    views = {cv.commit: [] for sv in history.steps for cv in sv.changes}
+    views: dict[str, list[ChangeView]] = {cv.commit: [] for sv in history.steps for cv in sv.changes}
     for sv in history.steps:
         for cv in sv.changes:
             views[cv.commit].append(cv)
     analysis_of = {sv.step: (sv.analysis.body if sv.analysis else {}) for sv in history.steps}
     found = []
     for rollback in prev_view.rollbacks:
+        if rollback.reverts is None:     # never: rollbacks are the commits that name what they revert
+            continue
         changes = views.get(rollback.reverts, [])
         restores: list[str] = []
         undoes: list[str] = []
@@ -135,12 +137,12 @@ def _past_rollbacks(history, prev_view) -> list[PastRollback]:
     return found
 
 
-def _learner_factory(ctx: RunContext):
+def _learner_factory(ctx: RunContext) -> Callable[[str], Learner]:
     params = ctx.config.evolver_params()
     scripted = {"debugger": "git_hermit.demo.learners:debugger_session",
                 "evolve": "git_hermit.demo.learners:evolve_session"}
 
-    def learner(role: str):
+    def learner(role: str) -> Learner:
         overrides = {}
         if role == "debugger":
             dbg = params.get("debugger") or {}
@@ -186,7 +188,8 @@ def _check_publishable(repo: Repo, run: str) -> None:
     drop_stale_keepalive(repo, _keepalive_base(run))
 
 
-def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcome:
+def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
+                 on_progress: Callable[[Progress], None] | None) -> StepOutcome:
     config = ctx.config
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
@@ -257,8 +260,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)
 
 
-def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
-             ledger: Ledger, comparison, say) -> StepOutcome:
+def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: Scores, result: StepResult,
+             ledger: Ledger, comparison: stats.Comparison | None, say: Callable[[str], None]) -> StepOutcome:
     """Commits, notes and refs of the step, published in one CAS transaction. Until then every
     object written here is held by a keep-alive ref (a concurrent `git gc --prune=now` cannot
     prune it), deleted in that same transaction."""
@@ -270,8 +273,9 @@ def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result
         raise
 
 
-def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, result: StepResult,
-                  ledger: Ledger, comparison, keep: KeepAlive, say) -> StepOutcome:
+def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: Scores, result: StepResult,
+                  ledger: Ledger, comparison: stats.Comparison | None, keep: KeepAlive,
+                  say: Callable[[str], None]) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
     tip = evaluated
@@ -347,7 +351,7 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
             new, old = store.prepare(NOTES_REFS[kind], notes, f"git-hermit {ctx.run} step {n}")
             if new is not None:
                 updates.append(RefUpdate(NOTES_REFS[kind], new, old or ZERO_SHA))
-        keep.hold({f"notes-{u.ref.rsplit('/', 1)[1]}": u.new for u in updates})
+        keep.hold({f"notes-{u.ref.rsplit('/', 1)[1]}": u.new for u in updates if u.new is not None})
         if result.stop is None:
             updates.append(RefUpdate(step_ref(ctx.run, n), tip, ZERO_SHA))
         if result.best:
@@ -370,7 +374,7 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores, r
                        rollbacks=rollbacks, best=result.best, run=ctx.run)
 
 
-def _refuse_from(result: StepResult, index: int, reasons: list[str], say) -> None:
+def _refuse_from(result: StepResult, index: int, reasons: list[str], say: Callable[[str], None]) -> None:
     """Drop planned commit ``index`` and every later one (built on it); record why (exit 8)."""
     later = len(result.commits) - index - 1
     if later:
@@ -389,7 +393,7 @@ class TrainOutcome:
 
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
-          on_progress=None, wait: bool = False) -> TrainOutcome:
+          on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> TrainOutcome:
     """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
 
     A streaming evolver (``step_limit``) runs its stream once instead: every window when its
