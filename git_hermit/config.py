@@ -185,7 +185,7 @@ def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
     raise ConfigError(f"no run named {run!r} (runs here: {names})", hint="check --run, or `git hermit init --run NAME`")
 
 
-def _complete_schema(schema: dict) -> None:
+def _complete_schema(schema: dict[str, Any]) -> None:
     """The names the schema file cannot know: the registered hosts (and learner hosts)."""
     props = schema["properties"]
     props["host"]["enum"] = list(registry.names())

@@ -80,7 +80,7 @@ def params_problems(evolver: str, params: Any) -> list[ParamProblem]:
     return out
 
 
-def _unknown_keys(evolver: str, schema: dict, value: dict, prefix: str) -> list[ParamProblem]:
+def _unknown_keys(evolver: str, schema: dict[str, Any], value: dict[str, Any], prefix: str) -> list[ParamProblem]:
     props = schema.get("properties", {})
     problems = []
     for key, item in value.items():
@@ -94,7 +94,7 @@ def _unknown_keys(evolver: str, schema: dict, value: dict, prefix: str) -> list[
     return problems
 
 
-def _unknown(evolver: str, schema: dict, key: str, path: str, known: list[str]) -> ParamProblem:
+def _unknown(evolver: str, schema: dict[str, Any], key: str, path: str, known: list[str]) -> ParamProblem:
     refused = schema.get("x-refused", {}).get(key)
     if refused:
         return ParamProblem(path, f"is not accepted for {evolver}: {refused['why']}", refused["hint"])
@@ -104,8 +104,8 @@ def _unknown(evolver: str, schema: dict, key: str, path: str, known: list[str]) 
                         f"its parameters here: {', '.join(known)} (see the README's evolver.params)")
 
 
-def _value_hint(schema: dict, parts: list) -> str:
-    sub: dict = schema
+def _value_hint(schema: dict[str, Any], parts: list[str | int]) -> str:
+    sub: dict[str, Any] = schema
     for part in parts:
         if isinstance(part, int):
             sub = sub.get("items", {})

@@ -195,8 +195,8 @@ class AHEEvolver:
                    for task, score in evaluation.scores.tasks.items()}
         return analysis.classify(results, k=evaluation.scores.k or k)
 
-    def _task_history(self, ctx: StepContext) -> dict[str, list]:
-        history: dict[str, list] = {}
+    def _task_history(self, ctx: StepContext) -> records.TaskHistory:
+        history: records.TaskHistory = {}
         for past in ctx.history:
             history = records.update_task_history(history, past.step, self._stats_of(past, ctx.k))
         return history
@@ -315,7 +315,7 @@ class AHEEvolver:
             workspace = out / "sessions" / _safe(job.task)
             workspace.mkdir(parents=True, exist_ok=True)
             response = debugger.error_response("failed", "no attempt ran")
-            spent: list[dict] = []
+            spent: list[dict[str, Any]] = []
             for attempt in range(retries):
                 answer = learner.ask(workspace, rules + "\n\n" + job.query, timeout_s=timeout, key=job.task)
                 ctx.ledger.record("debugger", job.task, answer.model, answer.usage, step=ctx.step)
@@ -424,7 +424,8 @@ class AHEEvolver:
             lines += [f"## {host}", ""] + [f"- **{row}**: {text}" for row, text in rows.items()] + [""]
         write_text_atomic(workspace / ".hermit" / "EVOLVER.md", "\n".join(lines))
 
-    def _validate_manifest(self, ctx: StepContext, workspace: Path) -> tuple[list[Change], dict | None, list[str]]:
+    def _validate_manifest(self, ctx: StepContext,
+                           workspace: Path) -> tuple[list[Change], dict[str, Any] | None, list[str]]:
         path = workspace / "state" / "change_manifest.json"
         if path.is_symlink():   # never followed: it could name any file of the host
             return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]

@@ -148,13 +148,13 @@ class EvoHarnessEvolver:
         order = {t: i for i, t in enumerate(ctx.tasks)}
         return tuple(sorted(ctx.results, key=lambda t: order.get(t, len(order))))
 
-    def _reflect(self, ctx: StepContext, p: EvoParams, root: Path) -> tuple[list[dict], dict[str, str]]:
+    def _reflect(self, ctx: StepContext, p: EvoParams, root: Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """One Worker call per failed rollout (checkpointed); the experiences and each run's status."""
         from git_hermit.evolvers.ahe.debugger import rollout_dir
         out = root / "reflections"
         out.mkdir(parents=True, exist_ok=True)
         skills = self._skill_list(ctx)
-        experiences: list[dict] = []
+        experiences: list[dict[str, Any]] = []
         status: dict[str, str] = {}
         learner = None
         for task in self._batch(ctx):
@@ -208,13 +208,13 @@ class EvoHarnessEvolver:
         return "\n".join(lines) or "(none yet)"
 
     @staticmethod
-    def _experiences_text(experiences: list[dict], limit: int) -> str:
+    def _experiences_text(experiences: list[dict[str, Any]], limit: int) -> str:
         blocks = [f"### {e['id']} (task {e['task']})\n- lesson: {e['lesson']}\n- trigger: {e['trigger']}\n"
                   f"- scope_hint: {e['scope_hint']}\n- evidence: {e['evidence']}" for e in experiences]
         return reflection.clip("\n\n".join(blocks), limit)
 
     def _level(self, ctx: StepContext, p: EvoParams, template: Template, root: Path, level: str, base: Path,
-               experiences: list[dict], supported: dict[str, tuple[str, ...]]
+               experiences: list[dict[str, Any]], supported: dict[str, tuple[str, ...]]
                ) -> tuple[LevelVerdict | Skipped | Refused, Path]:
         """Run one curator level (or reuse its checkpoint): its verdict and its edited adapter."""
         here = root / level
