@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
@@ -99,7 +99,7 @@ def _mcp_name(item: dict[str, Any]) -> str:
 
 
 # item type -> (tool name, kind, input) for the items that are tool calls
-_TOOL_ITEMS = {
+_TOOL_ITEMS: dict[str, Callable[[dict[str, Any]], tuple[str, str, Any]]] = {
     "command_execution": lambda i: ("exec_command", "shell", {"command": i.get("command")}),
     "file_change": lambda i: ("apply_patch", "patch", {"changes": i.get("changes")}),
     "mcp_tool_call": lambda i: (_mcp_name(i), "mcp", i.get("arguments")),
