@@ -1,0 +1,61 @@
+"""Scale of the read commands (issue 15.1): `log`, `show`, `report` and `compare` start a fixed
+number of git processes whatever the run's length (timing targets: bench/log_1000.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import hermit
+from conftest import git
+from scale_support import build_run, counting_git
+
+N = 6
+
+READS = [
+    ("log", "--run", "a"),
+    ("log", "--run", "a", "--json"),
+    ("show", "step-3", "--run", "a"),              # a step with a rollback commit
+    ("show", "step-2", "--run", "a", "--json"),
+    ("show", "hermit/a/step-0002"),                # a revision, no run
+    ("report", "--run", "a"),
+    ("report", "3", "--run", "a", "--format", "json"),
+    ("compare", "a", "b"),
+    ("compare", "a", "b", "--json"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two repositories, each with runs a and b: N steps in one, 2N in the other."""
+    made = {}
+    for steps in (N, 2 * N):
+        repo = tmp_path_factory.mktemp(f"steps{steps}")
+        git(repo, "init", "-q")
+        build_run(repo, "a", steps)
+        build_run(repo, "b", steps)
+        made[steps] = repo
+    return made
+
+
+def test_the_synthetic_run_reads_as_a_run(runs):
+    data = json.loads(hermit(runs[N], "log", "--run", "a", "--json").out)
+    assert [s["step"] for s in data["steps"]] == list(range(N + 1))
+    assert data["steps"][3]["rollbacks"][0]["verdict"] == "HARMFUL"
+    assert data["steps"][2]["changes"][0]["verdict"]["verdict"] == "HARMFUL"
+    assert data["steps"][2]["changes"][0]["rolled_back_by"] == data["steps"][3]["rollbacks"][0]["commit"]
+
+
+@pytest.mark.parametrize("args", READS, ids=[" ".join(a) for a in READS])
+def test_read_commands_start_a_fixed_number_of_git_processes(runs, tmp_path, args):
+    started = {}
+    for steps, repo in runs.items():
+        log = tmp_path / f"git-{steps}.log"
+        r = hermit(repo, *args, env=counting_git(tmp_path / "bin", log))
+        assert r.code == 0, r.err
+        started[steps] = log.read_text().splitlines() if log.exists() else []
+    assert started[N], "the counting git wrapper saw no git process"
+    assert len(started[2 * N]) == len(started[N]), \
+        f"{N} steps: {len(started[N])} git processes, {2 * N} steps: {len(started[2 * N])}\n" + \
+        "\n".join(started[2 * N])
