@@ -16,7 +16,12 @@ from pathlib import Path
 from cli_helpers import hermit
 from conftest import git
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
-from git_hermit.model.records import (Analysis, Attempt, Change, Manifest, Scores, TaskScore, Verdict, dumps)
+from git_hermit.model.records import Analysis, Attempt, Change, Manifest, Scores, TaskScore, dumps
+
+try:   # the verdict note's record, under its name before and after the records were renamed
+    from git_hermit.model.records import VerdictNote
+except ImportError:
+    from git_hermit.model.records import Verdict as VerdictNote
 
 TASKS = 6
 
@@ -60,7 +65,7 @@ def build_run(repo: Path, run: str, steps: int) -> None:
         rollback = next((c.sha for c in changes[n + 1] if any(k == "Hermit-Reverts" for k, _ in c.trailers)),
                         None) if rolled else None
         if n < steps:
-            verdicts[change_commit] = dumps("verdicts", Verdict(
+            verdicts[change_commit] = dumps("verdicts", VerdictNote(
                 run, n + 1, f"chg-{n}", "HARMFUL" if rolled else "EFFECTIVE", ("task-1",), (), (),
                 evaluated_commit=tips[n], rollback_commit=rollback))
     for n in range(steps + 1):

@@ -59,3 +59,29 @@ def test_read_commands_start_a_fixed_number_of_git_processes(runs, tmp_path, arg
     assert len(started[2 * N]) == len(started[N]), \
         f"{N} steps: {len(started[N])} git processes, {2 * N} steps: {len(started[2 * N])}\n" + \
         "\n".join(started[2 * N])
+
+
+def test_log_json_is_one_record_per_step_and_show_has_the_tasks(runs):
+    r = hermit(runs[N], "log", "--run", "a", "--json")
+    assert r.code == 0, r.err
+    assert len(r.out.splitlines()) == 1          # piped: one line (indented only on a terminal)
+    steps = json.loads(r.out)["steps"]
+    scores = steps[2]["scores"]
+    # each split's tasks counted by outcome, not listed: the log's size does not grow with the tasks
+    assert "tasks" not in scores and scores["task_outcomes"] == {"pass": 4, "fail": 2, "exception": 0}
+    assert scores["pass_at_1"] == steps[2]["pass_at_1"] and scores["split"] == "train"
+    held = steps[N]["scores"]["splits"]["test"]
+    assert "tasks" not in held and sum(held["task_outcomes"].values()) == 6
+    shown = json.loads(hermit(runs[N], "show", "step-2", "--run", "a", "--json").out)
+    tasks = shown["commits"][-1]["scores"]["tasks"]
+    assert sorted(tasks) == [f"task-{i}" for i in range(6)] and tasks["task-1"]["attempts"][0]["tokens"] == 101
+
+
+def test_show_step_lists_the_commits_the_log_gives_that_step(runs):
+    log = json.loads(hermit(runs[2 * N], "log", "--run", "a", "--json").out)
+    for step in (3, 4):
+        view = log["steps"][step]
+        expected = [c["commit"] for c in view["changes"]] + [c["commit"] for c in view["rollbacks"]]
+        shown = json.loads(hermit(runs[2 * N], "show", f"step-{step}", "--run", "a", "--json").out)
+        assert sorted(c["commit"] for c in shown["commits"]) == sorted(expected)
+        assert shown["commits"][-1]["commit"] == view["commit"]

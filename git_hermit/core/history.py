@@ -153,6 +153,18 @@ def records_for(repo: Repo, commit: str) -> CommitRecords:
                          analysis=found["analysis"])
 
 
+def step_commits(ctx: RunContext, step: int) -> list[str]:
+    """The commits step N made, oldest first: those after step N-1's tip on step N's branch that
+    carry the run's ``Hermit-Step: N`` (one git process, whatever the run's length)."""
+    tip = ctx.step_commit(step)
+    before = [sha for n, sha in ctx.steps if n < step]
+    if not before:
+        return []
+    infos = ctx.repo.log(f"{before[-1]}..{tip}") if before[-1] != tip else []
+    return [info.sha for info in reversed(infos)
+            if _trailer(info, "Hermit-Run") == ctx.run and parse_step_name(_trailer(info, "Hermit-Step") or "") == step]
+
+
 def resolve_target(ctx: RunContext | None, repo: Repo, target: str) -> tuple[int | None, str]:
     """``step-N`` (needs a run) or any revision → (step or None, commit sha)."""
     if target.startswith("step-") or target.isdigit():

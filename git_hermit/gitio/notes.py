@@ -66,7 +66,8 @@ def configure_notes_rewrite(repo: Repo) -> None:
 def _annotated_object(path: str) -> str | None:
     """The object a notes-tree path annotates (fan-out ``ab/cdef…`` joined); None for non-note files."""
     joined = path.replace("/", "")
-    if len(joined) in (40, 64) and all(c in "0123456789abcdef" for c in joined):
+    # strip() rather than a per-character test: a 10,000-step run has 30,000 notes to name
+    if len(joined) in (40, 64) and not joined.strip("0123456789abcdef"):
         return joined
     return None
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from git_hermit.model.schema import validate
@@ -31,6 +32,12 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
+def _fields_of(record: Any) -> dict[str, Any]:
+    """A record's fields, one level deep (``asdict`` deep-copies every value: the run's log --json
+    spent most of its time there)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 @dataclass(frozen=True)
 class Change:
     """One declared change: what it edits, the failure it targets, what it predicts."""
@@ -46,7 +53,7 @@ class Change:
     why_this_component: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _fields_of(self)
         for key in ("files", "predicted_fixes", "risk_tasks"):
             data[key] = list(data[key])
         return _drop_none(data)
@@ -106,7 +113,7 @@ class Verdict:
             "predicted_risks", "hit_rate", "rollback_note")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _fields_of(self)
         for key in ("actually_fixed", "still_failed", "risk_realized", "predicted_fixes", "predicted_risks"):
             data[key] = list(data[key])
         data["also"] = [{k: v for k, v in other.to_dict().items() if k in self._OWN} for other in self.also]
@@ -141,7 +148,16 @@ class Attempt:
     tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _drop_none(asdict(self)) | {"reward": self.reward}
+        return _attempt_dict(self.outcome, self.reward, self.exception_type, self.tokens)
+
+
+def _attempt_dict(outcome: str, reward: float | None, exception_type: str | None, tokens: int | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"outcome": outcome, "reward": reward}
+    if exception_type is not None:
+        data["exception_type"] = exception_type
+    if tokens is not None:
+        data["tokens"] = tokens
+    return data
 
 
 @dataclass(frozen=True)
@@ -151,6 +167,54 @@ class TaskScore:
 
     def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "attempts": [a.to_dict() for a in self.attempts]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskScore":
+        return cls(data["outcome"], tuple(Attempt(a["outcome"], a.get("reward"), a.get("exception_type"),
+                                                  a.get("tokens")) for a in data["attempts"]))
+
+
+class TaskScores(Mapping[str, TaskScore]):
+    """A scores note's per-task entries, each made a TaskScore when first read.
+
+    A run's history holds one scores note per step; `log` and `report` read their pass@1, not their
+    (tasks × k) attempts, so a 10,000-step log would otherwise build 100,000s of records it never uses.
+    """
+
+    __slots__ = ("_raw", "_made")
+
+    def __init__(self, raw: dict[str, dict[str, Any]]):
+        self._raw = raw
+        self._made: dict[str, TaskScore] = {}
+
+    def __getitem__(self, task: str) -> TaskScore:
+        made = self._made.get(task)
+        if made is None:
+            made = self._made[task] = TaskScore.from_dict(self._raw[task])
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        return f"TaskScores({dict(self)!r})"
+
+    def outcomes(self) -> dict[str, int]:
+        """How many tasks ended pass / fail / exception (read without making the records)."""
+        counts = {"pass": 0, "fail": 0, "exception": 0}
+        for data in self._raw.values():
+            counts[data["outcome"]] = counts.get(data["outcome"], 0) + 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``{task: TaskScore.to_dict()}`` gives, straight from the note's data."""
+        return {task: {"outcome": data["outcome"],
+                       "attempts": [_attempt_dict(a["outcome"], a.get("reward"), a.get("exception_type"),
+                                                  a.get("tokens")) for a in data["attempts"]]}
+                for task, data in self._raw.items()}
 
 
 @dataclass(frozen=True)
@@ -173,7 +237,7 @@ class Scores:
     split: str
     k: int
     pass_at_1: float
-    tasks: dict[str, TaskScore]
+    tasks: Mapping[str, TaskScore]     # a TaskScores when read from a note
     pass_at: dict[str, float] = field(default_factory=dict)
     ci: Comparison | None = None
     usage: dict[str, Any] | None = None
@@ -187,7 +251,8 @@ class Scores:
         data: dict[str, Any] = {
             "v": self.v, "run": self.run, "step": self.step, "commit": self.commit,
             "split": self.split, "k": self.k, "pass_at_1": self.pass_at_1,
-            "tasks": {t: s.to_dict() for t, s in self.tasks.items()},
+            "tasks": (self.tasks.to_dict() if isinstance(self.tasks, TaskScores)
+                      else {t: s.to_dict() for t, s in self.tasks.items()}),
         }
         if self.pass_at:
             data["pass_at"] = dict(self.pass_at)
@@ -212,11 +277,7 @@ class Scores:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Scores":
-        tasks = {
-            t: TaskScore(s["outcome"], tuple(Attempt(a["outcome"], a.get("reward"), a.get("exception_type"),
-                                                     a.get("tokens")) for a in s["attempts"]))
-            for t, s in data["tasks"].items()
-        }
+        tasks = TaskScores(data["tasks"])
         ci = Comparison(**data["ci"]) if data.get("ci") else None
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
