@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cache
+from operator import itemgetter
 from typing import Any, Literal
 
 from git_hermit.model.schema import validate
@@ -32,10 +35,15 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 def _fields_of(record: Any) -> dict[str, Any]:
     """A record's fields, one level deep (``asdict`` deep-copies every value: the run's log --json
     spent most of its time there)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
+    return {name: getattr(record, name) for name in _field_names(type(record))}
 
 
 @dataclass(frozen=True)
@@ -205,8 +213,7 @@ class TaskScores(Mapping[str, TaskScore]):
     def outcomes(self) -> dict[str, int]:
         """How many tasks ended pass / fail / exception (read without making the records)."""
         counts = {"pass": 0, "fail": 0, "exception": 0}
-        for data in self._raw.values():
-            counts[data["outcome"]] = counts.get(data["outcome"], 0) + 1
+        counts.update(Counter(map(itemgetter("outcome"), self._raw.values())))
         return counts
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,13 +254,15 @@ class Scores:
     evaluation: dict[str, Any] | None = None               # flips, verdicts, precision/recall it found
     v: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
+        """The note's data; ``tasks=False`` leaves out the per-task outcomes (`log --json`)."""
         data: dict[str, Any] = {
             "v": self.v, "run": self.run, "step": self.step, "commit": self.commit,
             "split": self.split, "k": self.k, "pass_at_1": self.pass_at_1,
-            "tasks": (self.tasks.to_dict() if isinstance(self.tasks, TaskScores)
-                      else {t: s.to_dict() for t, s in self.tasks.items()}),
         }
+        if tasks:
+            data["tasks"] = (self.tasks.to_dict() if isinstance(self.tasks, TaskScores)
+                             else {t: s.to_dict() for t, s in self.tasks.items()})
         if self.pass_at:
             data["pass_at"] = dict(self.pass_at)
         if self.ci is not None:

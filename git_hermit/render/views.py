@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from git_hermit.core.history import CommitRecords, RunHistory, StepView
@@ -209,8 +208,7 @@ def _step_scores(scores: Scores) -> dict[str, Any]:
     """A step's scores note as `log --json` gives it: each split's tasks counted by outcome
     (``task_outcomes``) instead of listed, so the log stays one short record per step whatever
     the number of tasks; `show --json` has every task's attempts."""
-    data = replace(scores, tasks={}).to_dict()
-    del data["tasks"]
+    data = scores.to_dict(tasks=False)
     data["task_outcomes"] = _outcomes(scores.tasks)
     if data.get("splits"):
         data["splits"] = {name: ({k: v for k, v in entry.items() if k != "tasks"}
