@@ -118,6 +118,11 @@ class NotesStore:
         tip = self.repo.read_ref(ref)
         if tip is None:
             return None
+        # git-hermit stores notes flat: git finds <tip>:<sha> itself, without a 10,000-entry tree
+        # being parsed here; a fanned-out tree (git notes add on many notes) is walked below.
+        found = self.repo.read_objects([f"{tip}:{target}"])[0]
+        if found is not None and found[1] == "blob":
+            return found[2].decode("utf-8", "replace")
         # Notes trees fan out in 0 or more levels of 2-hex-digit directories: descend as needed.
         tree, remaining = f"{tip}^{{tree}}", target
         while remaining:
