@@ -118,10 +118,11 @@ def main() -> None:
         print(f"git hermit log          median {med['log']:.3f} s (min {min(runs['log']):.3f} s), {lines:,} lines{target}")
         print(f"git hermit log --json   median {med['log --json']:.3f} s -> {med['log --json'] / med['log']:.2f}x log "
               "(target <= 1x)")
+        startup_target = "" if args.target else " (target <= 2.5x)"   # the 1,000-step target
         print(f"reference: git-hermit --version {med['--version']:.3f} s -> log is "
-              f"{med['log'] / med['--version']:.1f}x (target <= 2.5x)")
+              f"{med['log'] / med['--version']:.1f}x{startup_target}")
         print(f"reference: git-hermit --help    {med['--help']:.3f} s -> log is "
-              f"{med['log'] / med['--help']:.1f}x (target <= 2.5x)")
+              f"{med['log'] / med['--help']:.1f}x{startup_target}")
         print(f"reference: one git log of the run {med['git log']:.3f} s -> log is "
               f"{med['log'] / med['git log']:.1f}x one git call")
 
