@@ -85,3 +85,43 @@ def test_show_step_lists_the_commits_the_log_gives_that_step(runs):
         shown = json.loads(hermit(runs[2 * N], "show", f"step-{step}", "--run", "a", "--json").out)
         assert sorted(c["commit"] for c in shown["commits"]) == sorted(expected)
         assert shown["commits"][-1]["commit"] == view["commit"]
+
+
+def test_scores_summaries_are_kept_by_note_and_a_broken_cache_is_ignored(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 3)
+    cold = hermit(repo, "log")
+    assert cold.code == 0, cold.err
+    cache = repo / ".git" / "hermit" / "cache" / "scores-summaries.json"
+    assert cache.is_file()
+    assert hermit(repo, "log").out == cold.out                   # warm: the same
+    # a rewritten note is a new blob: read again, not taken from the cache
+    note = json.loads(git(repo, "notes", "--ref=hermit/scores", "show", "hermit/a/step-0001"))
+    path = tmp_path / "note.json"
+    path.write_text(json.dumps({**note, "pass_at_1": 0.125}))
+    git(repo, "notes", "--ref=hermit/scores", "add", "-f", "-F", str(path), "hermit/a/step-0001")
+    changed = hermit(repo, "log").out
+    assert "pass@1 0.125" in changed and changed != cold.out
+    cache.write_text("{not json")
+    assert hermit(repo, "log").out == changed
+    # the per-task outcomes still come from the note when a command needs them
+    build_run(repo, "b", 3)
+    r = hermit(repo, "compare", "a", "b", "--split", "train", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["a"]["tasks"] == 6
+
+
+def test_a_bad_scores_note_is_a_warning_each_time(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 2)
+    path = tmp_path / "note.json"
+    path.write_text('{"v": 1, "run": "a"}')
+    git(repo, "notes", "--ref=hermit/scores", "add", "-f", "-F", str(path), "hermit/a/step-0001")
+    for _ in range(2):
+        r = hermit(repo, "log")
+        assert r.code == 0, r.err
+        assert "warning: scores note on" in r.out

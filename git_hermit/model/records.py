@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from operator import itemgetter
@@ -187,41 +187,66 @@ class TaskScores(Mapping[str, TaskScore]):
 
     A run's history holds one scores note per step; `log` and `report` read their pass@1, not their
     (tasks × k) attempts, so a 10,000-step log would otherwise build 100,000s of records it never uses.
+    ``deferred`` holds only the count and outcomes, and asks ``load`` for the entries when one is read.
     """
 
-    __slots__ = ("_raw", "_made")
+    __slots__ = ("_raw", "_made", "_load", "_count", "_outcomes")
 
     def __init__(self, raw: dict[str, dict[str, Any]]):
-        self._raw = raw
+        self._raw: dict[str, dict[str, Any]] | None = raw
         self._made: dict[str, TaskScore] = {}
+        self._load: Callable[[], dict[str, dict[str, Any]]] | None = None
+        self._count = len(raw)
+        self._outcomes: dict[str, int] | None = None
+
+    @classmethod
+    def deferred(cls, count: int, outcomes: dict[str, int],
+                 load: Callable[[], dict[str, dict[str, Any]]]) -> "TaskScores":
+        made = cls({})
+        made._raw, made._load, made._count, made._outcomes = None, load, count, dict(outcomes)
+        return made
+
+    def _entries(self) -> dict[str, dict[str, Any]]:
+        if self._raw is None:
+            assert self._load is not None
+            self._raw = self._load()
+        return self._raw
 
     def __getitem__(self, task: str) -> TaskScore:
         made = self._made.get(task)
         if made is None:
-            made = self._made[task] = TaskScore.from_dict(self._raw[task])
+            made = self._made[task] = TaskScore.from_dict(self._entries()[task])
         return made
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._raw)
+        return iter(self._entries())
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return self._count
 
     def __repr__(self) -> str:
         return f"TaskScores({dict(self)!r})"
 
+    def __getstate__(self) -> dict[str, Any]:   # the loader may hold a repository: send the entries
+        return {"raw": self._entries()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        TaskScores.__init__(self, state["raw"])
+
     def outcomes(self) -> dict[str, int]:
         """How many tasks ended pass / fail / exception (read without making the records)."""
-        counts = {"pass": 0, "fail": 0, "exception": 0}
-        counts.update(Counter(map(itemgetter("outcome"), self._raw.values())))
-        return counts
+        if self._outcomes is None:
+            counts = {"pass": 0, "fail": 0, "exception": 0}
+            counts.update(Counter(map(itemgetter("outcome"), self._entries().values())))
+            self._outcomes = counts
+        return dict(self._outcomes)
 
     def to_dict(self) -> dict[str, Any]:
         """What ``{task: TaskScore.to_dict()}`` gives, straight from the note's data."""
         return {task: {"outcome": data["outcome"],
                        "attempts": [_attempt_dict(a["outcome"], a.get("reward"), a.get("exception_type"),
                                                   a.get("tokens")) for a in data["attempts"]]}
-                for task, data in self._raw.items()}
+                for task, data in self._entries().items()}
 
 
 @dataclass(frozen=True)
@@ -285,8 +310,10 @@ class Scores:
         return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "step") if k in data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Scores":
-        tasks = TaskScores(data["tasks"])
+    def from_dict(cls, data: dict[str, Any], tasks: Mapping[str, TaskScore] | None = None) -> "Scores":
+        """``tasks`` given: the note's data without its ``tasks`` (see TaskScores.deferred)."""
+        if tasks is None:
+            tasks = TaskScores(data["tasks"])
         ci = Comparison(**data["ci"]) if data.get("ci") else None
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
