@@ -8,6 +8,7 @@ blob id, so a long run's notes are parsed once, not on every `log`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -110,11 +111,15 @@ def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".scores-summaries-")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "w") as handle:
             json.dump({"format": _SUMMARY_FORMAT, "notes": notes}, handle, separators=(",", ":"))
         os.replace(temp, path)
     except OSError:
-        return
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
 
 
 def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
