@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from git_hermit.errors import ConfigError
+from git_hermit.evolvers import registry
 from git_hermit.evolvers.params import init_params, param_defaults, params_problems
 from git_hermit.model.schema import schema_errors
 from git_hermit.resources import schemas_dir
@@ -52,15 +53,18 @@ class RunConfig:
 
     @property
     def evolver_name(self) -> str:
-        name = self.evolver.get("name") or self.template.split("@")[0]
-        return {"ahe_adapter": "ahe", "continual_harness": "continual-harness",
-                "evo_harness": "evo-harness"}.get(name, name)
+        """The registered evolver evolver.name names (an alias resolved), else the template's."""
+        name = self.evolver.get("name")
+        if name:
+            return registry.canonical(name)
+        spec = registry.for_template(self.template)
+        return spec.name if spec else self.template.split("@")[0]
 
     def evolver_params(self) -> dict[str, Any]:
         """The evolver's params over its defaults (its params.schema.json; nested dicts merged one level deep)."""
         params = param_defaults(self.evolver_name)
-        if self.evolver_name == "continual-harness" and self.data.get("step_size"):
-            params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the Refiner's window
+        if "step_size" in params and self.data.get("step_size"):
+            params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the stream's window
         for key, value in (self.evolver.get("params") or {}).items():
             if isinstance(value, dict) and isinstance(params.get(key), dict):
                 params[key] = {**params[key], **value}
@@ -122,6 +126,10 @@ def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = No
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."
     config = RunConfig(**values, path=path, raw=data)
+    if registry.find(config.evolver_name) is None:
+        where = "evolver.name" if config.evolver.get("name") else "template (no evolver.name)"
+        raise ConfigError(f"{source}: {where}: unknown evolver {config.evolver_name!r}",
+                          hint="use " + ", ".join(registry.names()))
     _check_evolver_params(config, source)
     _check_agent_env(config, source)
     return config

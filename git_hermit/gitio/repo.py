@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..errors import GitLockFile, GitStateError, NotARepository, RefConflict
+from ..files import files_in_directory   # moved to git_hermit/files.py; gitio still re-exports it
+from ..model.files import FileChange     # moved to model/; gitio still re-exports it
 from ._process import BatchReader, first_error_line, run_git
 from .trailers import parse_trailers
 
@@ -34,14 +35,6 @@ class TreeEntry:
     mode: str
     type: str  # "blob" | "commit" (a submodule)
     sha: str
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """New content of one path; for mode "120000" the content is the symlink's target."""
-
-    content: bytes
-    mode: str = "100644"
 
 
 @dataclass(frozen=True)
@@ -671,28 +664,6 @@ class Repo:
     def bundle_fetch(self, path: Path, ref: str) -> None:
         """Fetch ``ref`` from the bundle at ``path`` into the same ref name here (forced)."""
         self.git("fetch", "--quiet", "--no-tags", str(Path(path).resolve()), f"+{ref}:{ref}")
-
-
-def files_in_directory(directory: Path) -> dict[str, FileChange]:
-    """Every file under ``directory`` (not ``.git``) as it would be committed: POSIX relative
-    path → bytes and mode (100755 for executables, 120000 for symlinks, a linked directory too)."""
-    found: dict[str, FileChange] = {}
-    directory = Path(directory)
-    for root, dirs, files in os.walk(directory):
-        # os.walk lists symlinks to directories among dirs; they are committed as links.
-        linked = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        dirs[:] = sorted(d for d in dirs if d != ".git" and d not in linked)
-        for name in sorted([*files, *linked]):
-            if name == ".git":
-                continue
-            full = os.path.join(root, name)
-            rel = os.path.relpath(full, directory).replace(os.sep, "/")
-            info = os.lstat(full)
-            if stat.S_ISLNK(info.st_mode):
-                found[rel] = FileChange(os.fsencode(os.readlink(full)), "120000")
-            elif stat.S_ISREG(info.st_mode):
-                found[rel] = FileChange(Path(full).read_bytes(), "100755" if info.st_mode & stat.S_IXUSR else "100644")
-    return found
 
 
 def git_version() -> str:
