@@ -24,6 +24,7 @@ TABLE = {'arguments': [],
                                                  'takes_value': False},
                                     '--template': {'help': "Template to check against (default: the run's, "
                                                            'or detected).',
+                                                   'source': 'template',
                                                    'takes_value': True}}},
               'compare': {'arguments': [{'many': False}, {'many': False}],
                           'help': 'Two runs side by side: final pass@1 on a common split with a paired CI, '
@@ -132,6 +133,7 @@ TABLE = {'arguments': [],
                                              'takes_value': True},
                                    '--template': {'help': "Seed adapter template: an installed template's id "
                                                           "(default: the default evolver's, ahe@1.0).",
+                                                  'source': 'template',
                                                   'takes_value': True}}},
               'log': {'arguments': [],
                       'help': 'One line per step: commit, pass@1, changes and their verdicts, rollbacks.',

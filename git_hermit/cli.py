@@ -119,7 +119,8 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
 @click.argument("rev", required=False)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), help="Check this directory instead.")
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
-@click.option("--template", help="Template to check against (default: the run's, or detected).")
+@click.option("--template", shell_complete=_complete_template,
+              help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
 @click.option("--manifest", type=click.Path(path_type=Path),
               help="Also check a change manifest (evolvers that write one): no two changes may declare the same file.")
@@ -692,7 +693,8 @@ def _param_kind(param: click.Parameter) -> dict[str, Any]:
     elif isinstance(param.type, click.Path):
         kind["path"] = "dir" if not param.type.file_okay else "file"
     callback = getattr(param, "_custom_shell_complete", None)
-    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command"}
+    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command",
+               _complete_template: "template"}
     if callback in sources:
         kind["source"] = sources[callback]
     return kind
