@@ -8,6 +8,7 @@ path. ``render_default_config`` writes the commented file ``init`` creates.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,8 +188,13 @@ def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
 
 
 def config_schema_text() -> str:
-    """The config schema as shipped (init commits it at SCHEMA_LINK)."""
-    return (schemas_dir() / "config.schema.json").read_text()
+    """The config schema init commits at SCHEMA_LINK: as shipped, with the registered evolvers and
+    their templates as ``examples`` (editors offer them; the shipped file names none)."""
+    schema = json.loads((schemas_dir() / "config.schema.json").read_text())
+    props = schema["properties"]
+    props["template"]["examples"] = sorted({spec.template for spec in registry.specs()})
+    props["evolver"]["properties"]["name"]["examples"] = registry.names()
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
 def render_default_config(*, run: str, template: str, adapter: str, config_path: str = CONFIG_FILE,
