@@ -389,7 +389,7 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
     """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
 
     A streaming evolver (``step_limit``) runs its stream once instead: every window when its
-    limit is None, whatever ``trainer.epochs`` says (epochs belong to the others); ``--epochs`` still caps.
+    limit is None, whatever ``trainer.epochs`` says (it bounds the other evolvers); ``--epochs`` still caps.
     """
     ctx = open_run(repo, run)
     limit, unit = _step_limit(ctx, epochs)
