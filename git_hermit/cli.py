@@ -59,6 +59,15 @@ def _complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -
         return []
 
 
+def _complete_template(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The installed templates' ids."""
+    try:
+        from git_hermit.adapter.templates import list_templates
+        return [t for t in list_templates() if t.startswith(incomplete)]
+    except Exception:  # completion must never print an error into the user's prompt
+        return []
+
+
 def _complete_step(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """``step-N`` names of the run given with --run (or the only run)."""
     try:
@@ -93,16 +102,15 @@ def cli(debug: bool, chdir: str | None) -> None:
 
 # ------------------------------------------------------------------------------------------
 @cli.command(context_settings=CONTEXT)
-@click.option("--template", "template_id", default="ahe@1.0", show_default=True,
-              type=click.Choice(["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]),
-              help="Seed adapter template.")
+@click.option("--template", "template_id", shell_complete=_complete_template,
+              help="Seed adapter template: an installed template's id (default: the default evolver's, ahe@1.0).")
 @click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
 @click.option("--example", is_flag=True,
               help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
 @click.option("--github", is_flag=True,
               help="Also add .github/workflows/hermit-step.yml: a step on dispatch/schedule, pushed, with its PR.")
-def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
+def init(template_id: str | None, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
     result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
@@ -126,10 +134,11 @@ def init(template_id: str, run: str | None, adapter_dir: str | None, example: bo
 @click.argument("rev", required=False)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), help="Check this directory instead.")
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
-@click.option("--template", help="Template to check against (default: the run's, or detected).")
+@click.option("--template", shell_complete=_complete_template,
+              help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
 @click.option("--manifest", type=click.Path(path_type=Path),
-              help="Also check an ahe change manifest: no two changes may declare the same file.")
+              help="Also check a change manifest (evolvers that write one): no two changes may declare the same file.")
 @click.option("--no-preflight", "no_preflight", is_flag=True,
               help="Check the adapter only, not the run's files, programs, keys and logins.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -757,7 +766,8 @@ def _param_kind(param: click.Parameter) -> dict[str, Any]:
     elif isinstance(param.type, click.Path):
         kind["path"] = "dir" if not param.type.file_okay else "file"
     callback = getattr(param, "_custom_shell_complete", None)
-    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command"}
+    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command",
+               _complete_template: "template"}
     if callback in sources:
         kind["source"] = sources[callback]
     return kind

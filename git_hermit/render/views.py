@@ -39,9 +39,15 @@ def _si(n: float) -> str:
     return str(int(n))
 
 
-STREAMING = ("continual-harness", "evo-harness")
 STREAM_NOTE = ("each step's rollouts ran a different window of the stream, so the windows' pass@1 are not "
                "comparable with each other; the stream pass@1 (cumulative over all windows so far) is the run's score")
+
+
+def _streaming(evolver: str | None) -> bool:
+    """Whether the run's evolver rolls out a new window of a stream each step (its registry line says)."""
+    from git_hermit.evolvers.registry import find
+    spec = find(evolver) if evolver else None
+    return bool(spec and spec.streaming)
 
 
 def _train(view: StepView):
@@ -112,7 +118,7 @@ def log_lines(history: RunHistory) -> list[str]:
     # One numbering everywhere: row N is H_N, the adapter step N made (step 0: the seed); its
     # pass@1 and its changes' verdicts come from step N+1's rollouts of it.
     lines = []
-    streaming = history.extra.get("evolver") in STREAMING
+    streaming = _streaming(history.extra.get("evolver"))
     stream = stream_scores(history) if streaming else {}
     if streaming:
         lines.append(f"note: {STREAM_NOTE}")
@@ -220,7 +226,7 @@ def _step_scores(scores: Scores) -> dict[str, Any]:
 
 def log_json(history: RunHistory) -> dict[str, Any]:
     steps = []
-    streaming = history.extra.get("evolver") in STREAMING
+    streaming = _streaming(history.extra.get("evolver"))
     stream = stream_scores(history) if streaming else {}
     for view in history.steps:
         steps.append({
