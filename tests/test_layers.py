@@ -1,12 +1,18 @@
-"""The import-linter layers (pyproject.toml) name every top-level module of git_hermit, so a new
-module cannot sit outside the checked layering; `lint-imports` itself runs in .ci/run."""
+"""The import-linter contracts (pyproject.toml) hold, and their layers name every top-level module
+of git_hermit, so a new module cannot sit outside the checked layering. (.ci/run also runs
+`lint-imports` and `mypy` on their own; mypy is not repeated here: it takes ~20 s.)"""
 
 from __future__ import annotations
 
 import pkgutil
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 import git_hermit
 
@@ -27,3 +33,12 @@ def test_every_top_level_module_is_in_a_layer() -> None:
     named = _layer_modules()
     assert sorted(modules - named) == [], "add each new top-level module to a layer in pyproject.toml"
     assert sorted(named - modules) == [], "a layer names a module that no longer exists"
+
+
+def test_import_contracts_hold() -> None:
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if lint is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    proc = subprocess.run([lint, "--no-cache"], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
