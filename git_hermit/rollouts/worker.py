@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_hermit.adapter.deploy import deploy
+from git_hermit.rollouts.deploy_cache import deploy_fresh
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
@@ -170,7 +170,7 @@ def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) 
     adapter = _cached_adapter(job, bundle)
     workspace = root / "workspace"
     workspace.mkdir()
-    deploy(adapter, workspace, job.host)
+    deploy_fresh(adapter, workspace, job.host, commit=job.commit)   # rendered once per commit and host
     for name, source in job.task.files.items():
         target = workspace / name
         target.parent.mkdir(parents=True, exist_ok=True)
