@@ -109,6 +109,7 @@ _plans: dict[tuple[str, ...], DeployPlan] = {}
 KEEP = 8    # plans kept per process: a long run moves from commit to commit
 _locks: dict[tuple[str, ...], threading.Lock] = {}
 _lock = threading.Lock()
+_python: str | None = None
 
 
 def deploy_fresh(adapter: Path, dest: Path, host: str, *, commit: str) -> DeployRecord:
@@ -116,8 +117,11 @@ def deploy_fresh(adapter: Path, dest: Path, host: str, *, commit: str) -> Deploy
     (commit, adapter, host, interpreter) in this process and replayed for later workspaces.
 
     ``adapter`` must not change while its commit is the same (the worker's materialised copy)."""
+    global _python
     dest = Path(dest).resolve()
-    key = (commit, str(Path(adapter).resolve()), host, os.path.realpath(sys.executable))
+    if _python is None:
+        _python = os.path.realpath(sys.executable)    # deploy's hook interpreter
+    key = (commit, str(adapter), host, _python)
     if not _PLAIN_PATH.fullmatch(str(dest)):
         return deploy(adapter, dest, host)
     with _lock:
