@@ -17,8 +17,9 @@ import yaml
 from git_hermit.config import CONFIG_FILE
 from git_hermit.core.init import init_run
 from git_hermit.core.step import FinalizeOutcome, TrainOutcome, finalize, train
-from git_hermit.demo.benchmark import write_benchmark
+from git_hermit.demo.benchmark import TEMPLATE, write_benchmark
 from git_hermit.errors import InputError
+from git_hermit.hosts import registry
 
 DEMO_RUN = "demo"
 DEMO_EPOCHS = 8
@@ -37,7 +38,7 @@ def _demo_config(text: str, blocks: dict) -> str:
     """The default hermit.yaml with the demo's blocks swapped in (comments of other keys kept)."""
     data = yaml.safe_load(text)
     data.update(blocks)
-    data["host"] = "codex"
+    data["host"] = registry.DEFAULT
     data["trainer"] = {"epochs": DEMO_EPOCHS, "allow_early_stop": True, "concurrency": DEMO_CONCURRENCY}
     data["executor"] = {"kind": "local"}
     header = "\n".join(line for line in text.splitlines() if line.startswith("# yaml-language-server"))
@@ -57,7 +58,7 @@ def run_demo(directory: Path, *, say: Callable[[str], None] = print, on_progress
     from git_hermit.gitio import init_repository
     repo = init_repository(directory)
     info = write_benchmark(directory)
-    init_run(repo, template_id="ahe@1.0", run=DEMO_RUN)
+    init_run(repo, template_id=TEMPLATE, run=DEMO_RUN)
     config_path = directory / CONFIG_FILE
     config_path.write_text(_demo_config(config_path.read_text(), info.config))
     repo.git("add", "--", CONFIG_FILE, *sorted({p.split("/")[0] for p in _benchmark_paths(directory)}))

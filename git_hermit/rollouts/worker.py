@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_hermit.rollouts.deploy_cache import deploy_fresh
+from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
+from git_hermit.rollouts.deploy_cache import deploy_fresh
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
@@ -191,7 +192,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         out = root / "out"
         out.mkdir()
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
-                             commit=job.commit, agent=job.agent_cfg.get("backend", "codex"))
+                             commit=job.commit, agent=job.agent_cfg.get("backend", registry.DEFAULT))
         try:
             workspace = prepare_workspace(job, root, bundle)
         except Exception as exc:

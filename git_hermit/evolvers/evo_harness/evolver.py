@@ -26,7 +26,8 @@ from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, win
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.params import EvoParams
 from git_hermit.evolvers.evo_harness.validate import LevelVerdict, changed_files, validate_level
-from git_hermit.gitio import FileChange
+from git_hermit.hosts import registry
+from git_hermit.model.files import FileChange
 from git_hermit.model.records import Provenance
 from git_hermit.redact import redact
 
@@ -42,7 +43,7 @@ def _prompt(name: str, **values: Any) -> str:
 
 
 def _files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.gitio import files_in_directory
+    from git_hermit.files import files_in_directory
     return files_in_directory(root)
 
 
@@ -84,10 +85,10 @@ class EvoHarnessEvolver:
     def check_config(self, config: RunConfig) -> None:
         """Refuse a Worker that cannot edit files (seed 001: an error at start), before the step
         runs and pays for any rollout."""
-        base_kind = (config.evolver or {}).get("base", "codex")
+        base_kind = (config.evolver or {}).get("base", registry.DEFAULT)
         if base_kind in ONE_SHOT_BASES:
             raise ConfigError(f"evo-harness needs a learner that edits files; evolver.base {base_kind!r} cannot",
-                              hint="use evolver.base: codex or claude-code (or scripted in tests)")
+                              hint=f"use evolver.base: {' or '.join(h.name for h in registry.learner_hosts())} (or scripted in tests)")
 
     # ------------------------------------------------------------------------------------ step
     def learn(self, ctx: StepContext) -> StepResult:
@@ -192,13 +193,12 @@ class EvoHarnessEvolver:
     def _skill_list(ctx: StepContext) -> str:
         """``- name [level]: description`` for each skill of H_{N-1}, from git (no checkout)."""
         key = load_template(ctx.config.template).settings.get("provenance_key", "flashrsi")
-        prefix = ctx.config.adapter.rstrip("/") + "/skills"
         lines = []
-        for path, entry in sorted(ctx.repo.ls_tree(ctx.commit, prefix).items()):
+        for path, file in sorted(ctx.adapter_files("skills").items()):
             if not path.endswith("/SKILL.md"):
                 continue
             try:
-                fm = parse_front_matter(ctx.repo.read_object(entry.sha)[1].decode("utf-8", errors="replace"))
+                fm = parse_front_matter(file.content.decode("utf-8", errors="replace"))
             except FrontMatterError:
                 continue
             prov = fm.data.get(key)
