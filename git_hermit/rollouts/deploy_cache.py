@@ -53,7 +53,7 @@ class DeployPlan:
                     hashes[rel] = hashlib.sha256(content).hexdigest()
             _write_new(os.path.join(dest, rel), content, mode)
         # every path in the record (dest, the hook command) names the workspace
-        data = {key: value.replace(self.dest, str(dest)) if isinstance(value, str) else value
+        data: dict[str, Any] = {key: value.replace(self.dest, str(dest)) if isinstance(value, str) else value
                 for key, value in self.record_data.items()}
         data["files"] = hashes
         # DeployRecord.to_json's text, without its dataclasses.asdict (a third of this call's CPU)
