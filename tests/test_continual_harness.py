@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT
+from cli_helpers import GIT_HERMIT, Result, hermit
 from conftest import git
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
@@ -187,16 +187,14 @@ def _env(control: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "HERMIT_TEST_CONTROL": str(control)}
 
 
-def _hermit(repo: Path, control: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*GIT_HERMIT, *args], cwd=repo, env=_env(control), capture_output=True, text=True,
-                          timeout=120)
+def _hermit(repo: Path, control: Path, *args: str) -> Result:
+    return hermit(repo, *args, env=_env(control))
 
 
 def _make_run(repo: Path, tasks: int = 6) -> Path:
     control = repo.parent / "control"
     control.mkdir()
-    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
-                          capture_output=True, text=True)
+    proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
     assert proc.returncode == 0, proc.stderr
     ids = [f"t{i}" for i in range(1, tasks + 1)]
     (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Task {t}?", "answer": "42"}) + "\n"
@@ -420,10 +418,9 @@ def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
 
 
 def test_check_says_pi_has_no_sub_agents(repo):
-    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
-                          capture_output=True, text=True)
+    proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
     assert proc.returncode == 0, proc.stderr
-    r = subprocess.run([*GIT_HERMIT, "check", "--no-preflight"], cwd=repo, capture_output=True, text=True)
+    r = hermit(repo, "check", "--no-preflight")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sub_agents/reviewer/AGENT.md:1: host-subagents: pi has no sub-agents: 'reviewer'" in r.stdout, r.stdout
 
