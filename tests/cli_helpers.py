@@ -110,6 +110,7 @@ def _process_state(cwd: Path, env: dict, out: _Pipe, err: _Pipe):
     saved_argv = sys.argv
     saved_sigint = signal.getsignal(signal.SIGINT)
     saved_terminal_size = shutil.get_terminal_size
+    _reset_process_caches()      # the test itself may have used them (e.g. sandbox.probe())
     try:
         os.environ.update(env)
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -133,10 +134,18 @@ def _process_state(cwd: Path, env: dict, out: _Pipe, err: _Pipe):
 
 
 def _reset_process_caches() -> None:
-    """Forget what a git-hermit process keeps for its lifetime (debug flag, the rollout worker's
-    open repositories and materialised adapters), so the next call starts as a new process would."""
+    """Forget what a git-hermit process keeps for its lifetime (debug flag, the bwrap probe, a
+    Ctrl-C's refusal to start processes, the rollout worker's open repositories and materialised
+    adapters), so the next call starts as a new process would. Kept: the guard server and the
+    compiled-hook cache (keyed by content), which no result depends on."""
     from git_hermit.gitio import set_debug
     set_debug(False)
+    sandbox = sys.modules.get("git_hermit.rollouts.sandbox")
+    if sandbox is not None:
+        sandbox._probe = None
+    process = sys.modules.get("git_hermit.rollouts.process")
+    if process is not None:
+        process._interrupted.clear()
     worker = sys.modules.get("git_hermit.rollouts.worker")
     if worker is not None:
         with worker._repos_lock:
