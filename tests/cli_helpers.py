@@ -11,7 +11,6 @@ check that both ways give the same results.
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import io
 import os
 import shutil
@@ -57,18 +56,36 @@ def run_cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 120
     from git_hermit.cli import main
     out, err = _Pipe(), _Pipe()
     code = 0
-    with _process_state(Path(cwd), env or {}, out, err):
-        faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)   # a hang fails loudly, as the timeout would
+    with _process_state(Path(cwd), env or {}, out, err), _deadline(timeout):
         try:
             main(list(args))
         except SystemExit as exc:
             code = _exit_code(exc.code, err)
+        except _TimedOut:
+            raise _subprocess.TimeoutExpired(["git", "hermit", *args], timeout, out.text(), err.text()) from None
         except BaseException:     # what the interpreter does with an uncaught exception (e.g. --debug)
             traceback.print_exc(file=err)
             code = 1
-        finally:
-            faulthandler.cancel_dump_traceback_later()
     return Result(code, out.text(), err.text())
+
+
+class _TimedOut(BaseException):
+    """Raised in the main thread at the deadline; a BaseException, so the CLI's own handlers
+    (``except Exception``) do not turn it into an ordinary exit."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """subprocess.run's ``timeout`` for an in-process call: this test fails with TimeoutExpired."""
+    def expire(signum, frame):
+        raise _TimedOut()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class _Pipe(io.TextIOWrapper):
