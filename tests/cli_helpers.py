@@ -151,29 +151,28 @@ def _process_state(cwd: Path, env: dict, out: _Pipe, err: _Pipe):
 
 
 def _reset_process_caches() -> None:
-    """Forget what a git-hermit process keeps for its lifetime (debug flag, the bwrap probe, a
-    Ctrl-C's refusal to start processes, the rollout worker's open repositories and materialised
-    adapters), so the next call starts as a new process would. Kept: the guard server and the
-    compiled-hook cache (keyed by content), which no result depends on."""
+    """Forget what a git-hermit process keeps for its lifetime (debug flag, the values registered
+    for redaction, the bwrap probe, a Ctrl-C's refusal to start processes, the rollout worker's
+    open repositories and materialised adapters), so the next call starts as a new process would.
+    Kept: the guard server and the compiled-hook cache (keyed by content), which no result
+    depends on. Imported, not looked up, so a module that moves fails here loudly."""
+    from git_hermit import redact
     from git_hermit.gitio import set_debug
+    from git_hermit.rollouts import process, sandbox, worker
     set_debug(False)
-    sandbox = sys.modules.get("git_hermit.rollouts.sandbox")
-    if sandbox is not None:
-        sandbox._probe = None
-    process = sys.modules.get("git_hermit.rollouts.process")
-    if process is not None:
-        process._interrupted.clear()
-    worker = sys.modules.get("git_hermit.rollouts.worker")
-    if worker is not None:
-        with worker._repos_lock:
-            repos = list(worker._repos.values())
-            worker._repos.clear()
-            adapters = list(worker._adapters.values())
-            worker._adapters.clear()
-            worker._adapter_locks.clear()
-            worker._gates.clear()
-            worker._host_pauses.clear()
-        for repo in repos:
-            repo.close()
-        for path in adapters:
-            shutil.rmtree(path, ignore_errors=True)
+    redact._registered.clear()
+    redact._env_secrets.cache_clear()
+    sandbox._probe = None
+    process._interrupted.clear()
+    with worker._repos_lock:
+        repos = list(worker._repos.values())
+        worker._repos.clear()
+        adapters = list(worker._adapters.values())
+        worker._adapters.clear()
+        worker._adapter_locks.clear()
+        worker._gates.clear()
+        worker._host_pauses.clear()
+    for repo in repos:
+        repo.close()
+    for path in adapters:
+        shutil.rmtree(path, ignore_errors=True)
