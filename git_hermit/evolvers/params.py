@@ -19,8 +19,8 @@ from typing import Any
 
 import jsonschema_rs
 
-_HERE = Path(__file__).resolve().parent
-FOLDERS = {"ahe": "ahe", "continual-harness": "continual_harness", "evo-harness": "evo_harness"}
+from git_hermit.evolvers import registry
+
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,25 @@ class ParamProblem:
 
 
 def schema_path(evolver: str) -> Path:
-    return _HERE / FOLDERS[evolver] / "params.schema.json"
+    return registry.get(evolver).params_schema_path
 
 
-@cache
 def params_schema(evolver: str) -> dict[str, Any]:
-    return json.loads(schema_path(evolver).read_text(encoding="utf-8"))
+    return _schema_at(schema_path(evolver))
 
 
 @cache
+def _schema_at(path: Path) -> dict[str, Any]:      # by path: a re-registered name may move
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _validator(evolver: str):
-    return jsonschema_rs.validator_for(params_schema(evolver))
+    return _validator_at(schema_path(evolver))
+
+
+@cache
+def _validator_at(path: Path):
+    return jsonschema_rs.validator_for(_schema_at(path))
 
 
 def param_defaults(evolver: str) -> dict[str, Any]:
