@@ -153,12 +153,12 @@ def _process_state(cwd: Path, env: dict, out: _Pipe, err: _Pipe):
 def _reset_process_caches() -> None:
     """Forget what a git-hermit process keeps for its lifetime (debug flag, the values registered
     for redaction, the bwrap probe, a Ctrl-C's refusal to start processes, the rollout worker's
-    open repositories and materialised adapters), so the next call starts as a new process would.
-    Kept: the guard server and the compiled-hook cache (keyed by content), which no result
-    depends on. Imported, not looked up, so a module that moves fails here loudly."""
+    open repositories, materialised adapters and deploy plans), so the next call starts as a new
+    process would. Kept: the guard server and the compiled-hook cache (keyed by content), which
+    no result depends on. Imported, not looked up, so a module that moves fails here loudly."""
     from git_hermit import redact
     from git_hermit.gitio import set_debug
-    from git_hermit.rollouts import process, sandbox, worker
+    from git_hermit.rollouts import deploy_cache, process, sandbox, worker
     set_debug(False)
     redact._registered.clear()
     redact._env_secrets.cache_clear()
@@ -176,3 +176,4 @@ def _reset_process_caches() -> None:
         repo.close()
     for path in adapters:
         shutil.rmtree(path, ignore_errors=True)
+    deploy_cache.forget()
