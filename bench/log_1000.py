@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
-from git_hermit.model.records import (Attempt, Change, Manifest, Scores, TaskScore, Verdict, dumps)
+from git_hermit.model.records import (Attempt, Change, Manifest, Scores, TaskScore, VerdictNote, dumps)
 
 
 def sh(*args: str, cwd: Path, input: str | None = None) -> str:
@@ -49,7 +49,7 @@ def build(repo_dir: Path, steps: int) -> None:
     manifests, verdicts, scores = {}, {}, {}
     for n in range(1, steps + 1):
         manifests[tips[n]] = dumps("manifest", Manifest("bench", n, (change,)))
-        verdicts[tips[n]] = dumps("verdicts", Verdict("bench", n + 1, "chg-1", "EFFECTIVE", ("task-1",), (), ()))
+        verdicts[tips[n]] = dumps("verdicts", VerdictNote("bench", n + 1, "chg-1", "EFFECTIVE", ("task-1",), (), ()))
     for n in range(0, steps):
         scores[tips[n]] = dumps("scores", Scores("bench", n + 1, tips[n], "train", 2, 0.5, tasks))
     store = NotesStore(repo)

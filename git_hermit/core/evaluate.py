@@ -18,7 +18,7 @@ from git_hermit.core import preflight
 from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.errors import ConfigError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
-from git_hermit.model.records import Attempt, Comparison as CIRecord, Scores, TaskScore, dumps, loads
+from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts import stats
 from git_hermit.rollouts.sandbox import spec_from_config
@@ -125,7 +125,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
 
 
 def scores_record(run: str, step: int, ev: EvalRun, *, timeout_as: str = "exception",
-                  ci: CIRecord | None = None) -> Scores:
+                  ci: BaselineCI | None = None) -> Scores:
     tasks: dict[str, TaskScore] = {}
     for task, attempts in ev.results.items():
         outcomes = [("fail" if (r.is_timeout and timeout_as == "fail") else r.outcome) for r in attempts]
@@ -222,8 +222,8 @@ def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
     return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
 
 
-def comparison_record(baseline_commit: str, comparison: stats.Comparison) -> CIRecord:
-    return CIRecord(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
+def comparison_record(baseline_commit: str, comparison: stats.PairedComparison) -> BaselineCI:
+    return BaselineCI(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
                     low=round(comparison.low * 100, 3), high=round(comparison.high * 100, 3))
 
 
@@ -265,7 +265,7 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
 class EvalReport:
     candidate: EvalRun
     baseline: EvalRun | None
-    comparison: stats.Comparison | None
+    comparison: stats.PairedComparison | None
 
 
 def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None = None,

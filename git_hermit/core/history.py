@@ -12,7 +12,7 @@ from typing import Any
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo
-from git_hermit.model.records import Analysis, Change, Manifest, Scores, Verdict, loads
+from git_hermit.model.records import Analysis, Change, Manifest, Scores, VerdictNote, loads
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def load_history(ctx: RunContext) -> RunHistory:
     store = NotesStore(repo)
     bad: list[str] = []
     manifests: dict[str, Manifest] = _read_notes(store, "manifest", bad)
-    verdicts: dict[str, Verdict] = _read_notes(store, "verdicts", bad)
+    verdicts: dict[str, VerdictNote] = _read_notes(store, "verdicts", bad)
     scores: dict[str, Scores] = _read_notes(store, "scores", bad)
     analyses: dict[str, Analysis] = _read_notes(store, "analysis", bad)
 

@@ -18,7 +18,7 @@ from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, step_ref
 from git_hermit.errors import CheckFailed, GitStateError, InputError, RevertConflict
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, FileChange, NotesStore, RefUpdate, Repo
-from git_hermit.model.records import Verdict, dumps, loads
+from git_hermit.model.records import VerdictNote, dumps, loads
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def rollback(ctx: RunContext, target: str, reason: str, *, force: bool = False) 
     repo.update_refs([RefUpdate(step_ref(ctx.run, step), plan.commit, tip)],
                      message=f"git hermit rollback {label}")
     if verdict is not None:
-        def note(v: Verdict) -> Verdict:
+        def note(v: VerdictNote) -> VerdictNote:
             why = reason.strip() if v.change_id in named or not named else f"rolled back with {label}: {reason.strip()}"
             return replace(v, rollback_note=why)
         updated = replace(note(verdict), rollback_commit=plan.commit, also=tuple(note(v) for v in verdict.also))

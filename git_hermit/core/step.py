@@ -56,7 +56,7 @@ class StepOutcome:
     commits: int
     stop: str | None
     rejected: tuple[str, ...]
-    comparison: stats.Comparison | None
+    comparison: stats.PairedComparison | None
     verdicts: dict[str, str] = field(default_factory=dict)
     rollbacks: int = 0
     best: bool = False

@@ -16,7 +16,7 @@ from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
 from git_hermit.gitio import FileChange, Repo
 from git_hermit.learners import Learner
-from git_hermit.model.records import Change, Manifest, Provenance, Scores, Verdict
+from git_hermit.model.records import Change, Manifest, Provenance, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.ledger import Ledger
 
@@ -100,7 +100,7 @@ class PlannedCommit:
 @dataclass
 class StepResult:
     commits: list[PlannedCommit] = field(default_factory=list)
-    verdicts: dict[str, Verdict] = field(default_factory=dict)    # change commit → verdict note
+    verdicts: dict[str, VerdictNote] = field(default_factory=dict)    # change commit → verdict note
     analysis: dict[str, Any] = field(default_factory=dict)        # body of the analysis note
     best: bool = False                                            # move the best tag to H_{N-1}
     stop: str | None = None                                       # why training should stop

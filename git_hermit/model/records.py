@@ -82,7 +82,7 @@ class Manifest:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class VerdictNote:
     """The verdict note on a change commit, once the next step's rollouts judged it."""
 
     run: str
@@ -98,7 +98,7 @@ class Verdict:
     evaluated_commit: str | None = None
     rollback_commit: str | None = None
     rollback_note: str | None = None
-    also: tuple["Verdict", ...] = ()   # the other changes declared on the same commit
+    also: tuple["VerdictNote", ...] = ()   # the other changes declared on the same commit
     v: int = SCHEMA_VERSION
 
     # a member of a change group keeps its own rollback_note ("rolled back with chg-2")
@@ -115,7 +115,7 @@ class Verdict:
         return _drop_none(data)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+    def from_dict(cls, data: dict[str, Any]) -> "VerdictNote":
         fields = dict(data)
         for key in ("actually_fixed", "still_failed", "risk_realized", "predicted_fixes", "predicted_risks"):
             fields[key] = tuple(fields.get(key, ()))
@@ -154,7 +154,7 @@ class TaskScore:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class BaselineCI:
     """A paired bootstrap CI of this commit's pass@1 minus a baseline's, in points (×100)."""
 
     baseline: str
@@ -175,7 +175,7 @@ class Scores:
     pass_at_1: float
     tasks: dict[str, TaskScore]
     pass_at: dict[str, float] = field(default_factory=dict)
-    ci: Comparison | None = None
+    ci: BaselineCI | None = None
     usage: dict[str, Any] | None = None
     duration_s: float | None = None
     splits: dict[str, Any] = field(default_factory=dict)   # other splits' scores of this commit
@@ -217,7 +217,7 @@ class Scores:
                                                      a.get("tokens")) for a in s["attempts"]))
             for t, s in data["tasks"].items()
         }
-        ci = Comparison(**data["ci"]) if data.get("ci") else None
+        ci = BaselineCI(**data["ci"]) if data.get("ci") else None
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
@@ -264,7 +264,7 @@ class Analysis:
 # Which schema and class each notes ref's records use.
 RECORD_KINDS: dict[str, tuple[str, type]] = {
     "manifest": ("manifest", Manifest),
-    "verdicts": ("verdict", Verdict),
+    "verdicts": ("verdict", VerdictNote),
     "scores": ("scores", Scores),
     "provenance": ("provenance", Provenance),
     "analysis": ("analysis", Analysis),

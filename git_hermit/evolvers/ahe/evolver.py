@@ -24,7 +24,7 @@ from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_jso
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.gitio import FileChange
 from git_hermit.model.learner_json import load_json
-from git_hermit.model.records import Change, Manifest, Verdict
+from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
@@ -98,7 +98,7 @@ class AHEEvolver:
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
             for cv in evaluation.changes:
-                verdict = Verdict(
+                verdict = VerdictNote(
                     run=ctx.run, step=ctx.step, change_id=cv.change_id, verdict=cv.verdict,
                     actually_fixed=tuple(cv.actually_fixed), still_failed=tuple(cv.still_failed),
                     risk_realized=tuple(cv.risk_realized), predicted_fixes=tuple(cv.predicted_fixes),
@@ -272,7 +272,7 @@ class AHEEvolver:
             mates += [_Rollback(o, commit, verdict_of.get(o, ""), group[0].files, tuple(named)) for o in others]
             verdict = result.verdicts.get(commit)
             if verdict is not None:
-                def note(v: Verdict) -> Verdict:
+                def note(v: VerdictNote) -> VerdictNote:
                     why = "rollback: auto" if v.change_id in named else \
                         f"rolled back with {', '.join(named)} (rollback: auto)"
                     return replace(v, rollback_note=why)

@@ -145,7 +145,7 @@ class ContinualHarnessEvolver:
         return result
 
     # ------------------------------------------------------------------------------- memory fold
-    def _fold(self, ctx: StepContext, layout: Layout, attempts: list[evidence.Attempt], given: Path,
+    def _fold(self, ctx: StepContext, layout: Layout, attempts: list[evidence.WindowAttempt], given: Path,
               current: Path, work: Path, result: StepResult) -> dict[str, Any]:
         sessions = [a.session_notes for a in attempts if a.session_notes is not None]
         if not sessions:
