@@ -93,3 +93,15 @@ def test_renamed_records_exist(name):
     from git_hermit.model import records
     from git_hermit.rollouts import judges, stats
     assert any(hasattr(m, name) for m in (records, judges, stats))
+
+
+def test_scripted_agent_runs_the_function_its_config_names():
+    from git_hermit.demo import acting
+    from git_hermit.demo.benchmark import hermit_config
+    from git_hermit.errors import ConfigError
+    from git_hermit.rollouts.agents import make_agent
+    from git_hermit.rollouts.agents.scripted import load_policy
+    with pytest.raises(ConfigError, match="agent.scripted.policy"):
+        make_agent({"backend": "scripted"}).check_available()
+    agent_cfg = hermit_config()["agent"]           # the demo passes its own agent in
+    assert load_policy(agent_cfg["scripted"]["policy"]) is acting.run_scripted_agent

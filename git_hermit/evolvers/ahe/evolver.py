@@ -7,6 +7,7 @@ Classify and diff the rollouts, verdicts, best-ever and the target stop, ``rollb
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import sys
@@ -28,6 +29,7 @@ from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
+from git_hermit.resources import hooks_dir
 from git_hermit.rollouts.stats import exact_pass_at_1_of
 from git_hermit.rollouts.trajectories import explode
 
@@ -410,16 +412,9 @@ class AHEEvolver:
     def _evolver_notes(workspace: Path) -> None:
         """.hermit/EVOLVER.md: what middleware can do on each host (the seed's table, as
         hook_hosts.CAPABILITIES[host][row] ships it)."""
-        import importlib
-        from git_hermit.resources import hooks_dir
-        agent_dir = str(hooks_dir() / "agent")
-        sys.path.insert(0, agent_dir)   # hook_hosts imports its sibling hermit_hooks by name
-        try:
-            module = importlib.import_module("hook_hosts")
-        finally:
-            sys.path.remove(agent_dir)
+        capabilities = _shipped_capabilities()
         lines = ["# What the middleware can do on each host", ""]
-        for host, rows in module.CAPABILITIES.items():
+        for host, rows in capabilities.items():
             lines += [f"## {host}", ""] + [f"- **{row}**: {text}" for row, text in rows.items()] + [""]
         write_text_atomic(workspace / ".hermit" / "EVOLVER.md", "\n".join(lines))
 
@@ -593,3 +588,15 @@ def _rollback_body(ctx: StepContext, evaluation, group: list[_Rollback], judged:
                       f"(H_{ctx.step - 1}, {ctx.commit[:12]}): {comparison} (paired bootstrap 95% CI "
                       f"over {comparison.n_tasks} tasks)"]
     return "\n".join(lines)
+
+
+def _shipped_capabilities() -> dict[str, dict[str, str]]:
+    """hook_hosts.CAPABILITIES read as data from the shipped hooks/agent/hook_hosts.py: that file is
+    the stdlib wire deployed into adapters (it imports its sibling by name), not a package module,
+    so it is parsed here, never imported (no sys.path edit, nothing of it executed)."""
+    path = hooks_dir() / "agent" / "hook_hosts.py"
+    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CAPABILITIES"
+                                                for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"{path} defines no CAPABILITIES table")
