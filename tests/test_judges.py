@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from git_hermit.errors import ConfigError
-from git_hermit.model.rollout import RolloutResult
+from git_hermit.model.rollout import RolloutResult, scored
 from git_hermit.rollouts.judges import (
     JudgeVerdict, check_judge_for_tasks, extract_final_answer, make_judge, normalise_text, numeric_match,
 )
@@ -172,7 +172,7 @@ def test_timing_out_verifier_is_killed_with_its_children(tmp_path):
     assert "Timeout" in verdict.exception_type and "started" in verdict.output
     result = verdict.apply(RolloutResult("UID1", 1, "pass"))
     assert result.is_timeout and result.outcome == "exception"
-    as_fail = verdict.apply(RolloutResult("UID1", 1, "pass"), timeout_as="fail")
+    as_fail = scored(verdict.apply(RolloutResult("UID1", 1, "pass")), "fail")     # timeout_as: fail
     assert as_fail.outcome == "fail" and as_fail.is_timeout
     child = int((workspace / "child.pid").read_text())
     for _ in range(50):            # the kill is immediate; reaping by init may lag a little

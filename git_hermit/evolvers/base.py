@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
@@ -23,11 +23,17 @@ from git_hermit.rollouts.ledger import Ledger
 
 @dataclass(frozen=True)
 class PastEvaluation:
-    """An earlier step's evaluation of a commit, read back from its scores note."""
+    """An earlier step's evaluation of a commit, read back from its scores note once: ``results``
+    are its attempts as typed (already scored) rollout results."""
 
     step: int
     commit: str
     scores: Scores
+    results: Mapping[str, Sequence[RolloutResult]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, step: int, commit: str, scores: Scores) -> "PastEvaluation":
+        return cls(step, commit, scores, scores.results())
 
 
 @dataclass(frozen=True)

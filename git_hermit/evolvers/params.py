@@ -32,13 +32,25 @@ class ParamProblem:
     hint: str
 
 
+# `k` and `timeout_as` belong to the rollouts every evolver's step runs: declared, with their one
+# default each, in this file and merged into every evolver's schema (an evolver may not redefine them)
+SHARED_SCHEMA = _HERE / "framework.params.schema.json"
+
+
 def schema_path(evolver: str) -> Path:
     return _HERE / FOLDERS[evolver] / "params.schema.json"
 
 
 @cache
 def params_schema(evolver: str) -> dict[str, Any]:
-    return json.loads(schema_path(evolver).read_text(encoding="utf-8"))
+    """The evolver's schema with the framework's parameters (``k``, ``timeout_as``) added."""
+    schema = json.loads(schema_path(evolver).read_text(encoding="utf-8"))
+    shared = json.loads(SHARED_SCHEMA.read_text(encoding="utf-8"))["properties"]
+    clash = sorted(set(shared) & set(schema.get("properties", {})))
+    if clash:
+        raise ValueError(f"{schema_path(evolver)} redefines the framework's parameter(s) {', '.join(clash)}")
+    schema["properties"] = {**shared, **schema.get("properties", {})}
+    return schema
 
 
 @cache

@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from git_hermit.model.rollout import RolloutResult
 from git_hermit.model.schema import validate
 
 VerdictName = Literal["EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL"]
@@ -204,6 +205,13 @@ class Scores:
         if self.evaluation:
             data["evaluation"] = self.evaluation
         return data
+
+    def results(self) -> dict[str, tuple[RolloutResult, ...]]:
+        """The note's attempts as the typed results a step reads (outcomes already scored, so
+        ``timeout_as`` is not applied again): how a past evaluation reaches an evolver."""
+        return {task: tuple(RolloutResult(task, i, a.outcome, a.reward, a.exception_type)
+                            for i, a in enumerate(score.attempts, 1))
+                for task, score in self.tasks.items()}
 
     def split_summary(self) -> dict[str, Any]:
         """This record's own split as an entry of another record's ``splits``."""

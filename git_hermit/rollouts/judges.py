@@ -56,16 +56,10 @@ class JudgeVerdict:
     def exception(cls, exception_type: str, output: str, usage: Usage = Usage()) -> "JudgeVerdict":
         return cls("exception", None, output, exception_type, usage)
 
-    def apply(self, result: RolloutResult, *, timeout_as: str = "exception") -> RolloutResult:
-        """The rollout's result with this verdict's outcome, reward, output and judge usage.
-
-        ``timeout_as="fail"`` (seed 000) turns a verifier timeout into a fail; its exception
-        type is kept so the result still reads as a timeout.
-        """
-        outcome = self.outcome
-        if timeout_as == "fail" and outcome == "exception" and "Timeout" in (self.exception_type or ""):
-            outcome = "fail"
-        return replace(result, outcome=outcome, reward=self.reward,
+    def apply(self, result: RolloutResult) -> RolloutResult:
+        """The rollout's result with this verdict's outcome, reward, output and judge usage (a
+        verifier timeout stays an exception here: model.rollout.scored applies ``timeout_as``)."""
+        return replace(result, outcome=self.outcome, reward=self.reward,
                        exception_type=self.exception_type, verifier_output=self.output,
                        judge_usage=self.usage, error=self._error_line() or result.error)
 

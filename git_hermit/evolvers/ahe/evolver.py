@@ -83,12 +83,15 @@ class AHEEvolver:
         state.mkdir(parents=True, exist_ok=True)
         result = StepResult()
 
-        stats = analysis.classify(ctx.results, k=ctx.k, timeout_as=p.get("timeout_as", "exception"))
-        history = self._task_history(ctx)
+        stats = analysis.classify(ctx.results, k=ctx.k)
+        # each earlier evaluation classified once, from the typed results its note was read into
+        past_stats = {e.step: analysis.classify(e.results, k=e.scores.k or ctx.k) for e in ctx.history}
+        history: dict[str, list] = {}
+        for past in ctx.history:
+            history = records.update_task_history(history, past.step, past_stats[past.step])
         history = records.update_task_history(history, ctx.step, stats)
         prev = ctx.history[-1] if ctx.history else None
-        prev_stats = (records.stats_from_history(history, prev.step, k=ctx.k, pass_rate=prev.scores.pass_at_1)
-                      if prev is not None and prev.step == ctx.step - 1 else None)
+        prev_stats = past_stats[prev.step] if prev is not None and prev.step == ctx.step - 1 else None
         step_diff = analysis.diff(prev_stats, stats)
         buckets = analysis.stability(history, p.get("stability_min_iterations", 3))
 
@@ -120,7 +123,7 @@ class AHEEvolver:
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
                        else self._read_json(state / "best_ever.json"))
-        score_entries = [records.score_entry(e.step, self._stats_of(e, ctx.k), timestamp="", commit=e.commit)
+        score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp="", commit=e.commit)
                          for e in ctx.history]
         score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
         records.write_scores(state, score_entries)
@@ -187,21 +190,6 @@ class AHEEvolver:
     @staticmethod
     def _read_json(path: Path) -> Any:
         return json.loads(path.read_text()) if path.is_file() else None
-
-    @staticmethod
-    def _stats_of(evaluation, k: int) -> analysis.StepStats:
-        """An earlier evaluation's stats, rebuilt from its scores note (what git keeps)."""
-        from git_hermit.model.rollout import RolloutResult
-        results = {task: [RolloutResult(task, i + 1, a.outcome, a.reward, a.exception_type)
-                          for i, a in enumerate(score.attempts)]
-                   for task, score in evaluation.scores.tasks.items()}
-        return analysis.classify(results, k=evaluation.scores.k or k)
-
-    def _task_history(self, ctx: StepContext) -> dict[str, list]:
-        history: dict[str, list] = {}
-        for past in ctx.history:
-            history = records.update_task_history(history, past.step, self._stats_of(past, ctx.k))
-        return history
 
     @staticmethod
     def _precision(ctx: StepContext, evaluation) -> attribution.PredictionScores | None:
