@@ -568,6 +568,62 @@ def train(run: str | None, epochs: int | None, wait: bool) -> int:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.option("--steps", "steps", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many next steps to forecast.")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def estimate(steps: int, run: str | None, as_json: bool) -> None:
+    """Expected tokens and cost of the next steps, from the ledger of the finished ones.
+
+    Per role (acting, judge, the learners): a step's mean ± sd and its range over the run's
+    finished steps; then the next STEPS steps, what the run spent and what its budget leaves.
+    """
+    from git_hermit.core.budget import estimate as do_estimate
+    from git_hermit.core.runs import open_run
+    from git_hermit.rollouts.budget import usd
+    result = do_estimate(open_run(_repo(), run), steps)
+    if as_json:
+        _echo_json(result.to_dict())
+        return
+    running = (f" (with {result.unfinished[1]} finished rollout(s) of the unfinished step {result.unfinished[0]})"
+               if result.unfinished else "")
+    if not result.steps_seen:
+        click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
+                   + (f"; spent {result.spent.total_tokens:,} tokens{running}" if running else ""))
+        click.echo("next: `git hermit step` once; its ledger gives the first estimate")
+        return
+
+    def cost(spread) -> str:
+        if spread is None:
+            return "cost unknown"
+        return f"{usd(spread.mean)} ± {usd(spread.sd)} ({usd(spread.min)}–{usd(spread.max)})"
+
+    spent = "cost unknown" if result.spent.cost_usd is None else usd(result.spent.cost_usd)
+    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; "
+               f"spent {result.spent.total_tokens:,} tokens, {spent}{running}")
+    click.echo("per step, by role (mean ± sd, min–max):")
+    width = max(len(role) for role in result.per_step)
+    for role, forecast in result.per_step.items():
+        t = forecast.tokens
+        click.echo(f"  {role:<{width}}  {t.mean:,.0f} ± {t.sd:,.0f} tokens ({t.min:,.0f}–{t.max:,.0f})  "
+                   f"{cost(forecast.cost_usd)}")
+    tokens = result.next_tokens
+    money = "cost unknown" if result.next_cost is None else f"{usd(result.next_cost[0])} ± {usd(result.next_cost[1])}"
+    click.echo(f"next {result.steps} step(s): {tokens[0]:,.0f} ± {tokens[1]:,.0f} tokens, {money}")
+    if result.max_usd is None and result.max_tokens is None:
+        click.echo("budget: none set (hermit.yaml budget: {max_usd, max_tokens})")
+        return
+    parts = []
+    if result.max_usd is not None:
+        left = "unknown" if result.left_usd is None else usd(result.left_usd)
+        parts.append(f"max_usd {usd(result.max_usd)}, {left} left")
+    if result.max_tokens is not None:
+        parts.append(f"max_tokens {result.max_tokens:,}, {result.left_tokens:,} left")
+    more = result.steps_left()
+    click.echo("budget: " + "; ".join(parts) + (f" (about {more} more step(s))" if more is not None else ""))
+
+
+@cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--archive", type=click.Path(path_type=Path), help="Also write the adapter as .tar, .tar.gz or .zip.")
 def finalize(run: str | None, archive: Path | None) -> None:

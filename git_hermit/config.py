@@ -46,6 +46,7 @@ class RunConfig:
     trainer: dict[str, Any] = field(default_factory=dict)
     executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
     prices: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)    # {max_usd, max_tokens}: core/budget.py
     sandbox: dict[str, Any] = field(default_factory=dict)   # seed 000: {enabled, network, allow}
     path: Path | None = None           # where it was read from
     raw: dict[str, Any] = field(default_factory=dict)
@@ -226,6 +227,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "trainer: {epochs: 10, allow_early_stop: true, concurrency: 4}",
         "executor: {kind: local}        # or {kind: dask, address: tcp://scheduler:8786 | local}",
         "# prices: {gpt-5.6-luna: {input: 1.25, cached_input: 0.125, output: 10.0}}   # USD per 1M tokens",
+        "# budget: {max_usd: 50, max_tokens: 20000000}   # the run's cap: train/step stop before crossing it",
         "",
     ]
     return "\n".join(lines)

@@ -98,6 +98,13 @@ class NotesConflict(HermitError):
     exit_code = 15
 
 
+class BudgetReached(HermitError):
+    """The run's ``budget:`` is spent, or the next step's estimate would cross it. Finished
+    rollouts and learner sessions are kept: raising the budget and re-running resumes the step."""
+
+    exit_code = 16
+
+
 USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
@@ -120,6 +127,7 @@ EXIT_CODES: dict[int, str] = {
     NotesConflict.exit_code: "a note was changed differently on both sides of a push or fetch (the message names it)",
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
+    BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

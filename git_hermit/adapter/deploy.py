@@ -252,7 +252,7 @@ def _codex_role(rel: str, src: Path) -> tuple[str, bytes] | None:
     name = _sub_agent_name(rel)
     if name is None:
         return None
-    from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
+    from git_hermit.adapter.front_matter import FrontMatterError, parse_front_matter
     text = src.read_text(encoding="utf-8", errors="replace")
     try:
         fm = parse_front_matter(text)

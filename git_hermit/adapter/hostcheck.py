@@ -16,7 +16,7 @@ from pathlib import Path
 
 from git_hermit import errors, resources
 from git_hermit.adapter import hookcall
-from git_hermit.adapter.check_spec import ERROR, WARNING, Violation
+from git_hermit.adapter.violations import ERROR, WARNING, Violation
 from git_hermit.adapter.deploy import DeployRecord, deploy
 
 # Codex reads at most this many bytes of AGENTS.md (project_doc_max_bytes); the rest is cut.

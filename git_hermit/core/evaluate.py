@@ -25,6 +25,7 @@ from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
+from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
 from git_hermit.rollouts.runner import Progress, run_jobs
@@ -110,17 +111,18 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
 
 
 def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_dir: Path, *,
-              on_progress: Callable[[Progress], None] | None = None, step: int | None = None) -> EvalRun:
+              on_progress: Callable[[Progress], None] | None = None, step: int | None = None,
+              budget: Budget | None = None) -> EvalRun:
     """Run (or resume) every row of the split on ``commit``; results under ``out_dir``, as they
-    happened. The results handed back are scored: ``timeout_as`` is applied here, once, to fresh
-    and reused rollouts alike."""
+    happened (a step passes its ``budget``, checked before each rollout starts). The results
+    handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike."""
     jobs = make_jobs(config, bench, commit)
     make_agent(dict(config.agent) or {"backend": "codex"}).check_available()   # before the first rollout
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}
     with open_executor(repo, config.executor, config.concurrency) as handle:
-        results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress)
+        results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget)
     results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
     prices = load_prices(config.prices)
     ledger = Ledger(prices)

@@ -17,6 +17,7 @@ from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
 from git_hermit.core import preflight
+from git_hermit.core.budget import check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
                                      run_split, scores_record)
@@ -165,6 +166,7 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
     ctx = open_run(repo, run)
     preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
+    check_budget_config(ctx.config)          # a USD budget over an unpriced model: refused, never unbounded
     with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
         _check_publishable(repo, ctx.run)
@@ -206,7 +208,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         bench = bench.only(chosen)
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
     rollouts_home = eval_dir(ctx, evaluated, "train")
-    ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n)
+    budget = open_budget(ctx, n)             # the run's cap and its ledger so far (core/budget.py)
+    ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget)
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
     if history:
@@ -233,14 +236,14 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         best = (best_commit, stats.exact_pass_at_1(
             {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts))
              for t, s in best_scores.tasks.items()})) if best_scores else None
-    ledger = Ledger(load_prices(config.prices), ev.ledger.entries)
+    ledger = budget.watch(Ledger(load_prices(config.prices), ev.ledger.entries))
     template = load_template(config.template)
     limits = Limits.of(config.evolver)
     step_ctx = StepContext(
         repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
         step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
-        best=best, ledger=ledger, learner=_learner_factory(ctx),
+        best=best, ledger=ledger, learner=budget.guard(_learner_factory(ctx)),
         revert_files=_revert_files(repo, config.adapter),
         materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],

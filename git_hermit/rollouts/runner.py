@@ -22,6 +22,7 @@ from git_hermit.redact import redact
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.scratch import clean_stale
+from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import ExecutorHandle
 from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
 
@@ -119,8 +120,12 @@ class Progress:
 
 
 def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, *,
-             slots: dict[str, int] | None = None, progress: Progress | None = None) -> dict[str, list[RolloutResult]]:
-    """Run every job not already finished; results grouped by task, attempts in order."""
+             slots: dict[str, int] | None = None, progress: Progress | None = None,
+             budget: Budget | None = None) -> dict[str, list[RolloutResult]]:
+    """Run every job not already finished; results grouped by task, attempts in order.
+
+    With a ``budget`` (a step's), the batch is refused when its estimate would cross it, and
+    no rollout starts once it would: the finished ones are stored, then BudgetReached."""
     jobs = list(jobs)
     clean_stale()            # scratch (workspaces, copied logins) a killed run left behind
     progress = progress or Progress(total=len(jobs))
@@ -137,13 +142,17 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
         else:
             pending.append(job)
     progress.changed()
+    if budget is not None:
+        for result in results.values():     # reused: billed by this step's ledger all the same
+            budget.add_rollout(result)
+        budget.start_step(len(pending))
     limits = dict(slots or {})
     in_flight: dict[Future, RolloutJob] = {}
     per_host: dict[str, int] = {}
     queue = list(pending)
 
     try:
-        _drive(queue, in_flight, per_host, limits, handle, out_dir, results, progress)
+        _drive(queue, in_flight, per_host, limits, handle, out_dir, results, progress, budget)
     except KeyboardInterrupt:
         # Ctrl-C: end every agent now (they run in their own sessions, out of the terminal's
         # reach); their rollouts stay unfinished (no result.json) and rerun on resume.
@@ -152,6 +161,8 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
         kill_all()
         handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
+    if budget is not None and budget.stopped:
+        raise budget.reached_error(len(results), len(jobs))
     grouped: dict[str, list[RolloutResult]] = {}
     for job in jobs:
         grouped.setdefault(job.task.id, []).append(results[(job.task.id, job.attempt)])
@@ -160,7 +171,8 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: ExecutorHandle, 
 
 def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_host: dict[str, int],
            limits: dict[str, int], handle: ExecutorHandle, out_dir: Path,
-           results: dict[tuple[str, int], RolloutResult], progress: Progress) -> None:
+           results: dict[tuple[str, int], RolloutResult], progress: Progress,
+           budget: Budget | None = None) -> None:
     """Submit within the worker and per-host limits; store each result as it completes.
 
     A rollout the model's rate limit ended (``RateLimited``, an infrastructure error) is not
@@ -179,10 +191,12 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_hos
             return False
         return paused_until.get(job.host, 0.0) <= time.monotonic()
 
-    while queue or in_flight:
-        # submit as many as the executor's workers and the host slots allow
+    while (queue and not (budget and budget.stopped)) or in_flight:
+        # submit as many as the executor's workers, the host slots and the budget allow
         index = 0
         while index < len(queue) and len(in_flight) < handle.workers:
+            if budget is not None and not budget.may_start(len(in_flight)):
+                break                        # the ones in flight finish and are kept
             job = queue[index]
             if not can_start(job):
                 index += 1
@@ -229,6 +243,8 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future, RolloutJob], per_hos
                 limited_in_row[job.host] = 0
             result = store_output(rollout_dir(out_dir, job.task.id, job.attempt), output)
             results[key] = result
+            if budget is not None:
+                budget.add_rollout(result)
             progress.done += 1
             progress.failed += result.outcome != "pass"
             progress.changed()

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from git_hermit.adapter.check_spec import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTERN, FrontMatterError,
-                                           parse_front_matter)
+from git_hermit.adapter.front_matter import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTERN, FrontMatterError,
+                                             parse_front_matter)
 from git_hermit.model.learner_json import TooDeep, load_json
 
 POLICY_ECHO = "IMPROVED BASE PROMPT:"

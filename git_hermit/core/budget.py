@@ -1,0 +1,232 @@
+"""The run's budget and its forecast, from the ledger of every step so far.
+
+Each step writes its ledger (rollouts, judge calls, learner sessions, by role) to
+``.hermit/runs/<run>/step-NNNN/ledger.json``; here they are summed into what the run spent,
+``open_budget`` builds the cap the step driver checks, ``check_budget_config`` refuses a USD
+cap over a model without a price, and ``estimate`` forecasts the next steps (`git hermit estimate`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from git_hermit.config import RunConfig
+from git_hermit.core.runs import RunContext, step_dir
+from git_hermit.errors import ConfigError
+from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
+from git_hermit.rollouts.ledger import Ledger, LedgerEntry, load_prices, sum_usage
+from git_hermit.model.rollout import Usage
+
+LEDGER_FILE = "ledger.json"
+
+
+def budget_limits(config: RunConfig) -> tuple[float | None, int | None]:
+    budget = config.budget or {}
+    max_usd = budget.get("max_usd")
+    max_tokens = budget.get("max_tokens")
+    return (None if max_usd is None else float(max_usd)), (None if max_tokens is None else int(max_tokens))
+
+
+def _learner_models(config: RunConfig) -> dict[str, str | None]:
+    """role → the model its sessions bill (None: none is configured)."""
+    evolver = config.evolver or {}
+    if evolver.get("base", "codex") == "scripted":
+        return {"learners": "scripted"}       # scripted learners report the model "scripted"
+    model = (evolver.get("model") or {}).get("name")
+    models: dict[str, str | None] = {"learners": model}
+    debugger = (config.evolver_params().get("debugger") or {}) if config.evolver_name == "ahe" else {}
+    if debugger.get("model"):
+        models["debugger"] = debugger["model"]
+    return models
+
+
+def check_budget_config(config: RunConfig) -> None:
+    """A USD budget needs a price for every model the run bills: otherwise it is refused here,
+    before anything runs, instead of going silently unbounded (a token budget needs none)."""
+    max_usd, _ = budget_limits(config)
+    if max_usd is None:
+        return
+    prices = load_prices(config.prices)
+    roles: dict[str, str | None] = {"agent.model": (config.agent or {}).get("model")}
+    if (config.judge or {}).get("kind") == "llm":
+        roles["judge.model"] = config.judge.get("model")
+    for role, model in _learner_models(config).items():
+        roles["evolver.model.name" if role == "learners" else f"evolver.params.{role}.model"] = model
+    unset = [key for key, model in roles.items() if not model]
+    if unset:
+        raise ConfigError(f"budget.max_usd is set but {', '.join(unset)} is not set, so its cost is unknown",
+                          hint="name the model and give it a price in prices:, or budget by max_tokens")
+    missing = sorted({str(m) for m in roles.values() if m not in prices})
+    if missing:
+        raise ConfigError(f"budget.max_usd is set but model(s) {', '.join(missing)} have no price, "
+                          "so the run's cost would be unknown and the budget unbounded",
+                          hint="add prices: {" + missing[0] + ": {input: …, output: …}} (USD per 1M tokens) "
+                               "to hermit.yaml, or budget by max_tokens")
+
+
+def step_ledgers(ctx: RunContext, before: int | None = None) -> dict[int, list[LedgerEntry]]:
+    """Each finished step's ledger entries (re-priced where they had no cost), by step number.
+
+    A step that stopped training has a ledger but no branch, so every step directory up to the
+    step after the tip counts; ``before`` leaves out that step and later ones."""
+    prices = load_prices(ctx.config.prices)
+    last = ctx.tip[0] + 1 if before is None else before - 1
+    found: dict[int, list[LedgerEntry]] = {}
+    for n in range(1, last + 1):
+        path = step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE
+        data = _read_json(path)
+        if data is None:
+            continue
+        ledger = Ledger(prices)
+        for item in data.get("entries", []):
+            ledger.add(LedgerEntry.from_dict(item))
+        found[n] = list(ledger.entries)
+    return found
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
+    """The step after the tip and the ledger entries of its rollouts that already finished
+    (a step the budget or Ctrl-C stopped): spent, though no step ledger holds them yet."""
+    from git_hermit.core.evaluate import eval_dir
+    from git_hermit.rollouts.runner import read_result
+    n, commit = ctx.tip[0] + 1, ctx.tip[1]
+    if (step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE).is_file():
+        return n, []
+    ledger = Ledger(load_prices(ctx.config.prices))
+    root = eval_dir(ctx, commit, "train") / "rollouts"
+    for directory in sorted(p.parent for p in root.glob("*/*/result.json")):
+        result = read_result(directory, commit)
+        if result is not None:
+            ledger.add_rollout(result, model=(ctx.config.agent or {}).get("model"),
+                               judge_model=(ctx.config.judge or {}).get("model"), step=n)
+    return n, list(ledger.entries)
+
+
+def _learner_usage(entries: list[LedgerEntry]) -> Usage:
+    return sum_usage(e.usage for e in entries if e.role not in ROLLOUT_ROLES)
+
+
+def open_budget(ctx: RunContext, step: int) -> Budget:
+    """Step ``step``'s budget: the run's spending in earlier steps and the ledger's means."""
+    config = ctx.config
+    max_usd, max_tokens = budget_limits(config)
+    past = step_ledgers(ctx, before=step)
+    entries = [e for step_entries in past.values() for e in step_entries]
+    learners = [_learner_usage(step_entries) for step_entries in past.values()]
+    learner_mean = None
+    if learners:
+        total = sum_usage(learners)
+        count = len(learners)
+        learner_mean = Usage(round(total.input_tokens / count), 0, round(total.output_tokens / count), 0,
+                             None if total.cost_usd is None else total.cost_usd / count)
+    prices = load_prices(config.prices)
+    return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
+                  prior=sum_usage(e.usage for e in entries), prior_entries=entries,
+                  history_rollouts=rollout_usages(entries), learner_per_step=learner_mean, prices=prices,
+                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"))
+
+
+@dataclass(frozen=True)
+class RoleForecast:
+    tokens: Spread
+    cost_usd: Spread | None          # None: some of the role's usage has no price
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens.to_dict(), "cost_usd": self.cost_usd.to_dict() if self.cost_usd else None}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The next ``steps`` steps' expected tokens and cost, from ``steps_seen`` finished steps."""
+
+    run: str
+    steps: int
+    steps_seen: int
+    spent: Usage                             # the finished steps' and the unfinished one's
+    per_step: dict[str, RoleForecast]        # by role
+    next_tokens: tuple[float, float] | None  # (mean, sd) over the next steps
+    next_cost: tuple[float, float] | None
+    max_usd: float | None
+    max_tokens: int | None
+    unfinished: tuple[int, int] | None = None   # (step, its finished rollouts) of a stopped step
+
+    @property
+    def left_usd(self) -> float | None:
+        if self.max_usd is None or self.spent.cost_usd is None:
+            return None
+        return max(self.max_usd - self.spent.cost_usd, 0.0)
+
+    @property
+    def left_tokens(self) -> int | None:
+        return None if self.max_tokens is None else max(self.max_tokens - self.spent.total_tokens, 0)
+
+    def steps_left(self) -> int | None:
+        """How many more steps the budget covers at the mean cost of one (None: no budget or no data)."""
+        counts = []
+        if self.left_usd is not None and self.next_cost and self.next_cost[0] > 0:
+            counts.append(int(self.left_usd // (self.next_cost[0] / self.steps)))
+        if self.left_tokens is not None and self.next_tokens and self.next_tokens[0] > 0:
+            counts.append(int(self.left_tokens // (self.next_tokens[0] / self.steps)))
+        return min(counts) if counts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        def pair(value):
+            return None if value is None else {"mean": value[0], "sd": value[1]}
+        return {"run": self.run, "steps": self.steps, "steps_seen": self.steps_seen,
+                "spent": {"tokens": self.spent.total_tokens, "cost_usd": self.spent.cost_usd},
+                "unfinished": (None if self.unfinished is None else
+                               {"step": self.unfinished[0], "rollouts": self.unfinished[1]}),
+                "per_step": {role: f.to_dict() for role, f in self.per_step.items()},
+                "next": {"tokens": pair(self.next_tokens), "cost_usd": pair(self.next_cost)},
+                "budget": {"max_usd": self.max_usd, "max_tokens": self.max_tokens, "left_usd": self.left_usd,
+                           "left_tokens": self.left_tokens, "steps_left": self.steps_left()}}
+
+
+def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
+    """Per role, the spread of a step's tokens and cost over the finished steps; the next
+    ``steps`` steps expect ``steps`` × the mean, with sd × √steps (steps taken as independent)."""
+    past = step_ledgers(ctx)
+    max_usd, max_tokens = budget_limits(ctx.config)
+    entries = [e for step_entries in past.values() for e in step_entries]
+    roles: list[str] = []
+    for entry in entries:
+        if entry.role not in roles:
+            roles.append(entry.role)
+    per_step: dict[str, RoleForecast] = {}
+    for role in roles:
+        # a step without the role (no failing task for the Debugger) counts as zero for it
+        usages = [sum_usage(e.usage for e in step_entries if e.role == role) for step_entries in past.values()]
+        cost = None if any(u.cost_usd is None for u in usages) else _spread(u.cost_usd or 0.0 for u in usages)
+        per_step[role] = RoleForecast(_spread(u.total_tokens for u in usages), cost)
+    totals = [sum_usage(e.usage for e in step_entries) for step_entries in past.values()]
+    next_tokens = next_cost = None
+    if totals:
+        token_spread = _spread(u.total_tokens for u in totals)
+        next_tokens = (steps * token_spread.mean, math.sqrt(steps) * token_spread.sd)
+        if all(u.cost_usd is not None for u in totals):
+            cost_spread = _spread(u.cost_usd or 0.0 for u in totals)
+            next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
+    step, running = unfinished_step(ctx)
+    rollouts = len(rollout_usages(running))
+    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in [*entries, *running]), per_step,
+                    next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None)
+
+
+def _spread(values: Iterable[float]) -> Spread:
+    """The spread of values known to be there (one per finished step)."""
+    spread = Spread.of(values)
+    if spread is None:
+        raise ValueError("no values to spread")
+    return spread

@@ -1,0 +1,186 @@
+"""Where a repository is and how git is run in it: discovery (with GIT_DIR / GIT_WORK_TREE
+honoured), the one process wrapper (``git``, ``git_bytes``) with git's first error line as the
+message, the persistent ``cat-file --batch`` reader's life, config, excludes and bundles.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Self
+
+from ..errors import GitStateError, NotARepository
+from ._process import BatchReader, first_error_line, run_git
+
+_HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first)"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+class GitDir:
+    """A non-bare repository's directories and its git processes; ``Repo`` builds on it."""
+
+    def __init__(self, work_tree: Path, git_dir: Path, common_dir: Path, object_format: str = "sha1"):
+        self.work_tree = work_tree
+        self.git_dir = git_dir
+        self.common_dir = common_dir
+        self.object_format = object_format
+        self._hash_len = 32 if object_format == "sha256" else 20
+        # Absolute GIT_DIR / GIT_WORK_TREE: every git process sees this repository whatever
+        # the caller's cwd or a relative GIT_DIR in the environment said.
+        self._env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree),
+                     "GIT_TERMINAL_PROMPT": "0"}
+        self._env.pop("GIT_PREFIX", None)
+        self._batch = BatchReader(work_tree, self._env)
+        self._objects_dir: str | None = None      # absolute objects directory, once asked
+
+    # ----------------------------------------------------------------------------- discovery
+    @classmethod
+    def discover(cls, start: Path | None = None) -> Self:
+        """The repository containing ``start`` (default: cwd), honouring GIT_DIR / GIT_WORK_TREE."""
+        start = Path(start or Path.cwd()).resolve()
+        env = dict(os.environ)
+        for var in ("GIT_DIR", "GIT_WORK_TREE"):
+            if env.get(var):
+                # Relative values are relative to our cwd, not to ``start``: pin them.
+                env[var] = str(Path(env[var]).resolve())
+        if not start.is_dir():
+            raise NotARepository(f"{start} is not a directory", hint=_HINT_NOT_REPO)
+        proc = run_git(
+            ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
+             "--show-object-format", "--show-toplevel"],
+            cwd=start, env=env,
+        )
+        lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+        if proc.returncode == 0 and len(lines) == 4:
+            git_dir, common_dir, object_format, top = lines
+            return cls(Path(top), Path(git_dir), Path(common_dir), object_format)
+        cls._refuse(start, env, proc.stderr)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _refuse(start: Path, env: dict[str, str], stderr: bytes) -> None:
+        probe = run_git(["rev-parse", "--is-bare-repository", "--is-inside-git-dir"], cwd=start, env=env)
+        answers = probe.stdout.decode().split()
+        if probe.returncode == 0 and answers[:1] == ["true"]:
+            raise NotARepository(
+                f"{start} is a bare repository; git-hermit needs a work tree",
+                hint="clone it (`git clone <bare> <dir>`) or add a worktree (`git worktree add <dir>`) and run there",
+            )
+        if probe.returncode == 0 and answers[1:2] == ["true"]:
+            raise NotARepository(f"{start} is inside a .git directory, not a work tree", hint=_HINT_NOT_REPO)
+        message = first_error_line(stderr)
+        hint = _HINT_NOT_REPO
+        if "safe.directory" in stderr.decode("utf-8", "replace"):
+            hint = "git refuses this repository's ownership; see `git config --global --add safe.directory <path>`"
+        raise NotARepository(f"not a git repository: {start} ({message})", hint=hint)
+
+    # ----------------------------------------------------------------------------- processes
+    def _run(self, args: Iterable[str], *, input: bytes | None = None, env: dict[str, str] | None = None,
+             cwd: Path | None = None):
+        full_env = self._env if not env else {**self._env, **env}
+        return run_git(list(args), cwd=cwd or self.work_tree, env=full_env, input=input)
+
+    def git(self, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None,
+            check: bool = True, cwd: Path | None = None) -> str:
+        """Run one git process; its stdout as text. Fails with GitStateError (git's message) unless check=False."""
+        data = input.encode() if isinstance(input, str) else input
+        proc = self._run(args, input=data, env=env, cwd=cwd)
+        if check and proc.returncode != 0:
+            raise self._error(args, proc.stderr)
+        return proc.stdout.decode("utf-8", "surrogateescape")
+
+    def git_bytes(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+                  check: bool = True) -> bytes:
+        """Like ``git`` but stdout as raw bytes (for -z output with arbitrary paths)."""
+        proc = self._run(args, input=input, env=env)
+        if check and proc.returncode != 0:
+            raise self._error(args, proc.stderr)
+        return proc.stdout
+
+    @staticmethod
+    def _error(args: Iterable[str], stderr: bytes) -> GitStateError:
+        args = list(args)
+        while args[:1] == ["-c"]:  # name the subcommand, not the -c options before it
+            args = args[2:]
+        line = first_error_line(stderr)
+        hint = None
+        if "Please tell me who you are" in stderr.decode("utf-8", "replace") or "empty ident" in line:
+            hint = "set an identity: git config user.name '…' && git config user.email '…'"
+        return GitStateError(f"git {args[0] if args else ''} failed: {line}", hint=hint)
+
+    def close(self) -> None:
+        """Stop the batch reader (restarted on the next read if the Repo is used again)."""
+        self._batch.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._batch.close()
+        except Exception:  # interpreter shutdown: nothing useful left to do
+            pass
+
+    # ----------------------------------------------------------------------------- config, excludes, bundles
+    def config_get(self, key: str) -> str | None:
+        proc = self._run(["config", "--get", key])
+        if proc.returncode == 1:
+            return None
+        if proc.returncode != 0:
+            raise self._error(["config"], proc.stderr)
+        return proc.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+
+    def config_get_all(self, key: str) -> list[str]:
+        proc = self._run(["config", "--get-all", key])
+        if proc.returncode == 1:
+            return []
+        if proc.returncode != 0:
+            raise self._error(["config"], proc.stderr)
+        return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+
+    def config_set(self, key: str, value: str) -> None:
+        self.git("config", key, value)
+
+    def config_add(self, key: str, value: str) -> None:
+        self.git("config", "--add", key, value)
+
+    def info_exclude_add(self, pattern: str) -> bool:
+        """Append ``pattern`` to ``<common_dir>/info/exclude`` unless present; True if added."""
+        path = self.common_dir / "info" / "exclude"
+        current = path.read_bytes().decode("utf-8", "surrogateescape") if path.exists() else ""
+        if pattern in current.splitlines():
+            return False
+        if current and not current.endswith("\n"):
+            current += "\n"
+        _atomic_write(path, (current + pattern + "\n").encode("utf-8", "surrogateescape"))
+        return True
+
+    def bundle_create(self, path: Path, revs: list[str]) -> None:
+        """Write a bundle of ``revs`` (ref names, so the bundle can name them) to ``path``."""
+        self.git("bundle", "create", str(Path(path).resolve()), *revs)
+
+    def bundle_fetch(self, path: Path, ref: str) -> None:
+        """Fetch ``ref`` from the bundle at ``path`` into the same ref name here (forced)."""
+        self.git("fetch", "--quiet", "--no-tags", str(Path(path).resolve()), f"+{ref}:{ref}")
+
+
+def git_version() -> str:
+    """The installed git's version (e.g. ``2.39.5``), without needing a repository."""
+    proc = run_git(["version"], cwd=Path.cwd(), env=dict(os.environ))
+    return proc.stdout.decode(errors="replace").strip().removeprefix("git version ").strip()

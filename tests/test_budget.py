@@ -1,0 +1,167 @@
+"""Budgets (issue 15.6, 15.7): ``budget: {max_usd, max_tokens}`` stops a run before it
+spends more, keeps what it finished, resumes once the budget is raised; ``git hermit
+estimate`` forecasts the next steps from the ledger; a USD budget with a model that has no
+price is refused before anything runs. Every rollout of the scripted agent costs $0.02."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
+from cli_helpers import hermit
+from step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
+
+ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
+ROWS = 8
+STEP1 = f"refs/heads/hermit/{RUN}/step-0001"
+BUDGET_EXIT = 16
+
+
+def _run(repo: Path, budget: dict | None, *, prices: dict | None = None) -> Path:
+    # concurrency 1: at most two rollouts in flight (one running, one preparing)
+    control = make_run(repo, ANSWERS, k=2, concurrency=1)
+    _edit(repo, agent={"backend": "scripted", "model": "fake-model", "timeout_s": 60,
+                       "scripted": {"policy": "budget_support:fixed_usage_agent"}},
+          prices=prices if prices is not None else {"fake-model": PRICE, "scripted": {"input": 1.0, "output": 1.0}},
+          budget=budget)
+    return control
+
+
+def _edit(repo: Path, **keys) -> None:
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    for key, value in keys.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _finished(repo: Path, step: int) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(rollouts_dir(repo, step).glob("*/*/result.json"))]
+
+
+def test_budget_stops_mid_step_within_one_rollout_and_resumes_after_raising_it(repo):
+    control = _run(repo, {"max_usd": 0.07})
+    before = refs(repo)
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    finished = _finished(repo, 1)
+    spent = len(finished) * ROLLOUT_USD
+    assert 0.07 - ROLLOUT_USD < spent <= 0.07 + 1e-9          # within one rollout's cost of the limit
+    assert len(calls(control, "agent")) == len(finished) == 3
+    assert all(f["usage"]["input_tokens"] == 1000 for f in finished)
+    assert "error: budget reached" in r.err and "$0.06" in r.err and "$0.01 left" in r.err
+    assert "budget.max_usd" in r.err and "hint:" in r.err
+    assert calls(control, "debugger") == [] and calls(control, "evolve") == []
+    assert refs(repo) == before                                # no step ref, no note
+    stopped = json.loads(hermit(repo, "estimate", "--json", env=env_for(control)).out)
+    assert stopped["steps_seen"] == 0 and stopped["unfinished"] == {"step": 1, "rollouts": 3}
+    assert abs(stopped["spent"]["cost_usd"] - spent) < 1e-9 and abs(stopped["budget"]["left_usd"] - 0.01) < 1e-9
+
+    # the same budget: the rest of the step would cross it, so nothing starts
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "would cross" in r.err, r.err
+    assert len(calls(control, "agent")) == 3 and refs(repo) == before
+
+    # raised: the step resumes; the finished rollouts are not run (nor billed) again
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    log = calls(control, "agent")
+    assert len(log) == ROWS and len(set(log)) == ROWS
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())
+    acting = [e for e in ledger["entries"] if e["role"] == "acting"]
+    assert len(acting) == ROWS and abs(sum(e["usage"]["cost_usd"] for e in acting) - ROWS * ROLLOUT_USD) < 1e-9
+    assert "refs/heads/hermit/r/step-0001" in refs(repo)
+
+
+def test_step_and_train_refuse_a_step_the_estimate_says_would_cross(repo):
+    control = _run(repo, None)
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())
+    spent = sum(e["usage"]["cost_usd"] for e in ledger["entries"])
+    # room for half a step more: the next step's estimate (8 rollouts + learners) crosses it
+    _edit(repo, budget={"max_usd": round(spent + ROWS * ROLLOUT_USD / 2, 4)})
+    before, agent_calls = refs(repo), len(calls(control, "agent"))
+    for command in ("step", "train"):
+        r = hermit(repo, command, env=env_for(control))
+        assert r.code == BUDGET_EXIT, (command, r.out + r.err)
+        assert "step 2 would cross" in r.err and "left" in r.err and "hint:" in r.err
+        assert len(calls(control, "agent")) == agent_calls and refs(repo) == before
+
+
+def test_estimate_forecasts_the_next_steps_from_the_ledger(repo):
+    control = _run(repo, {"max_usd": 5.0})
+    r = hermit(repo, "estimate", env=env_for(control))
+    assert r.code == 0 and "no finished step" in r.out, r.out + r.err
+    assert hermit(repo, "train", "--epochs", "2", env=env_for(control)).code == 0
+    r = hermit(repo, "estimate", "--steps", "3", "--json", env=env_for(control))
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["steps_seen"] == 2 and data["steps"] == 3
+    acting = data["per_step"]["acting"]
+    assert acting["tokens"]["mean"] == ROWS * ROLLOUT_TOKENS and acting["tokens"]["sd"] == 0
+    assert abs(acting["cost_usd"]["mean"] - ROWS * ROLLOUT_USD) < 1e-9
+    assert acting["cost_usd"]["min"] == acting["cost_usd"]["max"]
+    assert {"debugger", "evolve"} <= set(data["per_step"])
+    per_step = sum(role["cost_usd"]["mean"] for role in data["per_step"].values())
+    assert abs(data["next"]["cost_usd"]["mean"] - 3 * per_step) < 1e-9
+    assert data["next"]["tokens"]["mean"] == 3 * sum(role["tokens"]["mean"] for role in data["per_step"].values())
+    assert abs(data["spent"]["cost_usd"] + data["budget"]["left_usd"] - 5.0) < 1e-9
+    text = hermit(repo, "estimate", "--steps", "3", env=env_for(control))
+    assert text.code == 0 and "next 3 step(s)" in text.out and "acting" in text.out and "left" in text.out
+
+
+def test_usd_budget_with_an_unpriced_model_is_refused_and_max_tokens_works_without_prices(repo):
+    control = _run(repo, {"max_usd": 1.0}, prices={"scripted": {"input": 1.0, "output": 1.0}})
+    before = refs(repo)
+    for command in ("step", "train"):
+        r = hermit(repo, command, env=env_for(control))
+        assert r.code == 5, (command, r.out + r.err)
+        assert "fake-model" in r.err and "no price" in r.err and "hint:" in r.err and "prices" in r.err
+    assert calls(control, "agent") == [] and refs(repo) == before
+
+    # a token budget needs no prices: 3000 tokens stop the step after two rollouts (2 × 1100)
+    _edit(repo, prices={}, budget={"max_tokens": 3000})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    assert len(_finished(repo, 1)) == 2 and "2,200" in r.err and "800 left" in r.err
+
+
+def test_budget_stops_learner_sessions_and_the_resumed_step_bills_each_session_once(repo):
+    # room for the 8 rollouts and about one and a half Debugger sessions (~1k tokens at $1/M each)
+    control = _run(repo, {"max_usd": ROWS * ROLLOUT_USD + 0.0015})
+    _edit(repo, evolver={**yaml.safe_load((repo / "hermit.yaml").read_text())["evolver"],
+                         "params": {"k": 2, "target_pass_rate": 1.0,
+                                    "debugger": {"retries": 1, "backoff_s": 0.0, "concurrency": 1}}})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    assert "before a debugger session" in r.err and "left" in r.err
+    sessions = calls(control, "debugger")
+    assert 1 <= len(sessions) < len(ANSWERS) and calls(control, "evolve") == []
+    assert len(calls(control, "agent")) == ROWS
+
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert len(calls(control, "agent")) == ROWS                     # no rollout ran again
+    assert sorted(calls(control, "debugger")) == sorted(ANSWERS)     # no session ran again
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
+    assert sorted(e["key"] for e in ledger if e["role"] == "debugger") == sorted(ANSWERS)
+
+
+def test_dask_executor_stops_submitting_at_the_budget(repo):
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
+    control = _run(repo, {"max_tokens": 3 * ROLLOUT_TOKENS + 500})
+    _edit(repo, executor={"kind": "dask", "address": "local", "workers": 1})
+    r = hermit(repo, "step", env=env_for(control), timeout=180)
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    finished = _finished(repo, 1)
+    # one worker with two threads: never more than one rollout's tokens over what is left
+    assert len(finished) == 3 and len(finished) * ROLLOUT_TOKENS <= 3 * ROLLOUT_TOKENS + 500
+    assert f"{len(finished)} of its {ROWS} rollout(s) finished" in r.err
