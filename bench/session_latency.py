@@ -16,10 +16,12 @@ from pathlib import Path
 
 from git_hermit.adapter.deploy import deploy
 from git_hermit.adapter.templates import load_template, write_seed
-from git_hermit.hosts.conformance import hook_calls
-from git_hermit.hosts.locate import HOSTS, cli_version, find_host_cli
-from git_hermit.hosts.model_server import ScriptedModelServer, Turn
-from git_hermit.hosts.sessions import run_session
+from git_hermit.hostkit.conformance import hook_calls
+from git_hermit.hosts import registry
+from git_hermit.hosts.locate import cli_version
+from git_hermit.hosts.registry import find_host_cli
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
+from git_hermit.hostkit.sessions import run_session
 
 TARGET_RATIO = 1.3
 SCRIPT = (Turn.shell("echo hi > out.txt"), Turn.shell("cat out.txt"), Turn.say("done"))
@@ -53,12 +55,13 @@ def one_session(host: str, cli: Path, adapter: Path, root: Path, variant: str) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--host", action="append", choices=HOSTS)
+    hook_hosts = [h.name for h in registry.hook_hosts()]
+    parser.add_argument("--host", action="append", choices=hook_hosts)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hermit-bench-") as tmp:
         adapter = Path(tmp) / "adapter"
         write_seed(load_template("ahe@1.0"), adapter)
-        for host in args.host or HOSTS:
+        for host in args.host or hook_hosts:
             cli = find_host_cli(host)
             if cli is None:
                 print(f"{host}: not installed (git hermit hosts install); skipped")

@@ -118,8 +118,8 @@ TABLE = {'arguments': [],
               'hosts': {'arguments': [],
                         'commands': {'install': {'arguments': [{'choices': ['codex', 'claude-code', 'pi'],
                                                                 'many': True}],
-                                                 'help': 'Install the pinned host CLIs (default: all three) '
-                                                         'with npm where git-hermit finds them.',
+                                                 'help': 'Install the pinned host CLIs (default: all of '
+                                                         'them) with npm where git-hermit finds them.',
                                                  'options': {'--help': {'help': 'Show this message and exit.',
                                                                         'takes_value': False}}}},
                         'help': 'The host CLIs git-hermit runs (Codex, Claude Code, Pi).',

@@ -17,6 +17,7 @@ import click
 from git_hermit import __version__
 from git_hermit.completer import COMPLETE_VAR
 from git_hermit.errors import INTERNAL_ERROR_EXIT, INTERRUPTED_EXIT, USAGE_EXIT, HermitError
+from git_hermit.hosts import registry
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -337,7 +338,7 @@ def fetch(remote: str) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--host", required=True, type=click.Choice(["codex", "claude-code", "pi"]), help="The host to deploy for.")
+@click.option("--host", required=True, type=click.Choice(registry.names()), help="The host to deploy for.")
 @click.option("--rev", help="Deploy the adapter at this revision (default: the run's adapter in the work tree).")
 @click.option("--run", shell_complete=_complete_run, help="Run whose adapter to deploy.")
 @click.option("--force", is_flag=True, help="Overwrite files this deployment did not write.")
@@ -360,7 +361,7 @@ def doctor(run_hosts: bool, as_json: bool) -> int:
     Exit 12 when a run's configured agent or learner program is missing.
     """
     from git_hermit.errors import NotARepository
-    from git_hermit.hosts.doctor import doctor_report, render_text
+    from git_hermit.hostkit.doctor import doctor_report, render_text
     try:
         repo = _repo()
     except NotARepository:
@@ -384,10 +385,10 @@ def hosts() -> None:
 
 
 @hosts.command(name="install", context_settings=CONTEXT)
-@click.argument("names", nargs=-1, type=click.Choice(["codex", "claude-code", "pi"]))
+@click.argument("names", nargs=-1, type=click.Choice(registry.names()))
 def hosts_install(names: tuple[str, ...]) -> None:
-    """Install the pinned host CLIs (default: all three) with npm where git-hermit finds them."""
-    from git_hermit.hosts.install import install_hosts
+    """Install the pinned host CLIs (default: all of them) with npm where git-hermit finds them."""
+    from git_hermit.hostkit.install import install_hosts
     for item in install_hosts(list(names), say=lambda msg: click.echo(msg, err=True)):
         state = "installed" if item.changed else "already installed"
         click.echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
@@ -793,7 +794,7 @@ def completion(shell: str) -> None:
 # trace: session files read by the trajectory readers (works outside a repository too)
 @cli.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "family", type=click.Choice(["codex", "claude", "pi"]),
+@click.option("--format", "family", type=click.Choice([h.family for h in registry.hosts()]),
               help="The host that wrote the files (default: detected from each file).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
 def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:

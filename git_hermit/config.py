@@ -8,6 +8,7 @@ path. ``render_default_config`` writes the commented file ``init`` creates.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +18,9 @@ import yaml
 
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.params import init_params, param_defaults, params_problems
-from git_hermit.model.schema import schema_errors
-from git_hermit.resources import schemas_dir
+from git_hermit.hosts import registry
+from git_hermit.model.schema import extend as extend_schema
+from git_hermit.model.schema import load_schema, schema_errors
 
 CONFIG_FILE = "hermit.yaml"
 RUNS_DIR = "hermit"
@@ -27,7 +29,11 @@ RUNS_DIR = "hermit"
 SCHEMA_LINK = "hermit/config.schema.json"
 
 # Names agent.env / agent.pass_env may not set: the framework gives every agent its own.
-RESERVED_AGENT_ENV = frozenset({"HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR"})
+
+
+def reserved_agent_env() -> frozenset[str]:
+    """Variables agent.env may not set: HOME and each host's private config dir."""
+    return frozenset({"HOME", *(var for host in registry.hosts() for var in host.home_env)})
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class RunConfig:
     run: str
     template: str
     adapter: str                       # repo-relative directory, no trailing slash
-    host: str = "codex"
+    host: str = registry.DEFAULT
     agent: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
@@ -151,7 +157,7 @@ def _check_evolver_params(config: RunConfig, source: str) -> None:
 def _check_agent_env(config: RunConfig, source: str) -> None:
     for block in ("env", "pass_env"):
         names = config.agent.get(block) or []
-        for name in sorted(set(names) & RESERVED_AGENT_ENV):
+        for name in sorted(set(names) & reserved_agent_env()):
             path = f"agent.{block}.{name}" if block == "env" else f"agent.pass_env ({name})"
             raise ConfigError(f"{source}: {path} cannot be set: git-hermit gives every agent its own {name}",
                               hint=f"remove {name} from agent.{block}; agent.home/login choose the files it holds")
@@ -185,9 +191,22 @@ def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
     raise ConfigError(f"no run named {run!r} (runs here: {names})", hint="check --run, or `git hermit init --run NAME`")
 
 
+def _complete_schema(schema: dict) -> None:
+    """The names the schema file cannot know: the registered hosts (and learner hosts)."""
+    props = schema["properties"]
+    props["host"]["enum"] = list(registry.names())
+    backend = props["agent"]["properties"]["backend"]
+    backend["enum"] = [*registry.names(), *backend["enum"]]
+    base = props["evolver"]["properties"]["base"]
+    base["enum"] = [*(h.name for h in registry.learner_hosts()), *base["enum"]]
+
+
+extend_schema("config", _complete_schema)
+
+
 def config_schema_text() -> str:
-    """The config schema as shipped (init commits it at SCHEMA_LINK)."""
-    return (schemas_dir() / "config.schema.json").read_text()
+    """The config schema with the registered hosts' names (init commits it at SCHEMA_LINK)."""
+    return json.dumps(load_schema("config"), indent=2, ensure_ascii=False) + "\n"
 
 
 def render_default_config(*, run: str, template: str, adapter: str, config_path: str = CONFIG_FILE,
@@ -197,15 +216,17 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
     schema_ref = "../" * depth + SCHEMA_LINK
     evolver = template.split("@")[0]
     evolver_name = RunConfig(run=run, template=template, adapter=adapter).evolver_name
+    hosts = " | ".join(registry.names())
+    learners = " | ".join(h.name for h in registry.learner_hosts())
     lines = [
         f"# yaml-language-server: $schema={schema_ref}",
         "# git-hermit run configuration. Every key is documented in the README (section hermit.yaml).",
         f"run: {run}                      # names the refs hermit/{run}/step-NNNN, hermit/{run}/best …",
         f"template: {template}",
         f"adapter: {adapter}/                 # the adapter's directory in this repo (steps change only this)",
-        "host: codex                    # codex | claude-code | pi: what `git hermit deploy` writes",
+        f"host: {registry.DEFAULT:<25}# {hosts}: what `git hermit deploy` writes",
         "agent:                         # the acting agent (fixed; only the adapter evolves)",
-        "  backend: codex               # codex | claude-code | pi | command | scripted",
+        f"  backend: {registry.DEFAULT:<20}# {hosts} | command | scripted",
         "  model: gpt-5.6-luna",
         "  timeout_s: 1800              # wall clock per rollout; a timeout is an exception typed …Timeout",
         "  # provider: {base_url: http://127.0.0.1:8000/v1, env_key: OPENAI_API_KEY, wire_api: responses}",
@@ -222,7 +243,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "evolver:",
         f"  name: {evolver}",
         f"  params: {_flow(init_params(evolver_name))}   # see the README for every parameter and its default",
-        "  base: codex                  # the learners' backend: codex | claude-code | llm | scripted",
+        f"  base: {registry.DEFAULT:<23}# the learners' backend: {learners} | llm | scripted",
         "  model: {name: gpt-5.6-luna, effort: medium}",
         "trainer: {epochs: 10, allow_early_stop: true, concurrency: 4}",
         "executor: {kind: local}        # or {kind: dask, address: tcp://scheduler:8786 | local}",

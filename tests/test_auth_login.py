@@ -13,8 +13,7 @@ import pytest
 
 from git_hermit.errors import AgentError
 from git_hermit.model.rollout import RolloutResult, Usage
-from git_hermit.rollouts.agents import AgentContext
-from git_hermit.rollouts.agents.hosts import ClaudeCodeAgent, CodexAgent
+from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.ledger import Ledger, format_usage
 
 TOKEN = "login-token-0123456789abcdef"
@@ -31,7 +30,7 @@ def test_codex_login_is_copied_into_the_private_home_only(isolated_git_env, tmp_
     user_codex = isolated_git_env / ".codex"
     user_codex.mkdir()
     (user_codex / "auth.json").write_text(json.dumps({"tokens": {"access_token": TOKEN}}))
-    agent = CodexAgent({"backend": "codex", "model": "gpt-5.6-luna", "login": "chatgpt"})
+    agent = make_agent({"backend": "codex", "model": "gpt-5.6-luna", "login": "chatgpt"})
     agent.binary = "codex"
     argv, env = agent._command(_ctx(tmp_path))
     copied = tmp_path / "home" / ".codex" / "auth.json"
@@ -46,7 +45,7 @@ def test_codex_login_is_copied_into_the_private_home_only(isolated_git_env, tmp_
 def test_claude_login_and_api_key(isolated_git_env, tmp_path, monkeypatch):
     (isolated_git_env / ".claude").mkdir()
     (isolated_git_env / ".claude" / ".credentials.json").write_text(json.dumps({"token": TOKEN}))
-    agent = ClaudeCodeAgent({"backend": "claude-code", "login": "claude"})
+    agent = make_agent({"backend": "claude-code", "login": "claude"})
     agent.binary = "claude"
     _, env = agent._command(_ctx(tmp_path))
     assert TOKEN in (tmp_path / "home" / ".claude" / ".credentials.json").read_text()
@@ -54,7 +53,7 @@ def test_claude_login_and_api_key(isolated_git_env, tmp_path, monkeypatch):
     # an API key named by env_key is passed as the CLI's own variable, and only that one
     monkeypatch.setenv("MY_ANTHROPIC", "sk-ant-test-key")
     monkeypatch.setenv("UNRELATED_SECRET_TOKEN", "do-not-pass")
-    agent = ClaudeCodeAgent({"backend": "claude-code", "provider": {"env_key": "MY_ANTHROPIC"}})
+    agent = make_agent({"backend": "claude-code", "provider": {"env_key": "MY_ANTHROPIC"}})
     agent.binary = "claude"
     (tmp_path / "again").mkdir()
     _, env = agent._command(_ctx(tmp_path / "again"))
@@ -64,7 +63,7 @@ def test_claude_login_and_api_key(isolated_git_env, tmp_path, monkeypatch):
 
 def test_missing_env_key_is_reported_before_any_rollout(monkeypatch, tmp_path):
     monkeypatch.delenv("NOT_SET_KEY", raising=False)
-    agent = CodexAgent({"backend": "codex", "bin": "sh", "provider": {"base_url": "http://127.0.0.1:1/v1",
+    agent = make_agent({"backend": "codex", "bin": "sh", "provider": {"base_url": "http://127.0.0.1:1/v1",
                                                                         "env_key": "NOT_SET_KEY"}})
     with pytest.raises(AgentError) as err:
         agent.check_available()

@@ -243,8 +243,8 @@ def _fake_installed(hosts_dir: Path, package: str, version: str, binary: str) ->
 
 
 def test_hosts_install_keeps_a_pinned_cli_and_needs_npm_for_the_rest(tmp_path):
-    from git_hermit.hosts.locate import PINNED_PACKAGES
-    package, version = PINNED_PACKAGES["pi"].rsplit("@", 1)
+    from git_hermit.hosts import registry
+    package, version = registry.get("pi").package.rsplit("@", 1)
     hosts_dir = tmp_path / "hosts"
     _fake_installed(hosts_dir, package, version, "pi")
     no_npm = {"GIT_HERMIT_HOSTS_DIR": str(hosts_dir), "PATH": "/usr/bin/nonexistent"}

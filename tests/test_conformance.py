@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from git_hermit.hosts import conformance
-from git_hermit.hosts.locate import cli_version, find_host_cli, find_node
+from git_hermit.hostkit import conformance
+from git_hermit.hosts.locate import cli_version, find_node
+from git_hermit.hosts.registry import find_host_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
 HOSTS = ("codex", "claude-code")
@@ -40,7 +41,7 @@ def test_seed_table_holds_on_the_installed_cli(host, tmp_path):
                for c in report.checks if not c.holds]
     assert not failing, "\n".join(failing)
     rows = {c.row for c in report.checks}
-    assert rows == {row for row, by_host in conformance.SEED_TABLE.items() if by_host[host] is not None}
+    assert rows == {row for row, by_host in conformance.seed_table().items() if by_host[host] is not None}
     # Every session drove the real shell: the flow session's first call left its directory.
     assert (records[0].workspace / "sub").is_dir()
     # The recorded payloads still describe this version's hooks.
@@ -147,7 +148,7 @@ def test_probe_answers_the_first_matching_rule_once(tmp_path):
 @pytest.mark.parametrize("host", HOSTS)
 def test_probe_hooks_config_registers_the_host_events(host, tmp_path):
     config = conformance.probe_hooks_config(host, tmp_path / "plan.json", tmp_path / "log.jsonl")
-    assert tuple(config["hooks"]) == conformance.HOST_EVENTS[host]
+    assert tuple(config["hooks"]) == conformance.host_events(host)
     command = config["hooks"]["Stop"][0]["hooks"][0]["command"]
     assert " -S " in command and str(conformance.PROBE_HOOK) in command
 

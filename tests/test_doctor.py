@@ -9,7 +9,8 @@ import pytest
 from conftest import git
 from git_hermit.gitio.notes import NOTES_REFS, configure_notes_rewrite
 from git_hermit.gitio.repo import Repo
-from git_hermit.hosts import doctor, locate
+from git_hermit.hostkit import doctor
+from git_hermit.hosts import locate, registry
 
 
 @pytest.fixture
@@ -62,22 +63,22 @@ def test_outside_a_repository_only_git_and_hosts_are_checked(no_hosts):
 
 
 def test_installed_hosts_report_their_version():
-    found = {h: locate.find_host_cli(h) for h in locate.HOSTS}
+    found = {h: registry.find_host_cli(h) for h in (x.name for x in registry.hook_hosts())}
     if not all(found.values()):
         pytest.skip("the host CLIs are not installed (git hermit hosts install)")
     report = doctor.doctor_report(None, run_hosts=False)
-    for status in report.hosts[:len(locate.HOSTS)]:
+    for status in report.hosts[:len(found)]:
         assert status.installed and status.version == locate.cli_version(found[status.host])
         assert status.conformance is None
 
 
 @pytest.mark.hosts
 def test_doctor_runs_one_conformance_session_per_host(tmp_path):
-    if locate.find_node() is None or not all(locate.find_host_cli(h) for h in locate.HOSTS):
+    if locate.find_node() is None or not all(registry.find_host_cli(h) for h in (x.name for x in registry.hook_hosts())):
         pytest.skip("node or a host CLI is not installed")
     report = doctor.doctor_report(None, run_hosts=True, work_dir=tmp_path)
     for status in report.hosts:
-        if status.host == "pi":     # Pi runs no hooks: installed or not, no conformance session
+        if registry.get(status.host).wire is None:     # no hooks: installed or not, no conformance session
             assert status.conformance is None
             continue
         assert status.conformance["all_hold"], status.conformance

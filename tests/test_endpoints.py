@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("openai", reason="the openai extra is not installed")
 pytest.importorskip("anthropic", reason="the anthropic extra is not installed")
 
-from git_hermit.hosts.model_server import CHAT_API, MESSAGES_API, Fault, ScriptedModelServer, Turn  # noqa: E402
+from git_hermit.hostkit.model_server import CHAT_API, MESSAGES_API, Fault, ScriptedModelServer, Turn  # noqa: E402
 from git_hermit.learners import OneShotLearner  # noqa: E402
 from git_hermit.rollouts.judges import make_judge  # noqa: E402
 from git_hermit.rollouts.tasks import Task  # noqa: E402

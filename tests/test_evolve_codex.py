@@ -13,8 +13,9 @@ import yaml
 
 from cli_helpers import hermit
 from conftest import git
-from git_hermit.hosts.locate import find_host_cli, find_node
-from git_hermit.hosts.model_server import ScriptedModelServer, Turn
+from git_hermit.hosts.locate import find_node
+from git_hermit.hosts.registry import find_host_cli
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import PROMPT_FILE_THRESHOLD, make_learner
 from step_support import RUN, calls, env_for, make_run
 

@@ -9,7 +9,10 @@ import pytest
 
 from git_hermit import resources
 from git_hermit.adapter.check_spec import ERROR, WARNING
-from git_hermit.adapter.hostcheck import CODEX_CONTEXT_BYTES, check_hosts
+from git_hermit.adapter.hostcheck import check_hosts
+from git_hermit.hosts import registry
+
+CODEX_CONTEXT_BYTES = registry.get("codex").context_limit.limit
 
 MIDDLEWARE = '''\
 import os

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from git_hermit.hosts.model_server import (
+from git_hermit.hostkit.model_server import (
     MESSAGES_API, RESPONSES_API, ScriptedModelServer, Turn, count_tool_results,
 )
 

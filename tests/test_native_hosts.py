@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from git_hermit.hosts.model_server import ScriptedModelServer, Turn
-from git_hermit.hosts.sessions import run_session
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
+from git_hermit.hostkit.sessions import run_session
 from test_conformance import require_cli
 from test_continual_harness import _hermit, _make_run
 from test_evo_harness import env as evo_env, make_evo_run, plan as evo_plan, skill

@@ -21,7 +21,7 @@ import yaml
 from cli_helpers import hermit
 from test_rollouts_e2e import make_project, result_files, scores_note
 
-from git_hermit.hosts.locate import find_host_cli
+from git_hermit.hosts.registry import find_host_cli
 
 # A stand-in for `codex exec --json`: while the budget file holds a number > 0 it answers as
 # Codex does when the model keeps answering 429 (and takes one off); then it answers the task.
@@ -102,7 +102,7 @@ def test_a_rollout_still_rate_limited_after_its_retries_is_an_infra_exception_no
 def test_real_codex_giving_up_on_429_is_rerun_after_a_backoff(repo):
     if find_host_cli("codex") is None:
         pytest.skip("the codex CLI is not installed (git hermit hosts install)")
-    from git_hermit.hosts.model_server import Fault, ScriptedModelServer, Turn
+    from git_hermit.hostkit.model_server import Fault, ScriptedModelServer, Turn
     from test_agents import _agent_block
     make_project(repo, "print('unused')\n", n_tasks=1, k=1, host="codex")
     with open(repo / "tasks.jsonl", "w") as handle:

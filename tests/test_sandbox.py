@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from cli_helpers import hermit
-from git_hermit.hosts.model_server import ScriptedModelServer, Turn
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
 from git_hermit.rollouts import sandbox
 from step_support import make_run

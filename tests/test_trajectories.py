@@ -530,9 +530,9 @@ def test_conformance_recordings_read_cleanly(path):
 @pytest.mark.parametrize("host, fmt, shell_name", [("codex", "codex-exec", "exec_command"),
                                                    ("claude-code", "claude-stream", "Bash")])
 def test_live_host_stream_reads(host, fmt, shell_name, tmp_path):
-    from git_hermit.hosts.locate import find_host_cli
-    from git_hermit.hosts.model_server import ScriptedModelServer, Turn
-    from git_hermit.hosts.sessions import run_session
+    from git_hermit.hosts.registry import find_host_cli
+    from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
+    from git_hermit.hostkit.sessions import run_session
 
     cli = find_host_cli(host)
     if cli is None:

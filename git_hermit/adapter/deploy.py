@@ -33,21 +33,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from git_hermit import errors, resources
+from git_hermit.hosts import registry
+from git_hermit.hosts.base import Host, Layout, SubAgent
 
 RECORD_NAME = ".hermit-deploy.json"
 RUNTIME_DIR = ".hermit-adapter"
 RECORD_VERSION = 1
-HOSTS = ("codex", "claude-code", "pi")
-CONTEXT_FILES = {"codex": "AGENTS.md", "claude-code": "CLAUDE.md", "pi": "AGENTS.md"}
-HOOKS_CONFIGS = {"codex": ".codex/hooks.json", "claude-code": ".claude/settings.json"}
-SKILL_DIRS = {"codex": ".agents/skills", "claude-code": ".claude/skills", "pi": ".agents/skills"}
 RUNNER_FILES = ("hook_runner.py", "hermit_hooks.py", "hook_hosts.py", "hooks.json")
 # The runner's own deadline; hooks.json gives the host 30 s, so the runner always answers first.
 HOOK_TIMEOUT_S = 20.0
-# Codex runs no un-reviewed hooks unless told to; measured on Codex 0.164.0: with this flag the
-# project's .codex/hooks.json runs even in an untrusted project, without it no hook runs. (Do not
-# also copy the hooks into CODEX_HOME: Codex then runs both layers, every hook twice.)
-CODEX_ARGS = ("--dangerously-bypass-hook-trust", "-c", "features.hooks=true")
 _SKIPPED_PARTS = {".git", "__pycache__"}
 
 
@@ -103,8 +97,10 @@ def read_record(dest: Path) -> DeployRecord | None:
 def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
            interpreter: str | None = None) -> DeployRecord:
     """Write ADAPTER_DIR's deployment for HOST into DEST and return its record."""
-    if host not in HOSTS:
-        raise errors.InputError(f"unknown host {host!r}", hint=f"use one of: {', '.join(HOSTS)}")
+    if not registry.known(host):
+        raise errors.InputError(f"unknown host {host!r}", hint=f"use one of: {', '.join(registry.names())}")
+    impl = registry.get(host)
+    host, layout = impl.name, impl.layout
     adapter_dir, dest = Path(adapter_dir).resolve(), Path(dest).resolve()
     if not adapter_dir.is_dir():
         raise errors.InputError(f"adapter directory {adapter_dir} does not exist")
@@ -114,7 +110,7 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
     sources = _adapter_files(adapter_dir)
     if "AGENTS.md" not in sources:
         raise errors.InputError(f"{adapter_dir} has no AGENTS.md", hint="is this an adapter directory?")
-    has_hooks = "middleware.py" in sources and host in HOOKS_CONFIGS
+    has_hooks = "middleware.py" in sources and layout.hooks_config is not None
     python = _interpreter(interpreter) if "middleware.py" in sources else None
     runtime = dest / RUNTIME_DIR
 
@@ -128,18 +124,18 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
             plan.setdefault(f"{RUNTIME_DIR}/{name}", (shipped / name).read_bytes())
         rendered = _render_hooks(plan[f"{RUNTIME_DIR}/hooks.json"], python, runtime)
         hook_command = _command_template(rendered)
-        if host in HOOKS_CONFIGS:
-            hooks_config = HOOKS_CONFIGS[host]
+        if layout.hooks_config is not None:
+            hooks_config = layout.hooks_config
             plan[hooks_config] = (json.dumps({"hooks": rendered["hooks"]}, indent=2) + "\n").encode()
     context = sources["AGENTS.md"].read_text(encoding="utf-8")
-    plan[CONTEXT_FILES[host]] = (context + _footer(host, sources, python, runtime)).encode()
+    plan[layout.context_file] = (context + _footer(impl, sources, python, runtime)).encode()
     for rel, src in sources.items():
-        target = _host_location(host, rel)
+        target = _host_location(layout, rel)
         if target:
             plan[target] = src.read_bytes()
-        role = _codex_role(rel, src) if host == "codex" else None
-        if role:
-            plan[role[0]] = role[1]
+        native = _native_sub_agent(impl, rel, src)
+        if native:
+            plan[native[0]] = native[1]
 
     previous = None if force and not _record_readable(dest) else read_record(dest)
     owned = dict(previous.files) if previous else {}
@@ -154,9 +150,9 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
     _remove_stale(dest, owned, written)
     record = DeployRecord(
         host=host, dest=str(dest), adapter_dir=str(adapter_dir),
-        context_file=CONTEXT_FILES[host], runtime_dir=RUNTIME_DIR, hooks=has_hooks,
+        context_file=layout.context_file, runtime_dir=RUNTIME_DIR, hooks=has_hooks,
         interpreter=python, hooks_config=hooks_config, hook_command=hook_command,
-        host_args=CODEX_ARGS if host == "codex" and hooks_config else (),
+        host_args=layout.hook_args if hooks_config else (),
         files=dict(sorted(written.items())),
     )
     (dest / RECORD_NAME).write_text(record.to_json(), encoding="utf-8")
@@ -214,20 +210,15 @@ def _command_template(rendered: dict) -> str | None:
     return None
 
 
-def _host_location(host: str, rel: str) -> str | None:
-    """Where HOST reads this adapter file natively (skills, sub-agents), or None."""
+def _host_location(layout: Layout, rel: str) -> str | None:
+    """Where the host reads this adapter file natively (memory, skills), or None."""
     parts = rel.split("/")
     if parts[0] == "memory" and len(parts) >= 2:   # continual-harness: the policy names memory/NOTES.md
         return rel
     if len(parts) >= 4 and parts[:2] == [".agents", "skills"]:
-        return f"{SKILL_DIRS[host]}/{'/'.join(parts[2:])}"
+        return f"{layout.skills_dir}/{'/'.join(parts[2:])}"
     if len(parts) >= 3 and parts[0] == "skills":  # evo-harness native skills
-        return f"{SKILL_DIRS[host]}/{'/'.join(parts[1:])}"
-    if host == "claude-code":
-        if len(parts) == 2 and parts[0] == "agents" and rel.endswith(".md"):
-            return f".claude/agents/{parts[1]}"
-        if len(parts) == 3 and parts[0] == "sub_agents" and parts[2] == "AGENT.md":
-            return f".claude/agents/{parts[1]}.md"
+        return f"{layout.skills_dir}/{'/'.join(parts[1:])}"
     return None
 
 
@@ -241,40 +232,32 @@ def _sub_agent_name(rel: str) -> str | None:
     return None
 
 
-def _toml_string(text: str) -> str:
-    # a JSON string is a TOML basic string, but for DEL, which TOML wants escaped
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _codex_role(rel: str, src: Path) -> tuple[str, bytes] | None:
-    """A sub-agent as a Codex agent role file, ``.codex/agents/<name>.toml`` (measured on Codex
-    0.164.0: a project's roles are listed in spawn_agent's ``agent_type`` with their description)."""
+def _native_sub_agent(host: Host, rel: str, src: Path) -> tuple[str, bytes] | None:
+    """The host's native file for the sub-agent ``rel`` defines (its path and content), or None."""
     name = _sub_agent_name(rel)
-    if name is None:
+    if name is None or not host.layout.native_sub_agents:
         return None
     from git_hermit.adapter.front_matter import FrontMatterError, parse_front_matter
-    text = src.read_text(encoding="utf-8", errors="replace")
+    source = src.read_bytes()
+    text = source.decode("utf-8", errors="replace")
     try:
         fm = parse_front_matter(text)
         description, body = str(fm.data.get("description") or ""), fm.body.strip()
     except FrontMatterError:
         description, body = "", text.strip()
-    lines = [f"name = {_toml_string(name)}",
-             f"description = {_toml_string(description or f'The {name} sub-agent.')}",
-             f"developer_instructions = {_toml_string(body or description or name)}"]
-    return f".codex/agents/{name}.toml", ("\n".join(lines) + "\n").encode()
+    return host.sub_agent_file(SubAgent(name, description, body, source))
 
 
-def _footer(host: str, sources: dict[str, Path], python: str | None, runtime: Path) -> str:
+def _footer(host: Host, sources: dict[str, Path], python: str | None, runtime: Path) -> str:
     """A few lines saying where the adapter's other files went (their paths changed)."""
     lines = ["", "", "---", f"This adapter's files are in `{RUNTIME_DIR}/`."]
     if any(rel.startswith("scripts/") for rel in sources):
         lines.append(f"Run its scripts as `python {RUNTIME_DIR}/scripts/<name>.py`.")
-    if host == "pi":  # Codex and Claude Code get native sub-agents; Pi has none and reads the files
+    if not host.layout.native_sub_agents:  # a host without sub-agents reads their definitions
         for folder in ("agents", "sub_agents"):
             if any(rel.startswith(f"{folder}/") for rel in sources):
                 lines.append(f"Sub-agent definitions: `{RUNTIME_DIR}/{folder}/`.")
-    if host == "pi" and "middleware.py" in sources:
+    if host.layout.hooks_config is None and python and "middleware.py" in sources:
         runner = shlex.quote(str(runtime / "hook_runner.py"))
         lines.append("This agent runs no hooks, so run the adapter's session-start hook yourself, "
                      "first thing, and read what it prints (the long-term memory):")

@@ -18,11 +18,9 @@ from git_hermit import errors, resources
 from git_hermit.adapter import hookcall
 from git_hermit.adapter.violations import ERROR, WARNING, Violation
 from git_hermit.adapter.deploy import DeployRecord, deploy
+from git_hermit.hosts import registry
+from git_hermit.hosts.base import Host
 
-# Codex reads at most this many bytes of AGENTS.md (project_doc_max_bytes); the rest is cut.
-CODEX_CONTEXT_BYTES = 32_768
-# Claude Code warns that a CLAUDE.md above this many characters slows every request.
-CLAUDE_CONTEXT_CHARS = 40_000
 HOST_HOOK_TIMEOUT_S = 30
 SESSION_ID = "hermit-hostcheck-session"
 TURN_ID = "hermit-hostcheck-turn-1"
@@ -35,28 +33,28 @@ def check_hosts(adapter_dir: Path) -> list[Violation]:
     violations: list[Violation] = []
     memory = memory_lines(adapter_dir / "MEMORY.md")
     with tempfile.TemporaryDirectory(prefix="hermit-hostcheck-") as tmp:
-        for host in ("codex", "claude-code", "pi"):
-            dest = Path(tmp) / host / "workspace"
+        for host in registry.hosts():
+            dest = Path(tmp) / host.name / "workspace"
             try:
-                record = deploy(adapter_dir, dest, host)
+                record = deploy(adapter_dir, dest, host.name)
             except errors.HermitError as exc:
-                violations.append(Violation(".", 1, "host-deploy", f"{host}: {exc.message}"))
+                violations.append(Violation(".", 1, "host-deploy", f"{host.name}: {exc.message}"))
                 continue
             violations += _context_size(host, dest, record)
-            if host == "pi":
-                violations += _pi_sub_agents(adapter_dir)
+            if not host.layout.native_sub_agents:
+                violations += _missing_sub_agents(host, adapter_dir)
             if not (adapter_dir / "middleware.py").is_file():
                 continue
-            if host == "pi":
-                violations += _pi_session(dest, record, memory)
+            if host.wire is None:
+                violations += _hand_run_session(host, dest, record, memory)
             else:
-                session = HostSession(host, dest, record, Path(tmp) / host)
+                session = HostSession(host, dest, record, Path(tmp) / host.name)
                 violations += session.run(memory)
     return violations
 
 
-def _pi_sub_agents(adapter_dir: Path) -> list[Violation]:
-    """Pi runs no sub-agents: say so for each one instead of dropping it silently."""
+def _missing_sub_agents(host: Host, adapter_dir: Path) -> list[Violation]:
+    """A host without sub-agents: say so for each one instead of dropping it silently."""
     from git_hermit.adapter.deploy import _sub_agent_name
     out = []
     for path in sorted(adapter_dir.rglob("*")):
@@ -64,8 +62,8 @@ def _pi_sub_agents(adapter_dir: Path) -> list[Violation]:
         name = _sub_agent_name(rel) if path.is_file() else None
         if name:
             out.append(Violation(rel, 1, "host-subagents",
-                                 f"pi has no sub-agents: {name!r} is not installed there (Codex gets an agent role, "
-                                 "Claude Code a .claude/agents file); on pi the context file only points to "
+                                 f"{host.name} has no sub-agents: {name!r} is not installed there (hosts with "
+                                 f"sub-agents get a native file); on {host.name} the context file only points to "
                                  "its definition", WARNING))
     return out
 
@@ -78,19 +76,17 @@ def memory_lines(memory_file: Path) -> list[str]:
     return [line[2:].strip() for line in lines if line.startswith("- ") and line[2:].strip()]
 
 
-def _context_size(host: str, dest: Path, record: DeployRecord) -> list[Violation]:
-    data = (dest / record.context_file).read_bytes()
-    if host == "codex" and len(data) > CODEX_CONTEXT_BYTES:
-        return [Violation("AGENTS.md", 1, "host-context-size",
-                          f"codex: the deployed AGENTS.md is {len(data):,} bytes; Codex reads only "
-                          f"the first {CODEX_CONTEXT_BYTES:,} and drops the rest")]
-    chars = len(data.decode("utf-8", errors="replace"))
-    if host == "claude-code" and chars > CLAUDE_CONTEXT_CHARS:
-        return [Violation("AGENTS.md", 1, "host-context-size",
-                          f"claude-code: the deployed CLAUDE.md is {chars:,} characters; Claude "
-                          f"Code warns above {CLAUDE_CONTEXT_CHARS:,} (every request pays for it)",
-                          WARNING)]
-    return []
+def _context_size(host: Host, dest: Path, record: DeployRecord) -> list[Violation]:
+    limit = host.context_limit
+    if limit is None:
+        return []
+    size = limit.measure((dest / record.context_file).read_bytes())
+    if size <= limit.limit:
+        return []
+    unit = "bytes" if limit.unit == "bytes" else "characters"
+    return [Violation("AGENTS.md", 1, "host-context-size",
+                      f"{host.name}: the deployed {record.context_file} is {size:,} {unit}; {limit.consequence}",
+                      ERROR if limit.severity == "error" else WARNING)]
 
 
 @cache
@@ -118,9 +114,9 @@ def output_paths(output: dict) -> set[str]:
 class HostSession:
     """One synthetic session of one host: its events in the order the host fires them."""
 
-    def __init__(self, host: str, dest: Path, record: DeployRecord, scratch: Path):
-        self.host, self.dest, self.record = host, dest, record
-        self.wire = _shipped_wires()[host]
+    def __init__(self, host: Host, dest: Path, record: DeployRecord, scratch: Path):
+        self.impl, self.host, self.dest, self.record = host, host.name, dest, record
+        self.wire = _shipped_wires()[host.name]
         self.commands = hookcall.installed_commands(dest, record)
         self.env = self._host_env(scratch)
         self.violations: list[Violation] = []
@@ -129,69 +125,15 @@ class HostSession:
     def _host_env(self, scratch: Path) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("HERMIT_HOOK_TIMEOUT_S", None)
-        if self.host == "codex":
-            env.update(CODEX_HOME=str(scratch / "codex-home"), CODEX_MANAGED_BY_NPM="1")
-        else:
-            env.update(CLAUDE_PROJECT_DIR=str(self.dest), CLAUDECODE="1",
-                       CLAUDE_CODE_ENTRYPOINT="sdk-cli", CLAUDE_CODE_SESSION_ID=SESSION_ID)
+        env.update(self.impl.hook_env(self.dest, scratch, SESSION_ID))
         return env
 
     # -- the session
     def run(self, memory: list[str]) -> list[Violation]:
-        if self.host == "codex":
-            self._codex_session()
-        else:
-            self._claude_session()
+        self.impl.synthetic_session(self.fire, self.dest, PROMPT, _TOOL_CALLS, SESSION_ID, TURN_ID)
         self._check_memory(memory)
         self._check_log()
         return self.violations
-
-    def _codex_session(self) -> None:
-        common = {"session_id": SESSION_ID, "transcript_path": str(self.dest / "rollout.jsonl"),
-                  "cwd": str(self.dest), "model": "gpt-5.6-luna"}
-        turn = {"turn_id": TURN_ID, "permission_mode": "bypassPermissions"}
-        self.fire("SessionStart", {**common, "permission_mode": "bypassPermissions", "source": "startup"})
-        self.fire("UserPromptSubmit", {**common, **turn, "prompt": PROMPT})
-        for index, (command, output) in enumerate(_TOOL_CALLS):
-            self.fire("PreModelRequest", {**common, "turn_id": TURN_ID})
-            call = {**common, **turn, "tool_name": "Bash", "tool_input": {"command": command},
-                    "tool_use_id": f"call_{index}"}
-            if not _denied(self.fire("PreToolUse", call)):
-                self.fire("PostToolUse", {**call, "tool_response": output})
-        self.fire("PreModelRequest", {**common, "turn_id": TURN_ID})
-        stop = {**common, **turn, "stop_hook_active": False, "last_assistant_message": "Done."}
-        if self.fire("Stop", stop).get("decision") == "block":
-            self.fire("PreModelRequest", {**common, "turn_id": TURN_ID})
-            self.fire("Stop", {**stop, "stop_hook_active": True})
-
-    def _claude_session(self) -> None:
-        common = {"session_id": SESSION_ID, "transcript_path": str(self.dest / "session.jsonl"),
-                  "cwd": str(self.dest)}
-        turn = {"prompt_id": TURN_ID, "permission_mode": "bypassPermissions"}
-        self.fire("SessionStart", {**common, "source": "startup"})
-        self.fire("UserPromptSubmit", {**common, **turn, "prompt": PROMPT})
-        for index, (command, output) in enumerate(_TOOL_CALLS):
-            call = {**common, **turn, "effort": {"level": "medium"}, "tool_name": "Bash",
-                    "tool_input": {"command": command, "description": "run a command"},
-                    "tool_use_id": f"toolu_{index}"}
-            response = None
-            if _denied(self.fire("PreToolUse", call)):
-                response = "PreToolUse:Bash hook error: denied"
-            elif output.startswith("Exit code"):
-                self.fire("PostToolUseFailure", {**call, "error": output, "is_interrupt": False})
-                response = output
-            else:
-                self.fire("PostToolUse", {**call, "duration_ms": 12, "tool_response": {
-                    "stdout": output, "stderr": "", "interrupted": False, "isImage": False,
-                    "noOutputExpected": False}})
-                response = output
-            self.fire("PostToolBatch", {**common, **turn, "effort": {"level": "medium"}, "tool_calls": [
-                {"tool_name": "Bash", "tool_input": call["tool_input"],
-                 "tool_use_id": call["tool_use_id"], "tool_response": response}]})
-        stop = {**common, **turn, "effort": {"level": "medium"}, "stop_hook_active": False,
-                "last_assistant_message": "Done.", "background_tasks": [], "session_crons": []}
-        if self.fire("Stop", stop).get("decision") == "block":
-            self.fire("Stop", {**stop, "stop_hook_active": True})
 
     def fire(self, event: str, payload: dict) -> dict:
         """Run every hook the deployment installed for EVENT, as the host does; the merged output."""
@@ -269,21 +211,16 @@ _TOOL_CALLS = (
 )
 
 
-def _denied(output: dict) -> bool:
-    specific = output.get("hookSpecificOutput") or {}
-    return specific.get("permissionDecision") == "deny" or output.get("decision") == "block"
-
-
-def _pi_session(dest: Path, record: DeployRecord, memory: list[str]) -> list[Violation]:
-    """Pi runs no hooks: the context file's hand-run session_start command must print the memory."""
+def _hand_run_session(host: Host, dest: Path, record: DeployRecord, memory: list[str]) -> list[Violation]:
+    """A host without hooks: the context file's hand-run session_start command must print the memory."""
     command = next((line.strip("`") for line in (dest / record.context_file).read_text(
         encoding="utf-8").splitlines() if "hook_runner.py" in line and "SessionStart" in line), None)
     if command is None:
         return [Violation("AGENTS.md", 1, "host-pi-hooks",
-                          "pi: the deployed AGENTS.md lists no session_start command")]
+                          f"{host.name}: the deployed {record.context_file} lists no session_start command")]
     done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=dest,
                           timeout=HOST_HOOK_TIMEOUT_S)
     if memory and not any(line in done.stdout for line in memory):
         return [Violation("MEMORY.md", 1, "host-memory-handover",
-                          "pi: the hand-run session_start printed no MEMORY.md entry")]
+                          f"{host.name}: the hand-run session_start printed no MEMORY.md entry")]
     return []

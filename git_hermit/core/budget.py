@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from git_hermit.config import RunConfig
 from git_hermit.core.runs import RunContext, step_dir
 from git_hermit.errors import ConfigError
+from git_hermit.hosts import registry
 from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
 from git_hermit.rollouts.ledger import Ledger, LedgerEntry, load_prices, sum_usage
 from git_hermit.model.rollout import Usage
@@ -34,7 +35,7 @@ def budget_limits(config: RunConfig) -> tuple[float | None, int | None]:
 def _learner_models(config: RunConfig) -> dict[str, str | None]:
     """role → the model its sessions bill (None: none is configured)."""
     evolver = config.evolver or {}
-    if evolver.get("base", "codex") == "scripted":
+    if evolver.get("base", registry.DEFAULT) == "scripted":
         return {"learners": "scripted"}       # scripted learners report the model "scripted"
     model = (evolver.get("model") or {}).get("name")
     models: dict[str, str | None] = {"learners": model}

@@ -19,6 +19,7 @@ from git_hermit.core.init import init_run
 from git_hermit.core.step import FinalizeOutcome, TrainOutcome, finalize, train
 from git_hermit.demo.benchmark import write_benchmark
 from git_hermit.errors import InputError
+from git_hermit.hosts import registry
 
 DEMO_RUN = "demo"
 DEMO_EPOCHS = 8
@@ -37,7 +38,7 @@ def _demo_config(text: str, blocks: dict) -> str:
     """The default hermit.yaml with the demo's blocks swapped in (comments of other keys kept)."""
     data = yaml.safe_load(text)
     data.update(blocks)
-    data["host"] = "codex"
+    data["host"] = registry.DEFAULT
     data["trainer"] = {"epochs": DEMO_EPOCHS, "allow_early_stop": True, "concurrency": DEMO_CONCURRENCY}
     data["executor"] = {"kind": "local"}
     header = "\n".join(line for line in text.splitlines() if line.startswith("# yaml-language-server"))

@@ -18,6 +18,7 @@ from git_hermit.core import preflight
 from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.errors import ConfigError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
+from git_hermit.hosts import registry
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult, scored
 from git_hermit.rollouts import stats
@@ -96,11 +97,11 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
 
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
-    agent_cfg = dict(config.agent) or {"backend": "codex"}
+    agent_cfg = dict(config.agent) or {"backend": registry.DEFAULT}
     judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
-    sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", "codex"),
+    sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", registry.DEFAULT),
                                provider=agent_cfg.get("provider"))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
@@ -117,7 +118,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     happened (a step passes its ``budget``, checked before each rollout starts). The results
     handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike."""
     jobs = make_jobs(config, bench, commit)
-    make_agent(dict(config.agent) or {"backend": "codex"}).check_available()   # before the first rollout
+    make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available()   # before the first rollout
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}

@@ -19,7 +19,7 @@ from git_hermit.model.records import Analysis, Change, Manifest, Scores, Verdict
 class ChangeView:
     commit: str
     change: Change
-    verdict: Verdict | None
+    verdict: VerdictNote | None
     rolled_back_by: str | None = None              # the rollback commit that reverted this change
     lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
 
@@ -136,7 +136,7 @@ class CommitRecords:
     info: CommitInfo
     step: int | None
     manifest: Manifest | None
-    verdict: Verdict | None
+    verdict: VerdictNote | None
     scores: Scores | None
     analysis: Analysis | None
 

@@ -16,16 +16,10 @@ from typing import Any, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.errors import AgentError, ConfigError, HermitError, InputError
-from git_hermit.hosts.locate import PINNED_PACKAGES, find_host_cli
+from git_hermit.hosts import registry
+from git_hermit.hosts.base import Host
 
-HOST_BACKENDS = ("codex", "claude-code", "pi")
 ONE_SHOT = {"llm": "openai", "openai": "openai", "anthropic": "anthropic"}
-# The login files each host backend copies into its private home (rollouts/agents/hosts.py),
-# the directory under the user's home they come from, and the command that writes them.
-LOGIN_VALUE = {"codex": "chatgpt", "claude-code": "claude", "pi": "pi"}
-LOGIN_FILES = {"codex": (".codex", ("auth.json",), "codex login"),
-               "claude-code": (".claude", (".credentials.json",), "claude /login"),
-               "pi": (".pi/agent", ("auth.json",), "pi /login")}
 # Kinds in the order that picks the error's exit code: the most specific problem wins.
 KINDS = {"binary": AgentError, "input": InputError, "config": ConfigError}
 
@@ -70,7 +64,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
     base_dir = config.path.parent if config.path else (cwd or Path.cwd())
     problems: list[Problem] = []
     problems += _paths(config, base_dir, list(splits))
-    agent = dict(config.agent) or {"backend": "codex"}
+    agent = dict(config.agent) or {"backend": registry.DEFAULT}
     problems += _program(agent, "agent", cwd or Path.cwd())
     problems += _guarded(config.agent_env, "agent.pass_env")
     problems += _judge(config, base_dir)
@@ -100,7 +94,7 @@ def step_splits(config: RunConfig) -> tuple[str, ...]:
 
 def binary_problems(config: RunConfig) -> list[Problem]:
     """Only the missing agent and learner programs (what `doctor` reports)."""
-    found = _program(dict(config.agent) or {"backend": "codex"}, "agent", Path.cwd()) + _learners(config)
+    found = _program(dict(config.agent) or {"backend": registry.DEFAULT}, "agent", Path.cwd()) + _learners(config)
     return [p for p in found if p.kind == "binary"]
 
 
@@ -154,33 +148,35 @@ def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem
 # --- programs, keys, logins -------------------------------------------------------------------
 def _program(cfg: dict[str, Any], prefix: str, cwd: Path) -> list[Problem]:
     """The agent (or a session learner) ``cfg`` names: its binary, then its credentials."""
-    backend = cfg.get("backend", "codex")
+    backend = cfg.get("backend", registry.DEFAULT)
     if backend == "command":
         argv = list(cfg.get("command") or [])
         if not argv:
             return [Problem("agent.command is empty", f"{prefix}.command",
                             'e.g. command: [./my-agent, "{prompt_file}", "{workspace}"]', "config")]
         return _executable(argv[0], f"{prefix}.command", cwd, "install it or give its path")
-    if backend not in HOST_BACKENDS:
+    if not registry.known(backend):
         return []
+    host = registry.get(backend)
     problems = []
     if cfg.get("bin"):
         if shutil.which(str(cfg["bin"])) is None:
             problems.append(Problem(f"{cfg['bin']} is not an executable file or on PATH", f"{prefix}.bin",
                                     f"give the path of the {backend} CLI, or remove {prefix}.bin", "binary"))
-    elif find_host_cli(backend) is None:
+    elif host.find() is None:
         problems.append(Problem(f"the {backend} CLI was not found", f"{prefix}.backend: {backend}",
-                                f"`git hermit hosts install {backend}` installs the pinned {PINNED_PACKAGES[backend]}, "
+                                f"`git hermit hosts install {backend}` installs the pinned {host.package}, "
                                 f"or set {prefix}.bin to its path", "binary"))
-    return problems + _credentials(cfg, backend, prefix)
+    return problems + _credentials(cfg, host, prefix)
 
 
-def _credentials(cfg: dict[str, Any], backend: str, prefix: str) -> list[Problem]:
+def _credentials(cfg: dict[str, Any], host: Host, prefix: str) -> list[Problem]:
     """What the host CLI authenticates with (mirrors rollouts/agents/hosts.py): the user's login
     files with ``login:``/``home:``, else the key ``provider.env_key`` names."""
     provider = cfg.get("provider") or {}
     env_key = provider.get("env_key")
-    default_dir, names, command = LOGIN_FILES[backend]
+    backend = host.name
+    default_dir, names, command = host.login.user_dir, host.login.files, host.login.command
     if cfg.get("login") or cfg.get("home"):
         source = Path(os.path.expanduser(str(cfg.get("home") or Path("~") / default_dir)))
         if not any((source / name).is_file() for name in names):
@@ -195,11 +191,11 @@ def _credentials(cfg: dict[str, Any], backend: str, prefix: str) -> list[Problem
         return []
     if provider.get("base_url"):
         return []          # a local server that takes no key
-    if backend == "claude-code" and "ANTHROPIC_API_KEY" in os.environ:
-        return []          # claude-code hands ANTHROPIC_API_KEY through by default
-    key = "ANTHROPIC_API_KEY" if backend == "claude-code" else "an API key"
+    if host.key_var and host.key_var in os.environ:
+        return []          # the host hands its own key variable through by default
+    key = host.key_var or "an API key"
     return [Problem(f"{backend} has no credentials (no login, and {key} is not given)", f"{prefix}.login",
-                    f"set {prefix}.login: {LOGIN_VALUE[backend]} to use your own login "
+                    f"set {prefix}.login: {host.login.value} to use your own login "
                     f"({Path('~') / default_dir / names[0]}), or {prefix}.provider.env_key to name a key's variable",
                     "config")]
 
@@ -215,7 +211,7 @@ def _executable(program: str, where: str, cwd: Path, hint: str) -> list[Problem]
 
 def _learners(config: RunConfig) -> list[Problem]:
     evolver = config.evolver or {}
-    base = evolver.get("base", "codex")
+    base = evolver.get("base", registry.DEFAULT)
     model = dict(evolver.get("model") or {})
     if base == "scripted":
         from git_hermit.learners import make_learner
@@ -223,7 +219,7 @@ def _learners(config: RunConfig) -> list[Problem]:
         return [p for role in roles for p in _guarded(lambda: make_learner(evolver, role), f"evolver.scripted.{role}")]
     if base in ONE_SHOT:
         return _one_shot(base, model)
-    if base not in ("codex", "claude-code"):
+    if not (registry.known(base) and registry.get(base).learner):
         return []
     problems = _program({**model, "backend": base}, "evolver.model", Path.cwd())
     debugger = config.evolver_params().get("debugger") if config.evolver_name == "ahe" else None

@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import Mapping
 
 from git_hermit.errors import ConfigError, HermitError, InputError, NotARepository
+from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.ledger import Price, load_prices, price_usage
 from git_hermit.rollouts.trajectories import TrajectorySummary, detect_format, summarize
 
-# --format names a host; the file's own shape picks the variant (stream or stored session)
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "codex": ("codex-rollout", "codex-exec"),
-    "claude": ("claude-session", "claude-stream"),
-    "pi": ("pi",),
-}
+def families() -> dict[str, tuple[str, ...]]:
+    """--format names a host (its family); the file's own shape picks the variant (stream or
+    stored session). Each host module lists its formats."""
+    return {host.family: host.trajectory_formats for host in registry.hosts()}
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def _format_for(path: Path, family: str | None) -> str | None:
     """The reader format: detected, checked against --format when given."""
     if family is None:
         return None
-    variants = FAMILIES[family]
+    variants = families()[family]
     try:
         detected = detect_format(path)
     except InputError:

@@ -1,4 +1,4 @@
-"""The real host CLIs (Codex, Claude Code): where they are installed, a scripted model
-server to run them against, one-session runners, conformance checks of the seed host
-table, and the doctor report built on them.
+"""The host plugin layer: the ``Host`` protocol (base.py), one module per coding-agent CLI
+(codex.py, claude_code.py, pi.py) and the one table listing them (registry.py). Below
+rollouts, adapter and learners; the tooling that runs real hosts lives in hostkit/.
 """

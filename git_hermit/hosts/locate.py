@@ -1,7 +1,8 @@
-"""Find the installed host CLIs (codex, claude, pi) and their versions.
+"""Find an installed host CLI by its executable name, and its version.
 
 Order: ``$GIT_HERMIT_HOSTS_DIR/node/node_modules/.bin``, the default cache dir of the
 *real* user (tests replace HOME, so it is computed from the password database), then PATH.
+Which binary a host has is its host module's business (registry.find_host_cli).
 """
 
 from __future__ import annotations
@@ -12,11 +13,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-
-HOSTS = ("codex", "claude-code")   # the hook hosts doctor checks; Pi runs no hooks
-PINNED_PACKAGES = {"codex": "@openai/codex@0.164.0", "claude-code": "@anthropic-ai/claude-code@2.1.317",
-                   "pi": "@mariozechner/pi-coding-agent@0.73.1"}
-_BINARY = {"codex": "codex", "claude-code": "claude", "claude": "claude", "pi": "pi"}
 
 
 def default_hosts_dir() -> Path:
@@ -32,16 +28,8 @@ def hosts_dirs() -> list[Path]:
     return dirs
 
 
-def binary_name(host: str) -> str:
-    try:
-        return _BINARY[host]
-    except KeyError:
-        raise ValueError(f"unknown host {host!r}; known: {', '.join(PINNED_PACKAGES)}") from None
-
-
-def find_host_cli(host: str) -> Path | None:
-    """The host's CLI ('codex', 'claude-code'/'claude' or 'pi'), or None when it is not installed."""
-    name = binary_name(host)
+def find_cli(name: str) -> Path | None:
+    """The executable ``name`` from the hosts dirs, else PATH; None when not installed."""
     for base in hosts_dirs():
         candidate = base / "node" / "node_modules" / ".bin" / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
@@ -62,6 +50,6 @@ def cli_version(path: Path | str) -> str:
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    # pi prints its version on stderr
+    # some CLIs print their version on stderr
     match = re.search(r"\d+\.\d+\.\d+(?:[-+.][0-9A-Za-z.]+)?", proc.stdout or proc.stderr or "")
     return match.group(0) if match else ""

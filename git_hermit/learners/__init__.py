@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from git_hermit.errors import AgentError, ConfigError
+from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.scratch import scratch
 
@@ -270,7 +271,7 @@ def load_callable(spec: str) -> Callable[..., Any]:
 def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: str | None = None,
                  overrides: dict[str, Any] | None = None) -> Learner:
     """The learner for ``role`` from hermit.yaml's ``evolver:`` block (base + model)."""
-    base = evolver_cfg.get("base", "codex")
+    base = evolver_cfg.get("base", registry.DEFAULT)
     model_cfg = dict(evolver_cfg.get("model") or {})
     model_cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if base == "scripted":
@@ -278,16 +279,17 @@ def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: st
         if not spec:
             raise ConfigError(f"evolver.scripted.{role} is not set", hint="name a module:function")
         return ScriptedLearner(role, load_callable(spec))
-    if base in ("codex", "claude-code"):
+    if registry.known(base) and registry.get(base).learner:
         cfg = {"model": model_cfg.get("name"), "effort": model_cfg.get("effort"), "login": model_cfg.get("login"),
                "home": model_cfg.get("home"), "provider": model_cfg.get("provider"), "bin": model_cfg.get("bin"),
                "args": list(model_cfg.get("args") or [])}
-        return SessionLearner(role, base, cfg)
+        return SessionLearner(role, registry.get(base).name, cfg)
     if base in ("llm", "openai"):
         return OneShotLearner(role, "openai", model_cfg)
     if base == "anthropic":
         return OneShotLearner(role, "anthropic", model_cfg)
-    raise ConfigError(f"unknown learner base {base!r}", hint="use codex, claude-code, llm, anthropic or scripted")
+    hosts = ", ".join(h.name for h in registry.learner_hosts())
+    raise ConfigError(f"unknown learner base {base!r}", hint=f"use {hosts}, llm, anthropic or scripted")
 
 
 def _remove_tree(root: Path) -> None:

@@ -124,7 +124,7 @@ class VerdictNote:
                                for entry in data.get("also", ()))
         return cls(**fields)
 
-    def for_change(self, change_id: str) -> "Verdict | None":
+    def for_change(self, change_id: str) -> "VerdictNote | None":
         """This note's verdict on ``change_id`` (a shared commit's note holds one per change)."""
         if self.change_id == change_id:
             return self

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
+from typing import Any, Callable
 
 import jsonschema_rs
 
@@ -19,10 +19,38 @@ from git_hermit.errors import SchemaError
 from git_hermit.resources import schemas_dir
 
 
+# name -> a function completing the loaded schema in place (e.g. enums from a registry above
+# this layer: the config's host names come from hosts/registry.py, registered by config.py).
+_EXTENSIONS: dict[str, Callable[[dict], None]] = {}
+
+
+def extend(name: str, complete: Callable[[dict], None]) -> None:
+    """Have ``complete`` fill in schema ``name`` each time it is loaded."""
+    _EXTENSIONS[name] = complete
+
+
 @cache
+def _schema_text(name: str) -> str:
+    return (schemas_dir() / f"{name}.schema.json").read_text()
+
+
+def load_schema(name: str) -> dict:
+    """Schema ``name`` as shipped, completed by its extension (if any)."""
+    schema = json.loads(_schema_text(name))
+    if name in _EXTENSIONS:
+        _EXTENSIONS[name](schema)
+    return schema
+
+
+@cache
+def _compiled(text: str):
+    return jsonschema_rs.validator_for(json.loads(text))
+
+
 def _validator(name: str):
-    schema = json.loads((schemas_dir() / f"{name}.schema.json").read_text())
-    return jsonschema_rs.validator_for(schema)
+    if name not in _EXTENSIONS:
+        return _compiled(_schema_text(name))
+    return _compiled(json.dumps(load_schema(name), sort_keys=True))   # recompiled only when it changed
 
 
 def schema_errors(name: str, data: Any) -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
@@ -91,7 +92,7 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
 
 
 def _backend(job: RolloutJob) -> str:
-    return job.agent_cfg.get("backend", "codex")   # the worker's default too
+    return job.agent_cfg.get("backend", registry.DEFAULT)   # the worker's default too
 
 
 @dataclass

@@ -65,9 +65,10 @@ class SandboxSpec:
                            self.readable + tuple(str(p) for p in paths if p))
 
 
-# The model endpoint a host reaches when hermit.yaml names no provider.base_url.
-DEFAULT_ENDPOINTS = {"codex": "https://api.openai.com", "claude-code": "https://api.anthropic.com",
-                     "pi": "https://api.anthropic.com"}
+def default_endpoint(backend: str | None) -> str | None:
+    """The model endpoint a host reaches when hermit.yaml names no provider.base_url."""
+    from git_hermit.hosts import registry
+    return registry.get(backend).default_endpoint if backend and registry.known(backend) else None
 
 
 def spec_from_config(block: dict | None, *, backend: str | None = None,
@@ -82,7 +83,7 @@ def spec_from_config(block: dict | None, *, backend: str | None = None,
         raise ConfigError(f"sandbox.enabled is true but the sandbox cannot run here: {detail}",
                           hint="install bubblewrap (apt-get install bubblewrap), or run unsandboxed "
                                "explicitly with `sandbox: {enabled: false}` in hermit.yaml")
-    endpoint = (provider or {}).get("base_url") or DEFAULT_ENDPOINTS.get(backend or "")
+    endpoint = (provider or {}).get("base_url") or default_endpoint(backend)
     spec = SandboxSpec(network=block.get("network", "restricted"), allow=tuple(block.get("allow") or ()))
     return spec.with_endpoint(endpoint)
 

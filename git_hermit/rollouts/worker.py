@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from git_hermit.adapter.deploy import deploy
+from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
@@ -185,7 +186,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         out = root / "out"
         out.mkdir()
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
-                             commit=job.commit, agent=job.agent_cfg.get("backend", "codex"))
+                             commit=job.commit, agent=job.agent_cfg.get("backend", registry.DEFAULT))
         try:
             workspace = prepare_workspace(job, root, bundle)
         except Exception as exc:

@@ -27,6 +27,7 @@ from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.params import EvoParams
 from git_hermit.evolvers.evo_harness.validate import LevelVerdict, changed_files, validate_level
 from git_hermit.gitio import FileChange
+from git_hermit.hosts import registry
 from git_hermit.model.records import Provenance
 from git_hermit.redact import redact
 
@@ -84,10 +85,10 @@ class EvoHarnessEvolver:
     def check_config(self, config: RunConfig) -> None:
         """Refuse a Worker that cannot edit files (seed 001: an error at start), before the step
         runs and pays for any rollout."""
-        base_kind = (config.evolver or {}).get("base", "codex")
+        base_kind = (config.evolver or {}).get("base", registry.DEFAULT)
         if base_kind in ONE_SHOT_BASES:
             raise ConfigError(f"evo-harness needs a learner that edits files; evolver.base {base_kind!r} cannot",
-                              hint="use evolver.base: codex or claude-code (or scripted in tests)")
+                              hint=f"use evolver.base: {' or '.join(h.name for h in registry.learner_hosts())} (or scripted in tests)")
 
     # ------------------------------------------------------------------------------------ step
     def learn(self, ctx: StepContext) -> StepResult:

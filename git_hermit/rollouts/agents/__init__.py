@@ -1,29 +1,34 @@
-"""Acting-agent backends: codex, claude-code, pi, command, scripted."""
+"""Acting-agent backends: every registered host (hosts/registry.py), command, scripted."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from git_hermit.errors import AgentError
+from git_hermit.hosts import registry
 from git_hermit.rollouts.agents.base import AgentBackend, AgentContext, AgentRun
 
-BACKENDS = ("codex", "claude-code", "pi", "command", "scripted")
+OTHER_BACKENDS = ("command", "scripted")
+
+
+def backends() -> tuple[str, ...]:
+    """hermit.yaml's allowed ``agent.backend`` values: the registered hosts, command, scripted."""
+    return (*registry.names(), *OTHER_BACKENDS)
 
 
 def make_agent(cfg: dict[str, Any]) -> AgentBackend:
     """The backend hermit.yaml's ``agent:`` block names."""
-    backend = cfg.get("backend", "codex")
+    backend = cfg.get("backend", registry.DEFAULT)
     if backend == "scripted":
         from git_hermit.rollouts.agents.scripted import ScriptedAgent
         return ScriptedAgent(cfg)
     if backend == "command":
         from git_hermit.rollouts.agents.command import CommandAgent
         return CommandAgent(list(cfg.get("command") or []))
-    from git_hermit.rollouts.agents.hosts import ClaudeCodeAgent, CodexAgent, PiAgent
-    backends = {"codex": CodexAgent, "claude-code": ClaudeCodeAgent, "pi": PiAgent}
-    if backend not in backends:
-        raise AgentError(f"unknown agent backend {backend!r}", hint=f"use one of {', '.join(BACKENDS)}")
-    return backends[backend](cfg)
+    if not registry.known(backend):
+        raise AgentError(f"unknown agent backend {backend!r}", hint=f"use one of {', '.join(backends())}")
+    from git_hermit.rollouts.agents.hosts import HostCLIAgent
+    return HostCLIAgent(cfg, registry.get(backend))
 
 
-__all__ = ["AgentBackend", "AgentContext", "AgentRun", "BACKENDS", "make_agent"]
+__all__ = ["AgentBackend", "AgentContext", "AgentRun", "backends", "make_agent"]

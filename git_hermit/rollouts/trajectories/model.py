@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 
-FORMATS: tuple[str, ...] = ("codex-exec", "codex-rollout", "claude-stream", "claude-session", "pi", "atif")
+# Each host module names the formats its sessions write (hosts/registry.py); ATIF is Harbor's.
+FORMATS: tuple[str, ...] = (*(fmt for host in registry.hosts() for fmt in host.trajectory_formats), "atif")
 TOOL_KINDS: tuple[str, ...] = ("shell", "patch", "read", "write", "mcp", "other")
 
 # The seed's tool-kind table (Codex and Claude names), plus Pi's lower-case built-ins.

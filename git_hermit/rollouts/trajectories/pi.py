@@ -16,6 +16,7 @@ from git_hermit.model.rollout import Usage
 from ._stream import ReadState, StepAssembler, as_int, content_text
 from .model import Step
 
+FORMAT = "pi"    # the format's name, as Pi's host module lists it
 _EXIT_CODE = re.compile(r"(?:Command exited with code|exit code:?)\s+(-?\d+)", re.IGNORECASE)
 
 

@@ -9,20 +9,20 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from git_hermit.errors import InputError
+from git_hermit.hosts import registry
 
 from ._stream import ReadState, iter_records
 from .atif import load_atif, read_atif, steps_to_atif
 from .claude import abandoned_branches, read_claude_session, read_claude_stream
 from .codex import LEGACY_ROLLOUT_ITEMS, read_codex_exec, read_codex_rollout
 from .model import FORMATS, Step, ToolCall, TrajectorySummary
+from .pi import FORMAT as PI_FORMAT
 from .pi import read_pi
 
 _LINE_READERS: dict[str, Callable[[Iterable[dict[str, Any]], ReadState], Iterator[Step]]] = {
     "codex-exec": read_codex_exec, "codex-rollout": read_codex_rollout,
-    "claude-stream": read_claude_stream, "claude-session": read_claude_session, "pi": read_pi,
+    "claude-stream": read_claude_stream, "claude-session": read_claude_session, PI_FORMAT: read_pi,
 }
-_AGENT_NAMES = {"codex-exec": "codex", "codex-rollout": "codex", "claude-stream": "claude-code",
-                "claude-session": "claude-code", "pi": "pi", "atif": "atif", "empty": "unknown"}
 _CODEX_EXEC_TYPES = {"thread.started", "turn.started", "turn.completed", "turn.failed",
                      "item.started", "item.updated", "item.completed"}
 _CODEX_ROLLOUT_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -32,6 +32,12 @@ _PI_TYPES = {"session", "agent_start", "agent_end", "turn_start", "turn_end", "m
 _SNIFF_LINES = 50
 _SNIFF_LINE_BYTES = 1 << 24      # a session_meta line carries the whole system prompt
 _GIST_CHARS = 120
+
+
+def _agent_name(fmt: str) -> str:
+    """The agent an ATIF export names: the host whose sessions write ``fmt``."""
+    host = registry.host_for_format(fmt)
+    return host.name if host else {"atif": "atif"}.get(fmt, "unknown")
 
 
 def resolve_trajectory(path: Path) -> Path:
@@ -96,7 +102,7 @@ def _format_of(record: dict[str, Any]) -> str | None:
     if kind in ("system", "assistant", "user", "result") and "session_id" in record:
         return "claude-stream"
     if kind in _PI_TYPES or (kind == "message" and isinstance(record.get("message"), dict)):
-        return "pi"
+        return PI_FORMAT
     if kind in LEGACY_ROLLOUT_ITEMS and "payload" not in record:
         return "codex-rollout"
     return None
@@ -171,7 +177,7 @@ def to_atif(path: Path, fmt: str | None = None) -> dict[str, Any]:
     """The trajectory as an ATIF document (built in memory)."""
     steps, state = _read(path, fmt)
     collected = list(steps)        # consumed first: usage totals are final only at the end
-    return steps_to_atif(collected, state, _AGENT_NAMES[state.format])
+    return steps_to_atif(collected, state, _agent_name(state.format))
 
 
 # -- explode ---------------------------------------------------------------------------------

@@ -14,19 +14,13 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from git_hermit.hosts.locate import cli_version, find_host_cli
-from git_hermit.hosts.model_server import RecordedRequest, ScriptedModelServer, Turn
-from git_hermit.hosts.sessions import SessionResult, run_session
+from git_hermit.hosts import registry
+from git_hermit.hosts.base import HookWire
+from git_hermit.hosts.locate import cli_version
+from git_hermit.hostkit.model_server import RecordedRequest, ScriptedModelServer, Turn
+from git_hermit.hostkit.sessions import SessionResult, run_session
 
 PROBE_HOOK = Path(__file__).with_name("probe_hook.py")
-
-# The events each host's deployment registers (hooks.json of the ahe template).
-HOST_EVENTS = {
-    "codex": ("SessionStart", "UserPromptSubmit", "PreModelRequest", "PostModelRequest",
-              "PreToolUse", "PostToolUse", "Stop", "SessionEnd"),
-    "claude-code": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
-                    "PostToolUseFailure", "PostToolBatch", "Stop", "SessionEnd"),
-}
 
 # Markers the hooks hand to the model; each is unique so a substring test is exact.
 MEMORY = "HERMIT-MEMORY-ENTRY-5c1e"
@@ -40,24 +34,28 @@ SYSTEM_MESSAGE = "HERMIT-SYSTEM-MESSAGE-2f90"
 STOP_REASON = "HERMIT-STOP-REASON-c3d8"
 UPDATED_OUTPUT = "RAN-UPDATED-42"  # what the new input prints; the command text reads $((40+2))
 
-# What the seed table says each row does on each host (True: the behaviour is observed).
-SEED_TABLE = {
-    "memory": {"codex": True, "claude-code": True},
-    "note_after_call": {"codex": True, "claude-code": True},
-    "note_after_failed_call": {"codex": True, "claude-code": True},
-    "before_model_channel": {"codex": True, "claude-code": True},
-    "hook_cwd_follows_cd": {"codex": False, "claude-code": True},
-    "deny": {"codex": True, "claude-code": True},
-    "context_with_allow_reaches_model": {"codex": False, "claude-code": True},
-    "updated_input": {"codex": True, "claude-code": True},
-    "block_replaces_output": {"codex": True, "claude-code": False},
-    "block_reason_reaches_model": {"codex": True, "claude-code": True},
-    "system_message_reaches_model": {"codex": False, "claude-code": False},
-    "stop_block": {"codex": True, "claude-code": True},
-    "stop_session_after_call_ends": {"codex": False, "claude-code": True},
-    "stop_session_at_start_ends": {"codex": True, "claude-code": False},
-    "stop_session_before_tool_ends_after_call": {"codex": None, "claude-code": True},
-}
+
+
+def _wire(host: str) -> HookWire:
+    wire = registry.get(host).wire
+    if wire is None:
+        raise ValueError(f"{host} runs no hooks: it has no conformance rows")
+    return wire
+
+
+def host_events(host: str) -> tuple[str, ...]:
+    """The events the host's deployment registers (its host module's hook wire)."""
+    return _wire(host).events
+
+
+def seed_table() -> dict[str, dict[str, bool | None]]:
+    """What the seed table says each row does on each hook host (True: observed), from the
+    host modules' capability rows."""
+    table: dict[str, dict[str, bool | None]] = {}
+    for host in registry.hook_hosts():
+        for row, value in _wire(host.name).capabilities.items():
+            table.setdefault(row, {})[host.name] = value
+    return table
 
 
 @dataclass(frozen=True)
@@ -136,14 +134,14 @@ def _pre_tool(**fields: object) -> dict:
 
 def _updated_input(host: str) -> dict:
     command = "echo RAN-UPDATED-$((40+2)) | tee updated.txt"
-    return {"command": command} if host == "codex" else {"command": command, "description": "rewritten"}
+    return {"command": command, **_wire(host).updated_input_extra}
 
 
 # -- the sessions ---------------------------------------------------------------------------
 def flow_session(host: str) -> ProbeSession:
     """Memory, notes (after a call, after a failed one past a cd), the before_model channel,
     allow with context, deny, a new input, a block with a system message, a blocked stop."""
-    failed_event = "PostToolUseFailure" if host == "claude-code" else "PostToolUse"
+    failed_event = _wire(host).failed_tool_event
     plan = [
         {"event": "SessionStart", "output": _context("SessionStart", MEMORY)},
         {"event": "PreToolUse", "match": "alpha", "output": _pre_tool(permissionDecision="allow",
@@ -180,7 +178,7 @@ def stop_after_call_session(host: str) -> ProbeSession:
 def stop_at_start_session(host: str) -> ProbeSession:
     """stop_session at session start; on Claude Code also at PreToolUse (ends once the call ran)."""
     plan = [{"event": "SessionStart", "output": {"continue": False, "stopReason": "HERMIT-STOP-SESSION"}}]
-    if host == "claude-code":
+    if _wire(host).capabilities.get("stop_session_before_tool_ends_after_call") is not None:
         plan.append({"event": "PreToolUse", "match": "first.txt",
                      "output": {"continue": False, "stopReason": "HERMIT-STOP-SESSION"}})
     script = (Turn.shell("echo first > first.txt"), Turn.shell("echo second > second.txt"), Turn.say("done"))
@@ -191,7 +189,7 @@ def probe_hooks_config(host: str, plan_path: Path, log_path: Path) -> dict:
     """The hooks config that runs the probe on every event the host's deployment registers."""
     command = " ".join(shlex.quote(p) for p in (sys.executable, "-S", str(PROBE_HOOK), str(plan_path), str(log_path)))
     entry = [{"hooks": [{"type": "command", "command": command, "timeout": 30}]}]
-    return {"hooks": {event: entry for event in HOST_EVENTS[host]}}
+    return {"hooks": {event: entry for event in host_events(host)}}
 
 
 def install_probe(host: str, workspace: Path, plan: tuple[dict, ...], log_dir: Path) -> Path:
@@ -200,7 +198,7 @@ def install_probe(host: str, workspace: Path, plan: tuple[dict, ...], log_dir: P
     plan_path, log_path = log_dir / "plan.json", log_dir / "hooks.jsonl"
     plan_path.write_text(json.dumps(list(plan)))
     config = probe_hooks_config(host, plan_path, log_path)
-    target = workspace / (".codex/hooks.json" if host == "codex" else ".claude/settings.json")
+    target = workspace / str(registry.get(host).layout.hooks_config)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(config, indent=1))
     return log_path
@@ -230,14 +228,15 @@ def check_flow(host: str, rec: SessionRecord) -> list[CheckResult]:
     requests = rec.model_requests()
     first = requests[0].text() if requests else ""
     text = rec.model_text()
-    failed_event = "PostToolUseFailure" if host == "claude-code" else "PostToolUse"
+    failed_event = _wire(host).failed_tool_event
     failed_calls = [p for p in rec.events(failed_event) if "false" in json.dumps(p.get("tool_input"))]
-    if host == "codex":
-        pre_model = len(rec.events("PreModelRequest"))
-        before_model = (pre_model == len(requests) and pre_model > 0, f"{pre_model} PreModelRequest for {len(requests)} model requests")
-    else:
-        batches = len(rec.events("PostToolBatch"))
-        before_model = (batches > 0 and _after_tool_results(rec, BATCH_CONTEXT), f"{batches} PostToolBatch; context reached the model: {BATCH_CONTEXT in text}")
+    before_event = _wire(host).before_model_event
+    if before_event == "PreModelRequest":      # fires before every model request
+        pre_model = len(rec.events(before_event))
+        before_model = (pre_model == len(requests) and pre_model > 0, f"{pre_model} {before_event} for {len(requests)} model requests")
+    else:                                       # fires after a batch of tool calls
+        batches = len(rec.events(before_event))
+        before_model = (batches > 0 and _after_tool_results(rec, BATCH_CONTEXT), f"{batches} {before_event}; context reached the model: {BATCH_CONTEXT in text}")
     denied_post = [p for p in rec.events("PostToolUse") + rec.events("PostToolUseFailure")
                    if "denied.txt" in json.dumps(p.get("tool_input"))]
     stops = rec.events("Stop")
@@ -275,7 +274,7 @@ def check_stop_after_call(host: str, rec: SessionRecord) -> list[CheckResult]:
 def check_stop_at_start(host: str, rec: SessionRecord) -> list[CheckResult]:
     requests = rec.model_requests()
     results = [_result("stop_session_at_start_ends", host, not requests, f"{len(requests)} model requests")]
-    if host == "claude-code":
+    if _wire(host).capabilities.get("stop_session_before_tool_ends_after_call") is not None:
         ended = rec.exists("first.txt") and len(requests) == 1
         results.append(_result("stop_session_before_tool_ends_after_call", host, ended,
                                f"call ran: {rec.exists('first.txt')}; {len(requests)} model requests"))
@@ -283,7 +282,7 @@ def check_stop_at_start(host: str, rec: SessionRecord) -> list[CheckResult]:
 
 
 def _result(row: str, host: str, observed: bool, detail: str) -> CheckResult:
-    return CheckResult(row, host, bool(observed), bool(SEED_TABLE[row][host]), detail)
+    return CheckResult(row, host, bool(observed), _wire(host).can(row), detail)
 
 
 SESSIONS = (
@@ -296,7 +295,7 @@ SESSIONS = (
 def run_conformance(host: str, cli: Path | None = None, work_dir: Path | None = None,
                     sessions: tuple = SESSIONS) -> tuple[ConformanceReport, list[SessionRecord]]:
     """Run the probe sessions of ``host``; return the report and the raw session records."""
-    cli = cli or find_host_cli(host)
+    cli = cli or registry.get(host).find()
     if cli is None:
         return ConformanceReport(host, "", "", (), (), (f"{host} CLI is not installed",)), []
     with tempfile.TemporaryDirectory(prefix="hermit-conformance-") as tmp:
@@ -358,6 +357,7 @@ from hermit_hooks import HookResult
 from seed_middleware import session_start  # the seed's memory hand-over
 
 MARKERS = {markers!r}
+UPDATED_INPUT_EXTRA = {extras!r}
 
 
 def _command(inp):
@@ -370,7 +370,7 @@ def before_tool(inp):
         return HookResult(deny=True, reason=MARKERS["deny"])
     if "original.txt" in command:
         new = "echo RAN-UPDATED-$((40+2)) | tee updated.txt"
-        shape = {{"command": new}} if inp.host == "codex" else {{"command": new, "description": "rewritten"}}
+        shape = {{"command": new, **UPDATED_INPUT_EXTRA.get(inp.host, {{}})}}
         return HookResult(allow=True, updated_input=shape)
     if "alpha" in command:
         return HookResult(allow=True, context=MARKERS["allow"])
@@ -449,7 +449,7 @@ def check_adapter_seed(host: str, rec: SessionRecord) -> list[CheckResult]:
         _adapter_result("adapter_runner_logs_every_call", host, True, bool(rec.payloads) and not errors,
                         f"{len(rec.payloads)} calls logged; errors: {errors[:2]}"),
     ]
-    if host == "claude-code":
+    if _wire(host).can("hook_cwd_follows_cd"):
         cwd = [(c.get("input") or {}).get("cwd", "") for c in failures]
         checks.append(_adapter_result(
             "adapter_note_after_failed_call_after_cd", host, True,
@@ -470,13 +470,13 @@ def check_adapter_variants(host: str, rec: SessionRecord) -> list[CheckResult]:
                         f"queued contexts seen: {sorted(set(_markers(text, QUEUED_PREFIX)))}"),
         _adapter_result("adapter_deny", host, True, DENY_REASON in text and not rec.exists("denied.txt"),
                         f"reason reached the model: {DENY_REASON in text}; ran: {rec.exists('denied.txt')}"),
-        _adapter_result("adapter_context_with_allow", host, host == "claude-code", ALLOW_CONTEXT in text,
+        _adapter_result("adapter_context_with_allow", host, _wire(host).can("context_with_allow_reaches_model"), ALLOW_CONTEXT in text,
                         "before_tool allow + context (Codex drops it)"),
         _adapter_result("adapter_updated_input", host, True, rec.exists("updated.txt") and not rec.exists("original.txt"),
                         f"new input ran: {rec.exists('updated.txt')}"),
         _adapter_result("adapter_block_with_system_message", host, True,
                         BLOCK_REASON in text and SYSTEM_MESSAGE not in text
-                        and (UPDATED_OUTPUT in text) == (host == "claude-code"),
+                        and (UPDATED_OUTPUT in text) != _wire(host).can("block_replaces_output"),
                         f"reason: {BLOCK_REASON in text}; output kept: {UPDATED_OUTPUT in text}; "
                         f"system message to the model: {SYSTEM_MESSAGE in text}"),
         _adapter_result("adapter_blocked_stop_with_queue", host, True,
@@ -487,12 +487,17 @@ def check_adapter_variants(host: str, rec: SessionRecord) -> list[CheckResult]:
 
 def check_adapter_stop_session(host: str, rec: SessionRecord) -> list[CheckResult]:
     requests = rec.model_requests()
-    if host == "codex":
+    if _wire(host).can("stop_session_at_start_ends"):
         return [_adapter_result("adapter_stop_session", host, True, not requests,
                                 f"at session_start: {len(requests)} model requests")]
     ended = rec.exists("first.txt") and len(requests) == 1 and not rec.exists("second.txt")
     return [_adapter_result("adapter_stop_session", host, True, ended,
                             f"after a call: {len(requests)} model requests; next call ran: {rec.exists('second.txt')}")]
+
+
+def _updated_input_extras() -> dict[str, dict[str, str]]:
+    """Each hook host's extra fields of a new tool input (the test middleware's table)."""
+    return {h.name: dict(_wire(h.name).updated_input_extra) for h in registry.hook_hosts()}
 
 
 def _markers(text: str, prefix: str) -> list[str]:
@@ -518,10 +523,11 @@ def run_adapter_conformance(host: str, adapter_dir: Path, cli: Path, work_dir: P
     variant_script = (Turn.shell("echo alpha-ran"), Turn.shell("echo denied > denied.txt"),
                       Turn.shell("echo original > original.txt"), Turn.say("FINAL-ANSWER"))
     stop_script = (Turn.shell("echo stop-here > first.txt"), Turn.shell("echo second > second.txt"), Turn.say("done"))
-    stop_middleware = STOP_AT_START_MIDDLEWARE if host == "codex" else VARIANT_MIDDLEWARE.format(markers=markers)
+    variant_middleware = VARIANT_MIDDLEWARE.format(markers=markers, extras=_updated_input_extras())
+    stop_middleware = STOP_AT_START_MIDDLEWARE if _wire(host).can("stop_session_at_start_ends") else variant_middleware
     plan = (
         ("adapter_seed", seed_script, None, check_adapter_seed),
-        ("adapter_variants", variant_script, VARIANT_MIDDLEWARE.format(markers=markers), check_adapter_variants),
+        ("adapter_variants", variant_script, variant_middleware, check_adapter_variants),
         ("adapter_stop_session", stop_script, stop_middleware, check_adapter_stop_session),
     )
     checks: list[CheckResult] = []
@@ -540,11 +546,11 @@ def run_adapter_conformance(host: str, adapter_dir: Path, cli: Path, work_dir: P
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m git_hermit.hosts.conformance [DEST]``: run the probe sessions of each installed
+    """``python -m git_hermit.hostkit.conformance [DEST]``: run the probe sessions of each installed
     host, print the rows, and with DEST record the payloads as fixtures (a new host version)."""
     args = sys.argv[1:] if argv is None else argv
     failures = 0
-    for host in ("codex", "claude-code"):
+    for host in (h.name for h in registry.hook_hosts()):
         report, records = run_conformance(host)
         print(f"{host} {report.version or '(not installed)'}: " + ("all rows hold" if report.all_hold else "DEPARTS"))
         for line in report.errors:

@@ -2,7 +2,7 @@
 
 Each host's npm package is installed at its pinned version into ``<hosts dir>/node``
 (``$GIT_HERMIT_HOSTS_DIR``, else ``~/.cache/git-hermit/hosts``), the first place
-``locate.find_host_cli`` looks; a package already there at its pinned version is left alone.
+``registry.find_host_cli`` looks; a package already there at its pinned version is left alone.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from git_hermit.errors import AgentError, InputError
-from git_hermit.hosts.locate import PINNED_PACKAGES, binary_name, cli_version, hosts_dirs
+from git_hermit.hosts import registry
+from git_hermit.hosts.locate import cli_version, hosts_dirs
+from git_hermit.hosts.registry import binary_name
 
 
 @dataclass(frozen=True)
@@ -36,14 +38,15 @@ def _installed_version(prefix: Path, package: str) -> str:
 
 
 def install_hosts(hosts: list[str] | None = None, *, say: Callable[[str], None] = print) -> list[Installed]:
-    """Install each host's pinned package (all three by default); return what is there now."""
-    hosts = list(hosts or PINNED_PACKAGES)
-    unknown = [h for h in hosts if h not in PINNED_PACKAGES]
+    """Install each host's pinned package (every registered host by default); return what is there now."""
+    pinned = registry.pinned_packages()
+    hosts = list(hosts or pinned)
+    unknown = [h for h in hosts if h not in pinned]
     if unknown:
-        raise InputError(f"unknown host(s) {', '.join(unknown)}", hint=f"known: {', '.join(PINNED_PACKAGES)}")
+        raise InputError(f"unknown host(s) {', '.join(unknown)}", hint=f"known: {', '.join(pinned)}")
     prefix = hosts_dirs()[0] / "node"
-    missing = [h for h in hosts if _installed_version(prefix, PINNED_PACKAGES[h].rsplit("@", 1)[0])
-               != PINNED_PACKAGES[h].rsplit("@", 1)[1]]
+    missing = [h for h in hosts if _installed_version(prefix, pinned[h].rsplit("@", 1)[0])
+               != pinned[h].rsplit("@", 1)[1]]
     npm = shutil.which("npm")
     if missing and npm is None:
         raise AgentError(f"npm is not installed, and {', '.join(missing)} need it",
@@ -51,7 +54,7 @@ def install_hosts(hosts: list[str] | None = None, *, say: Callable[[str], None] 
     prefix.mkdir(parents=True, exist_ok=True)
     done = []
     for host in hosts:
-        spec = PINNED_PACKAGES[host]
+        spec = pinned[host]
         package, version = spec.rsplit("@", 1)
         changed = host in missing
         if changed:

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from git_hermit.gitio.notes import NOTES_REFS
-from git_hermit.hosts.conformance import SESSIONS, run_conformance
-from git_hermit.hosts.locate import HOSTS, PINNED_PACKAGES, cli_version, find_host_cli, find_node
+from git_hermit.hostkit.conformance import SESSIONS, run_conformance
+from git_hermit.hosts import registry
+from git_hermit.hosts.locate import cli_version, find_node
+from git_hermit.hosts.registry import find_host_cli
 
 if TYPE_CHECKING:
     from git_hermit.gitio.repo import Repo
@@ -98,7 +100,7 @@ def _remotes(repo: "Repo") -> tuple[RemoteNotes, ...]:
 
 def _host_status(host: str, run_hosts: bool, work_dir: Path | None) -> HostStatus:
     cli = find_host_cli(host)
-    pinned = PINNED_PACKAGES[host].rsplit("@", 1)[1]
+    pinned = registry.get(host).package.rsplit("@", 1)[1]
     if cli is None:
         return HostStatus(host, False, None, "", pinned)
     version = cli_version(cli)
@@ -136,12 +138,13 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
                                 f"(run `git hermit fetch {remote.remote}`: it merges them; a forced "
                                 f"'+{HERMIT_NOTES}:{HERMIT_NOTES}' refspec would overwrite local notes)")
     node = find_node()
-    # Pi runs no hooks, so it has no conformance session; its row says whether it is installed.
-    hosts = tuple(_host_status(host, run_hosts and host in HOSTS, work_dir) for host in (*HOSTS, "pi"))
+    # A host without hooks has no conformance session; its row says whether it is installed.
+    hook_hosts = {h.name for h in registry.hook_hosts()}
+    hosts = tuple(_host_status(host, run_hosts and host in hook_hosts, work_dir) for host in registry.names())
     for status in hosts:
         if status.installed and status.version != status.pinned:
             problems.append(f"{status.host} {status.version} is not the pinned {status.pinned}: the host table is unverified for it"
-                            + ("" if run_hosts or status.host not in HOSTS else " (run doctor --hosts)"))
+                            + ("" if run_hosts or status.host not in hook_hosts else " (run doctor --hosts)"))
         if status.conformance and not status.conformance["all_hold"]:
             broken = [c["row"] for c in status.conformance["checks"] if not c["holds"]]
             problems.append(f"{status.host} {status.version} departs from the host table: "

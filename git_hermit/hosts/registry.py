@@ -1,0 +1,89 @@
+"""The one table of hosts: name → Host. Adding a host is one module and one line here.
+
+Everything that lists hosts (the CLI's choices, the config's allowed values, doctor, the
+sandbox's default endpoints, the trajectory formats) asks this table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from git_hermit.hosts.base import Host
+
+_HOSTS: dict[str, Host] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register(host: Host) -> Host:
+    """Add ``host`` (replacing one of the same name); returns it."""
+    _HOSTS[host.name] = host
+    for alias in host.aliases:
+        _ALIASES[alias] = host.name
+    return host
+
+
+def unregister(name: str) -> None:
+    """Remove a host (tests register toy hosts and take them out again)."""
+    host = _HOSTS.pop(name, None)
+    for alias in host.aliases if host else ():
+        _ALIASES.pop(alias, None)
+
+
+def get(name: str) -> Host:
+    """The host called ``name`` (or an alias of it); KeyError when none is."""
+    return _HOSTS[_ALIASES.get(name, name)]
+
+
+def known(name: str) -> bool:
+    return _ALIASES.get(name, name) in _HOSTS
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_HOSTS)
+
+
+def hosts() -> tuple[Host, ...]:
+    return tuple(_HOSTS.values())
+
+
+def hook_hosts() -> tuple[Host, ...]:
+    """The hosts that run the adapter's hooks (conformance and doctor check these)."""
+    return tuple(h for h in _HOSTS.values() if h.wire is not None)
+
+
+def learner_hosts() -> tuple[Host, ...]:
+    return tuple(h for h in _HOSTS.values() if h.learner)
+
+
+def binary_name(host: str) -> str:
+    """The executable of a registered host (or alias); ValueError for an unknown name."""
+    try:
+        return get(host).binary
+    except KeyError:
+        raise ValueError(f"unknown host {host!r}; known: {', '.join(names())}") from None
+
+
+def find_host_cli(host: str) -> Path | None:
+    """A registered host's CLI, or None when it is not installed."""
+    binary_name(host)
+    return get(host).find()
+
+
+def pinned_packages() -> dict[str, str]:
+    return {h.name: h.package for h in _HOSTS.values()}
+
+
+def host_for_format(fmt: str) -> Host | None:
+    """The host whose sessions a trajectory format comes from."""
+    return next((h for h in _HOSTS.values() if fmt in h.trajectory_formats), None)
+
+
+def _register_builtin() -> None:
+    from git_hermit.hosts import claude_code, codex, pi
+    register(codex.HOST)
+    register(claude_code.HOST)
+    register(pi.HOST)
+
+
+_register_builtin()
+DEFAULT: str = names()[0]     # hermit.yaml's host and agent.backend when unset
