@@ -105,3 +105,9 @@ def test_scripted_agent_runs_the_function_its_config_names():
         make_agent({"backend": "scripted"}).check_available()
     agent_cfg = hermit_config()["agent"]           # the demo passes its own agent in
     assert load_policy(agent_cfg["scripted"]["policy"]) is acting.run_scripted_agent
+
+
+def test_preflight_does_not_import_the_step_driver():
+    # core/evaluate -> core/preflight -> core/step -> core/evaluate was a circle
+    imported = {n.module for n in ast.walk(_tree(PACKAGE / "core" / "preflight.py")) if isinstance(n, ast.ImportFrom)}
+    assert "git_hermit.core.step" not in imported

@@ -231,7 +231,7 @@ def _learners(config: RunConfig) -> list[Problem]:
 
 def _evolver_refuses(config: RunConfig) -> None:
     """The evolver's own start-up check (e.g. evo-harness refuses a learner that cannot edit files)."""
-    from git_hermit.core.step import make_evolver
+    from git_hermit.evolvers import make_evolver
     evolver = make_evolver(config.evolver_name)
     if hasattr(evolver, "check_config"):
         evolver.check_config(config)

@@ -24,6 +24,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, RefConflict
+from git_hermit.evolvers import make_evolver
 from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
@@ -63,19 +64,6 @@ class StepOutcome:
     best: bool = False
     run: str = ""
     compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
-
-
-def make_evolver(name: str):
-    if name == "ahe":
-        from git_hermit.evolvers.ahe.evolver import AHEEvolver
-        return AHEEvolver()
-    if name == "continual-harness":
-        from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
-        return ContinualHarnessEvolver()
-    if name == "evo-harness":
-        from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
-        return EvoHarnessEvolver()
-    raise ConfigError(f"unknown evolver {name!r}", hint="use ahe, continual-harness or evo-harness")
 
 
 def _previous_evaluations(repo: Repo, ctx: RunContext, current_step: int) -> list[PastEvaluation]:
