@@ -9,8 +9,9 @@ TABLE = {'arguments': [],
                                               'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                     '--json': {'help': 'Machine-readable output.', 'takes_value': False},
-                                    '--manifest': {'help': 'Also check an ahe change manifest: no two '
-                                                           'changes may declare the same file.',
+                                    '--manifest': {'help': 'Also check a change manifest (evolvers that '
+                                                           'write one): no two changes may declare the same '
+                                                           'file.',
                                                    'path': 'file',
                                                    'takes_value': True},
                                     '--no-preflight': {'help': "Check the adapter only, not the run's files, "
@@ -23,6 +24,7 @@ TABLE = {'arguments': [],
                                                  'takes_value': False},
                                     '--template': {'help': "Template to check against (default: the run's, "
                                                            'or detected).',
+                                                   'source': 'template',
                                                    'takes_value': True}}},
               'compare': {'arguments': [{'many': False}, {'many': False}],
                           'help': 'Two runs side by side: final pass@1 on a common split with a paired CI, '
@@ -140,10 +142,9 @@ TABLE = {'arguments': [],
                                    '--run': {'help': "Run name (default: the template's name).",
                                              'source': 'run',
                                              'takes_value': True},
-                                   '--template': {'choices': ['ahe@1.0',
-                                                              'continual-harness@1.0',
-                                                              'evo-harness@1.0'],
-                                                  'help': 'Seed adapter template.',
+                                   '--template': {'help': "Seed adapter template: an installed template's id "
+                                                          "(default: the default evolver's, ahe@1.0).",
+                                                  'source': 'template',
                                                   'takes_value': True}}},
               'log': {'arguments': [],
                       'help': 'One line per step: commit, pass@1, changes and their verdicts, rollbacks.',

@@ -32,8 +32,22 @@ _WAIT = click.option("--wait", is_flag=True,
                      help="If another git-hermit process holds the run's lock, wait for it instead of exiting 6.")
 
 
+def _reading_only() -> None:
+    """For commands that read a run's history and exit: turn the cyclic garbage collector off.
+
+    A history is thousands of notes parsed into acyclic records (a 10,000-step run: millions of
+    objects); each collector pass walks all of them again and finds nothing (measured: a third of a
+    10,000-step `log`). Reference counting still frees memory; the process ends right after.
+    """
+    import gc
+    gc.disable()
+
+
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    """Indented for a person at a terminal; one line for a program reading a pipe, which json's C
+    encoder writes ~10x faster than the indenting one (a 10,000-step `log --json`: 0.5 s saved)."""
+    indent = 2 if sys.stdout.isatty() else None
+    click.echo(json.dumps(data, indent=indent, sort_keys=True, default=str))
 
 
 def _complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -41,6 +55,15 @@ def _complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -
     try:
         from git_hermit.core.runs import list_runs
         return [r for r in list_runs(_repo()) if r.startswith(incomplete)]
+    except Exception:  # completion must never print an error into the user's prompt
+        return []
+
+
+def _complete_template(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The installed templates' ids."""
+    try:
+        from git_hermit.adapter.templates import list_templates
+        return [t for t in list_templates() if t.startswith(incomplete)]
     except Exception:  # completion must never print an error into the user's prompt
         return []
 
@@ -79,16 +102,15 @@ def cli(debug: bool, chdir: str | None) -> None:
 
 # ------------------------------------------------------------------------------------------
 @cli.command(context_settings=CONTEXT)
-@click.option("--template", "template_id", default="ahe@1.0", show_default=True,
-              type=click.Choice(["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]),
-              help="Seed adapter template.")
+@click.option("--template", "template_id", shell_complete=_complete_template,
+              help="Seed adapter template: an installed template's id (default: the default evolver's, ahe@1.0).")
 @click.option("--run", shell_complete=_complete_run, help="Run name (default: the template's name).")
 @click.option("--adapter-dir", help="Adapter directory in the repo (default: adapter/).")
 @click.option("--example", is_flag=True,
               help="Also write a small starter benchmark: tasks.jsonl, data/, rows/train.txt and rows/test.txt.")
 @click.option("--github", is_flag=True,
               help="Also add .github/workflows/hermit-step.yml: a step on dispatch/schedule, pushed, with its PR.")
-def init(template_id: str, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
+def init(template_id: str | None, run: str | None, adapter_dir: str | None, example: bool, github: bool) -> None:
     """Create a run: hermit.yaml, the seed adapter, and branch hermit/<run>/step-0000."""
     from git_hermit.core.init import init_run
     result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
@@ -112,10 +134,11 @@ def init(template_id: str, run: str | None, adapter_dir: str | None, example: bo
 @click.argument("rev", required=False)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), help="Check this directory instead.")
 @click.option("--run", shell_complete=_complete_run, help="Run whose template and adapter to use.")
-@click.option("--template", help="Template to check against (default: the run's, or detected).")
+@click.option("--template", shell_complete=_complete_template,
+              help="Template to check against (default: the run's, or detected).")
 @click.option("--static", "static_only", is_flag=True, help="Skip the host part (deploy + synthetic sessions).")
 @click.option("--manifest", type=click.Path(path_type=Path),
-              help="Also check an ahe change manifest: no two changes may declare the same file.")
+              help="Also check a change manifest (evolvers that write one): no two changes may declare the same file.")
 @click.option("--no-preflight", "no_preflight", is_flag=True,
               help="Check the adapter only, not the run's files, programs, keys and logins.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -164,6 +187,7 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def log(run: str | None, as_json: bool) -> None:
     """One line per step: commit, pass@1, changes and their verdicts, rollbacks."""
+    _reading_only()
     from git_hermit.core.history import load_history
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import log_json, log_lines
@@ -171,8 +195,7 @@ def log(run: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json(log_json(history))
     else:
-        for line in log_lines(history):
-            click.echo(line)
+        click.echo("\n".join(log_lines(history)))   # one write (a 10,000-step log: 33 ms less)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -181,7 +204,8 @@ def log(run: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def show(target: str, run: str | None, as_json: bool) -> None:
     """A step's or commit's manifest, verdicts and scores (TARGET: step-N or any revision)."""
-    from git_hermit.core.history import load_history, records_for, resolve_target
+    _reading_only()
+    from git_hermit.core.history import records_for, resolve_target, step_commits
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
     repo = _repo()
@@ -189,8 +213,7 @@ def show(target: str, run: str | None, as_json: bool) -> None:
     step, commit = resolve_target(ctx, repo, target)
     commits = [commit]
     if ctx is not None and step is not None:
-        view = next(v for v in load_history(ctx).steps if v.step == step)
-        commits = [c.sha for c in view.commits if c.sha != commit] + [commit]
+        commits = [c for c in step_commits(ctx, step) if c != commit] + [commit]
     records = [records_for(repo, sha) for sha in commits]
     if as_json:
         _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records]})
@@ -218,6 +241,7 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
 
     The pull request is hermit/<run>/step-NNNN against the branch the run was initialised on.
     """
+    _reading_only()
     from git_hermit.core.report import build_report
     from git_hermit.core.runs import open_run
     from git_hermit.render.report import html_page, markdown, report_json
@@ -258,6 +282,7 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
     """Two runs side by side: final pass@1 on a common split with a paired CI, steps, changes, ledger."""
+    _reading_only()
     from dataclasses import asdict
     from git_hermit.core.compare import compare_runs
     result = compare_runs(_repo(), run_a, run_b, split)
@@ -736,7 +761,8 @@ def _param_kind(param: click.Parameter) -> dict[str, Any]:
     elif isinstance(param.type, click.Path):
         kind["path"] = "dir" if not param.type.file_okay else "file"
     callback = getattr(param, "_custom_shell_complete", None)
-    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command"}
+    sources = {_complete_run: "run", _complete_step: "step", _complete_command: "command",
+               _complete_template: "template"}
     if callback in sources:
         kind["source"] = sources[callback]
     return kind

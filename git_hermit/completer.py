@@ -68,6 +68,9 @@ def _values(kind: dict, incomplete: str, given: dict[str, str], table: dict) -> 
             return [Candidate(s) for s in _steps(given.get("--run")) if s.startswith(incomplete)]
     except Exception:  # outside a repository, or a broken one: complete nothing, print nothing
         return []
+    if source == "template":     # read from the installed templates, not a list kept here
+        from git_hermit.adapter.templates import list_templates
+        return [Candidate(t) for t in list_templates() if t.startswith(incomplete)]
     if source == "command":
         return [Candidate(name) for name in sorted(table["commands"]) if name.startswith(incomplete)]
     if kind.get("path") in ("file", "dir"):

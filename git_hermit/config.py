@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from git_hermit.errors import ConfigError
+from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import init_params, param_defaults, params_problems
 from git_hermit.hosts import registry
 from git_hermit.model.schema import extend as extend_schema
@@ -59,15 +60,18 @@ class RunConfig:
 
     @property
     def evolver_name(self) -> str:
-        name = self.evolver.get("name") or self.template.split("@")[0]
-        return {"ahe_adapter": "ahe", "continual_harness": "continual-harness",
-                "evo_harness": "evo-harness"}.get(name, name)
+        """The registered evolver evolver.name names (an alias resolved), else the template's."""
+        name = self.evolver.get("name")
+        if name:
+            return evolver_registry.canonical(name)
+        spec = evolver_registry.for_template(self.template)
+        return spec.name if spec else self.template.split("@")[0]
 
     def evolver_params(self) -> dict[str, Any]:
         """The evolver's params over its defaults (its params.schema.json; nested dicts merged one level deep)."""
         params = param_defaults(self.evolver_name)
-        if self.evolver_name == "continual-harness" and self.data.get("step_size"):
-            params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the Refiner's window
+        if "step_size" in params and self.data.get("step_size"):
+            params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the stream's window
         for key, value in (self.evolver.get("params") or {}).items():
             if isinstance(value, dict) and isinstance(params.get(key), dict):
                 params[key] = {**params[key], **value}
@@ -135,6 +139,10 @@ def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = No
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."
     config = RunConfig(**values, path=path, raw=data)
+    if evolver_registry.find(config.evolver_name) is None:
+        where = "evolver.name" if config.evolver.get("name") else "template (no evolver.name)"
+        raise ConfigError(f"{source}: {where}: unknown evolver {config.evolver_name!r}",
+                          hint="use " + ", ".join(evolver_registry.names()))
     _check_evolver_params(config, source)
     _check_agent_env(config, source)
     return config
@@ -192,13 +200,17 @@ def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
 
 
 def _complete_schema(schema: dict) -> None:
-    """The names the schema file cannot know: the registered hosts (and learner hosts)."""
+    """The names the schema file cannot know: the registered hosts (and learner hosts), evolvers and templates."""
     props = schema["properties"]
     props["host"]["enum"] = list(registry.names())
     backend = props["agent"]["properties"]["backend"]
     backend["enum"] = [*registry.names(), *backend["enum"]]
     base = props["evolver"]["properties"]["base"]
     base["enum"] = [*(h.name for h in registry.learner_hosts()), *base["enum"]]
+    # the registered evolvers and their templates as examples, not an enum: an evolver registered
+    # at run time (a plugin) stays valid; the config refuses an unknown one with its own message
+    props["template"]["examples"] = sorted({spec.template for spec in evolver_registry.specs()})
+    props["evolver"]["properties"]["name"]["examples"] = evolver_registry.names()
 
 
 extend_schema("config", _complete_schema)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from git_hermit.adapter.templates import Template, glob_match
-from git_hermit.gitio import FileChange
+from git_hermit.model.files import FileChange
 from git_hermit.redact import redact
 
 DEFAULT_MAX_FILE_BYTES = 256 * 1024

@@ -18,11 +18,8 @@ from git_hermit.adapter.deploy import RECORD_NAME, deploy
 from git_hermit.adapter.templates import load_template
 from git_hermit.config import RunConfig
 from git_hermit.errors import InputError
+from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
-
-# templates whose snapshot is meant to run natively on the host (seeds 001 and 002)
-NATIVE_TEMPLATES = ("continual-harness", "evo-harness")
-
 
 def archive_format(archive: Path) -> str:
     if archive.exists() and archive.is_dir():
@@ -33,7 +30,9 @@ def archive_format(archive: Path) -> str:
 def write_archive(repo: Repo, config: RunConfig, commit: str, archive: Path) -> str:
     """Write ``commit``'s adapter to ``archive``; returns the layout written (``native <host>`` | ``adapter``)."""
     fmt = archive_format(archive)
-    if load_template(config.template).name not in NATIVE_TEMPLATES:
+    # evolvers whose snapshot is meant to run natively on the host (seeds 001 and 002) say so
+    spec = registry.for_template(load_template(config.template).id)
+    if spec is None or not spec.native_archive:
         repo.git("archive", f"--format={fmt}", f"--prefix={Path(config.adapter).name}/",
                  "-o", str(archive.resolve()), f"{commit}:{config.adapter}")
         return "adapter"

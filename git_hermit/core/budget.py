@@ -39,7 +39,7 @@ def _learner_models(config: RunConfig) -> dict[str, str | None]:
         return {"learners": "scripted"}       # scripted learners report the model "scripted"
     model = (evolver.get("model") or {}).get("name")
     models: dict[str, str | None] = {"learners": model}
-    debugger = (config.evolver_params().get("debugger") or {}) if config.evolver_name == "ahe" else {}
+    debugger = config.evolver_params().get("debugger") or {}    # an evolver with a Debugger role may bill its own model
     if debugger.get("model"):
         models["debugger"] = debugger["model"]
     return models

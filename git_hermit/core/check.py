@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from git_hermit.adapter.check_spec import Violation, check_adapter
-from git_hermit.adapter.templates import Template, detect_template, load_template
+from git_hermit.adapter.templates import Template, detect_template, list_templates, load_template
 from git_hermit.config import load_config
 from git_hermit.errors import ConfigError, InputError
+from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
 
 
@@ -36,7 +37,7 @@ def _template_for(directory: Path, repo: Repo | None, run: str | None, explicit:
     detected = detect_template(directory)
     if detected is None:
         raise InputError(f"cannot tell which template {directory} follows",
-                         hint="pass --template ahe@1.0|continual-harness@1.0|evo-harness@1.0")
+                         hint="pass --template " + "|".join(list_templates()))
     return detected
 
 
@@ -45,10 +46,15 @@ def run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run
     report = _run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=hosts)
     if manifest is None:
         return report
-    # the Evolve Agent's check_spec also holds its change manifest to "one change, one set of files"
-    from git_hermit.evolvers.ahe.groups import manifest_overlaps
+    # an evolver that writes a change manifest (ahe's Evolve Agent) holds it to "one change, one set
+    # of files": the check is its folder's, found through the template's evolver
+    spec = registry.for_template(report.template)
+    if spec is None or spec.manifest_check is None:
+        raise InputError(f"the {report.template} template's evolver writes no change manifest",
+                         hint="drop --manifest, or check an adapter of a template whose evolver writes one: "
+                              + ", ".join(s.template for s in registry.specs() if s.manifest_check))
     found = tuple(Violation(str(manifest), 1, "manifest-overlap", message)
-                  for message in manifest_overlaps(manifest))
+                  for message in registry.load_function(spec.manifest_check)(manifest))
     return CheckReport(report.target, report.template, report.violations + found)
 
 

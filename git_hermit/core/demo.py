@@ -17,7 +17,7 @@ import yaml
 from git_hermit.config import CONFIG_FILE
 from git_hermit.core.init import init_run
 from git_hermit.core.step import FinalizeOutcome, TrainOutcome, finalize, train
-from git_hermit.demo.benchmark import write_benchmark
+from git_hermit.demo.benchmark import TEMPLATE, write_benchmark
 from git_hermit.errors import InputError
 from git_hermit.hosts import registry
 
@@ -58,7 +58,7 @@ def run_demo(directory: Path, *, say: Callable[[str], None] = print, on_progress
     from git_hermit.gitio import init_repository
     repo = init_repository(directory)
     info = write_benchmark(directory)
-    init_run(repo, template_id="ahe@1.0", run=DEMO_RUN)
+    init_run(repo, template_id=TEMPLATE, run=DEMO_RUN)
     config_path = directory / CONFIG_FILE
     config_path.write_text(_demo_config(config_path.read_text(), info.config))
     repo.git("add", "--", CONFIG_FILE, *sorted({p.split("/")[0] for p in _benchmark_paths(directory)}))

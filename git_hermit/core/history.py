@@ -1,18 +1,24 @@
 """A run's history from git in a constant number of git processes (for log and show).
 
 One ``for-each-ref`` for the steps, one ``git log`` over the run's commits (grouped by their
-Hermit-Step trailer), and one batched read per notes ref — never a git call per commit.
+Hermit-Step trailer), and one batched read per notes ref — never a git call per commit. A scores
+note's summary (all but its per-task outcomes) is kept in ``<git dir>/hermit/cache/`` by the note's
+blob id, so a long run's notes are parsed once, not on every `log`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
-from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo
-from git_hermit.model.records import Analysis, Change, Manifest, Scores, VerdictNote, loads
+from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
+from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScores, VerdictNote, loads
 
 
 @dataclass(frozen=True)
@@ -82,13 +88,84 @@ def _read_notes(store: NotesStore, kind: str, bad: list[str]) -> dict[str, Any]:
     return out
 
 
+# The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
+_SUMMARY_FORMAT = "scores-summary/1:" + ",".join(f.name for f in fields(Scores))
+
+
+def _summary_cache(repo: Repo) -> Any:
+    return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
+
+
+def _load_summaries(path: Any) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != _SUMMARY_FORMAT or not isinstance(data.get("notes"), dict):
+        return {}
+    return data["notes"]
+
+
+def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
+    """Best effort (a read-only repository just parses again next time); atomic for concurrent readers."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".scores-summaries-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"format": _SUMMARY_FORMAT, "notes": notes}, handle, separators=(",", ":"))
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
+    """Every scores note, its per-task outcomes read from git only when asked for (TaskScores.deferred).
+
+    A note's blob id names its content, so a summary cached under it never goes stale; notes not in
+    the cache yet are read, validated and summarised in one batch, and the cache rewritten.
+    """
+    entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))   # {commit: blob}
+    path = _summary_cache(repo)
+    cached = _load_summaries(path)
+    missing = [commit for commit, blob in entries.items() if blob not in cached]
+    if missing:
+        for commit, found in zip(missing, repo.read_objects([entries[c] for c in missing])):
+            if found is None:
+                raise GitStateError(f"note blob for {commit} in {NOTES_REFS['scores']} is missing")
+            try:
+                record = loads("scores", found[2].decode("utf-8", "replace"), where=commit[:12])
+            except SchemaError as exc:
+                bad.append(exc.message)
+                continue
+            cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
+                                       "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
+                                       else {}}
+        _save_summaries(path, {blob: cached[blob] for blob in entries.values() if blob in cached})
+
+    def loader(blob: str) -> Any:
+        return lambda: json.loads(repo.read_objects([blob])[0][2])["tasks"]
+
+    out = {}
+    for commit, blob in entries.items():
+        summary = cached.get(blob)
+        if summary is None:
+            continue
+        tasks = TaskScores.deferred(summary["tasks"], summary["outcomes"], loader(blob))
+        out[commit] = Scores.from_dict(summary["data"], tasks=tasks)
+    return out
+
+
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     store = NotesStore(repo)
     bad: list[str] = []
     manifests: dict[str, Manifest] = _read_notes(store, "manifest", bad)
     verdicts: dict[str, VerdictNote] = _read_notes(store, "verdicts", bad)
-    scores: dict[str, Scores] = _read_notes(store, "scores", bad)
+    scores: dict[str, Scores] = _read_scores(repo, bad)
     analyses: dict[str, Analysis] = _read_notes(store, "analysis", bad)
 
     seed = ctx.steps[0][1]
@@ -151,6 +228,18 @@ def records_for(repo: Repo, commit: str) -> CommitRecords:
     return CommitRecords(info=info, step=parse_step_name(_trailer(info, "Hermit-Step") or ""),
                          manifest=found["manifest"], verdict=found["verdicts"], scores=found["scores"],
                          analysis=found["analysis"])
+
+
+def step_commits(ctx: RunContext, step: int) -> list[str]:
+    """The commits step N made, oldest first: those after step N-1's tip on step N's branch that
+    carry the run's ``Hermit-Step: N`` (one git process, whatever the run's length)."""
+    tip = ctx.step_commit(step)
+    before = [sha for n, sha in ctx.steps if n < step]
+    if not before:
+        return []
+    infos = ctx.repo.log(f"{before[-1]}..{tip}") if before[-1] != tip else []
+    return [info.sha for info in reversed(infos)
+            if _trailer(info, "Hermit-Run") == ctx.run and parse_step_name(_trailer(info, "Hermit-Step") or "") == step]
 
 
 def resolve_target(ctx: RunContext | None, repo: Repo, target: str) -> tuple[int | None, str]:

@@ -21,6 +21,7 @@ from git_hermit.core.example_benchmark import example_files
 from git_hermit.core.report import BASE_TRAILER
 from git_hermit.core.runs import check_run_name, list_runs, step_ref
 from git_hermit.errors import CheckFailed, InputError
+from git_hermit.evolvers import registry
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
 
 
@@ -36,9 +37,9 @@ class InitResult:
     workflow: str | None = None # the GitHub Actions workflow written (--github)
 
 
-def init_run(repo: Repo, *, template_id: str = "ahe@1.0", run: str | None = None,
+def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = None,
              adapter_dir: str | None = None, example: bool = False, github: bool = False) -> InitResult:
-    template = load_template(template_id)
+    template = load_template(template_id or registry.default_template())
     run = run or template.name
     check_run_name(run)
     if run in list_runs(repo) or repo.list_refs(f"refs/heads/hermit/{run}/") or repo.read_ref(f"refs/heads/hermit/{run}"):

@@ -222,7 +222,7 @@ def _learners(config: RunConfig) -> list[Problem]:
     if not (registry.known(base) and registry.get(base).learner):
         return []
     problems = _program({**model, "backend": base}, "evolver.model", Path.cwd())
-    debugger = config.evolver_params().get("debugger") if config.evolver_name == "ahe" else None
+    debugger = config.evolver_params().get("debugger")     # an evolver with a Debugger role may name its own bin
     if isinstance(debugger, dict) and debugger.get("enabled", True) and debugger.get("bin"):
         problems += [p for p in _program({**model, "backend": base, "bin": debugger["bin"]},
                                          "evolver.params.debugger", Path.cwd()) if p.kind == "binary"]
@@ -231,7 +231,7 @@ def _learners(config: RunConfig) -> list[Problem]:
 
 def _evolver_refuses(config: RunConfig) -> None:
     """The evolver's own start-up check (e.g. evo-harness refuses a learner that cannot edit files)."""
-    from git_hermit.evolvers import make_evolver
+    from git_hermit.evolvers.registry import make_evolver
     evolver = make_evolver(config.evolver_name)
     if hasattr(evolver, "check_config"):
         evolver.check_config(config)

@@ -24,7 +24,7 @@ from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmar
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import ConfigError, GitStateError, RefConflict
-from git_hermit.evolvers import make_evolver
+from git_hermit.evolvers import registry
 from git_hermit.evolvers.base import PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
@@ -64,6 +64,11 @@ class StepOutcome:
     best: bool = False
     run: str = ""
     compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
+
+
+def make_evolver(name: str):
+    """The registered evolver ``name`` (evolvers/registry.py), a fresh instance."""
+    return registry.make_evolver(name)
 
 
 def _previous_evaluations(repo: Repo, ctx: RunContext, current_step: int) -> list[PastEvaluation]:
@@ -125,8 +130,7 @@ def _past_rollbacks(history, prev_view) -> list[PastRollback]:
 
 def _learner_factory(ctx: RunContext):
     params = ctx.config.evolver_params()
-    scripted = {"debugger": "git_hermit.demo.learners:debugger_session",
-                "evolve": "git_hermit.demo.learners:evolve_session"}
+    scripted = registry.get(ctx.config.evolver_name).scripted    # its folder's defaults for base: scripted
 
     def learner(role: str):
         overrides = {}
@@ -143,6 +147,12 @@ def _learner_factory(ctx: RunContext):
             learner.hide = tuple(params.get("hide") or ())
         return learner
     return learner
+
+
+def _adapter_files(repo: Repo, commit: str, adapter: str, under: str) -> dict[str, FileChange]:
+    prefix = "/".join(p for p in (adapter.strip("/"), under.strip("/")) if p and p != ".")
+    return {path: FileChange(repo.read_object(entry.sha)[1], entry.mode)
+            for path, entry in repo.ls_tree(commit, prefix).items() if entry.type == "blob"}
 
 
 def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
@@ -228,11 +238,12 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     template = load_template(config.template)
     limits = Limits.of(config.evolver)
     step_ctx = StepContext(
-        repo=repo, config=config, params=params, run=ctx.run, step=n, commit=evaluated,
+        config=config, params=params, run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
-        step_dir=here, run_dir=run_dir(repo, ctx.run), history=history, prev_changes=prev_changes,
-        best=best, ledger=ledger, learner=budget.guard(_learner_factory(ctx)),
+        step_dir=here, run_dir=run_dir(repo, ctx.run), work_tree=repo.work_tree, history=history,
+        prev_changes=prev_changes, best=best, ledger=ledger, learner=budget.guard(_learner_factory(ctx)),
         revert_files=_revert_files(repo, config.adapter),
+        adapter_files=lambda under="", commit=None: _adapter_files(repo, commit or evaluated, config.adapter, under),
         materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
         check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
@@ -380,7 +391,7 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
     """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
 
     A streaming evolver (``step_limit``) runs its stream once instead: every window when its
-    limit is None, whatever ``trainer.epochs`` says (epochs belong to ahe); ``--epochs`` still caps.
+    limit is None, whatever ``trainer.epochs`` says (it bounds the other evolvers); ``--epochs`` still caps.
     """
     ctx = open_run(repo, run)
     limit, unit = _step_limit(ctx, epochs)
@@ -425,16 +436,17 @@ def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None)
 
 
 def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> FinalizeOutcome:
-    # ahe keeps a best-ever tag, so it hands back that commit by default; the streaming evolvers
-    # (continual-harness, evo-harness) have no score gate and no best tag: their default is the tip
-    mode = ctx.config.evolver_params().get("final") or ("best_ever" if ctx.config.evolver_name == "ahe" else "last")
+    # each evolver's params schema sets its default: best_ever where it keeps a best-ever tag, else
+    # last (a streaming evolver has no score gate and no best tag: its default is the tip)
+    spec = registry.get(ctx.config.evolver_name)
+    mode = ctx.config.evolver_params().get("final") or "last"
     if mode not in ("best_ever", "last"):
         raise ConfigError(f"evolver.params.final must be best_ever or last, not {mode!r}")
     if mode == "best_ever":
         commit = repo.read_ref(best_tag(ctx.run))
         if commit is None:
-            hint = ("run `git hermit step` at least once, or set final: last" if ctx.config.evolver_name == "ahe"
-                    else f"{ctx.config.evolver_name} sets no best-ever tag: set evolver.params.final: last")
+            hint = ("run `git hermit step` at least once, or set final: last" if not spec.streaming
+                    else f"{spec.name} sets no best-ever tag: set evolver.params.final: last")
             raise GitStateError(f"run {ctx.run!r} has no best-ever commit yet", hint=hint)
     else:
         commit = ctx.tip[1]

@@ -15,6 +15,7 @@ from typing import Any
 
 from git_hermit.demo.acting import run_scripted_agent
 
+EVOLVER, TEMPLATE = "ahe", "ahe@1.0"    # the demo is an ahe run, with its learners simulated (learners.py)
 K = 2                           # rollouts per task, as AHE's k
 TASKS_FILE = "tasks.jsonl"
 TRAIN_ROWS = "rows/train.txt"
@@ -66,7 +67,7 @@ def hermit_config() -> dict[str, Any]:
         "judge": {"kind": "answer", "mode": "numeric", "tolerance": 0.001},
         "data": {"train": TRAIN_ROWS, "test": TEST_ROWS},
         "agent": {"backend": "scripted", "scripted": {"policy": AGENT_POLICY}},
-        "evolver": {"name": "ahe", "base": "scripted",
+        "evolver": {"name": EVOLVER, "base": "scripted",
                     "params": {"k": K, "rollback": "auto", "target_pass_rate": 0.95}},
     }
 

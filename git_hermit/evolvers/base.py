@@ -2,7 +2,8 @@
 
 ``Evolver.learn(StepContext) -> StepResult``: the driver owns rollouts, commits, notes,
 refs, locking and resume; an evolver owns only its algorithm and returns the commits to
-make (files relative to the adapter, message parts, notes) in order.
+make (files relative to the adapter, message parts, notes) in order. An evolver gets files,
+results and past notes already read, and functions for the rest — never the repository.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
-from git_hermit.gitio import FileChange, Repo
 from git_hermit.learners import Learner
+from git_hermit.model.files import FileChange
 from git_hermit.model.records import Change, Manifest, Provenance, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.ledger import Ledger
@@ -60,7 +61,6 @@ class PastRollback:
 
 @dataclass
 class StepContext:
-    repo: Repo
     config: RunConfig
     params: dict[str, Any]
     run: str
@@ -72,12 +72,16 @@ class StepContext:
     rollouts_root: Path
     step_dir: Path                                 # scratch + checkpoints of this step
     run_dir: Path
+    work_tree: Path                                # the repository's work tree (to name run_dir's paths in notes)
     history: list[PastEvaluation]                  # earlier evaluations along the run, oldest first
     prev_changes: list[PastChange]                 # the changes step N-1 committed
     best: tuple[str, Fraction] | None              # (commit, exact pass@1) of the best tag
     ledger: Ledger
     learner: Callable[[str], Learner]              # role → learner
     revert_files: Callable[[str], dict[str, FileChange | None]]   # change commit → adapter files before it
+    # (under="", commit=H_{N-1}) → that commit's adapter files below ``under``, keyed relative to
+    # it, read from git without a checkout
+    adapter_files: Callable[..., dict[str, FileChange]]
     materialise: Callable[..., None]               # (dest, commit=H_{N-1}): write that commit's adapter into dest
     check: Callable[[Path], list[Violation]]       # check_spec errors of an adapter directory
     # adapter.screen.screen with the run's template and limits: (edit, adapter before it, edited

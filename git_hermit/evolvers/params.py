@@ -19,8 +19,8 @@ from typing import Any
 
 import jsonschema_rs
 
-_HERE = Path(__file__).resolve().parent
-FOLDERS = {"ahe": "ahe", "continual-harness": "continual_harness", "evo-harness": "evo_harness"}
+from git_hermit.evolvers import registry
+
 
 
 @dataclass(frozen=True)
@@ -34,28 +34,37 @@ class ParamProblem:
 
 # `k` and `timeout_as` belong to the rollouts every evolver's step runs: declared, with their one
 # default each, in this file and merged into every evolver's schema (an evolver may not redefine them)
-SHARED_SCHEMA = _HERE / "framework.params.schema.json"
+SHARED_SCHEMA = Path(__file__).resolve().parent / "framework.params.schema.json"
 
 
 def schema_path(evolver: str) -> Path:
-    return _HERE / FOLDERS[evolver] / "params.schema.json"
+    return registry.get(evolver).params_schema_path
+
+
+def params_schema(evolver: str) -> dict[str, Any]:
+    return _schema_at(schema_path(evolver))
 
 
 @cache
-def params_schema(evolver: str) -> dict[str, Any]:
-    """The evolver's schema with the framework's parameters (``k``, ``timeout_as``) added."""
-    schema = json.loads(schema_path(evolver).read_text(encoding="utf-8"))
+def _schema_at(path: Path) -> dict[str, Any]:      # by path: a re-registered name may move
+    """The evolver's schema at ``path`` with the framework's parameters (``k``, ``timeout_as``) added."""
+    schema = json.loads(path.read_text(encoding="utf-8"))
     shared = json.loads(SHARED_SCHEMA.read_text(encoding="utf-8"))["properties"]
     clash = sorted(set(shared) & set(schema.get("properties", {})))
     if clash:
-        raise ValueError(f"{schema_path(evolver)} redefines the framework's parameter(s) {', '.join(clash)}")
+        raise ValueError(f"{path} redefines the framework's parameter(s) {', '.join(clash)}: drop them "
+                         f"(they are declared once, in {SHARED_SCHEMA.name})")
     schema["properties"] = {**shared, **schema.get("properties", {})}
     return schema
 
 
-@cache
 def _validator(evolver: str):
-    return jsonschema_rs.validator_for(params_schema(evolver))
+    return _validator_at(schema_path(evolver))
+
+
+@cache
+def _validator_at(path: Path):
+    return jsonschema_rs.validator_for(_schema_at(path))
 
 
 def param_defaults(evolver: str) -> dict[str, Any]:

@@ -9,12 +9,12 @@ a commit's files into a directory (materialise) or comparing the work tree with 
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitStateError
+from ..files import files_in_directory   # moved to git_hermit/files.py; gitio still re-exports it
+from ..model.files import FileChange     # moved to model/; gitio still re-exports it
 from ._process import first_error_line, run_git
 from .gitdir import git_version
 from .objects import FILE_MODES, ZERO_SHA, CommitInfo, RefUpdate, TreeEntry
@@ -22,14 +22,6 @@ from .writing import ObjectWriter, ref_lock_error
 
 __all__ = ["ZERO_SHA", "CommitInfo", "FileChange", "RefUpdate", "Repo", "TreeEntry", "files_in_directory",
            "git_version", "init_repository", "open_cache_repo", "ref_lock_error"]
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """New content of one path; for mode "120000" the content is the symlink's target."""
-
-    content: bytes
-    mode: str = "100644"
 
 
 class Repo(ObjectWriter):
@@ -114,28 +106,6 @@ class Repo(ObjectWriter):
             out = self.git_bytes("diff", "--cached", "--name-only", "-z", "--no-renames", commit, "--", *present,
                                  env=env)
         return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-
-
-def files_in_directory(directory: Path) -> dict[str, FileChange]:
-    """Every file under ``directory`` (not ``.git``) as it would be committed: POSIX relative
-    path → bytes and mode (100755 for executables, 120000 for symlinks, a linked directory too)."""
-    found: dict[str, FileChange] = {}
-    directory = Path(directory)
-    for root, dirs, files in os.walk(directory):
-        # os.walk lists symlinks to directories among dirs; they are committed as links.
-        linked = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        dirs[:] = sorted(d for d in dirs if d != ".git" and d not in linked)
-        for name in sorted([*files, *linked]):
-            if name == ".git":
-                continue
-            full = os.path.join(root, name)
-            rel = os.path.relpath(full, directory).replace(os.sep, "/")
-            info = os.lstat(full)
-            if stat.S_ISLNK(info.st_mode):
-                found[rel] = FileChange(os.fsencode(os.readlink(full)), "120000")
-            elif stat.S_ISREG(info.st_mode):
-                found[rel] = FileChange(Path(full).read_bytes(), "100755" if info.st_mode & stat.S_IXUSR else "100644")
-    return found
 
 
 def init_repository(path: Path) -> Repo:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cache
+from operator import itemgetter
 from typing import Any, Literal
 
 from git_hermit.model.rollout import RolloutResult
@@ -32,6 +36,17 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def _fields_of(record: Any) -> dict[str, Any]:
+    """A record's fields, one level deep (``asdict`` deep-copies every value: the run's log --json
+    spent most of its time there)."""
+    return {name: getattr(record, name) for name in _field_names(type(record))}
+
+
 @dataclass(frozen=True)
 class Change:
     """One declared change: what it edits, the failure it targets, what it predicts."""
@@ -47,7 +62,7 @@ class Change:
     why_this_component: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _fields_of(self)
         for key in ("files", "predicted_fixes", "risk_tasks"):
             data[key] = list(data[key])
         return _drop_none(data)
@@ -107,7 +122,7 @@ class VerdictNote:
             "predicted_risks", "hit_rate", "rollback_note")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _fields_of(self)
         for key in ("actually_fixed", "still_failed", "risk_realized", "predicted_fixes", "predicted_risks"):
             data[key] = list(data[key])
         data["also"] = [{k: v for k, v in other.to_dict().items() if k in self._OWN} for other in self.also]
@@ -142,7 +157,16 @@ class Attempt:
     tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _drop_none(asdict(self)) | {"reward": self.reward}
+        return _attempt_dict(self.outcome, self.reward, self.exception_type, self.tokens)
+
+
+def _attempt_dict(outcome: str, reward: float | None, exception_type: str | None, tokens: int | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"outcome": outcome, "reward": reward}
+    if exception_type is not None:
+        data["exception_type"] = exception_type
+    if tokens is not None:
+        data["tokens"] = tokens
+    return data
 
 
 @dataclass(frozen=True)
@@ -152,6 +176,78 @@ class TaskScore:
 
     def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "attempts": [a.to_dict() for a in self.attempts]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskScore":
+        return cls(data["outcome"], tuple(Attempt(a["outcome"], a.get("reward"), a.get("exception_type"),
+                                                  a.get("tokens")) for a in data["attempts"]))
+
+
+class TaskScores(Mapping[str, TaskScore]):
+    """A scores note's per-task entries, each made a TaskScore when first read.
+
+    A run's history holds one scores note per step; `log` and `report` read their pass@1, not their
+    (tasks × k) attempts, so a 10,000-step log would otherwise build 100,000s of records it never uses.
+    ``deferred`` holds only the count and outcomes, and asks ``load`` for the entries when one is read.
+    """
+
+    __slots__ = ("_raw", "_made", "_load", "_count", "_outcomes")
+
+    def __init__(self, raw: dict[str, dict[str, Any]]):
+        self._raw: dict[str, dict[str, Any]] | None = raw
+        self._made: dict[str, TaskScore] = {}
+        self._load: Callable[[], dict[str, dict[str, Any]]] | None = None
+        self._count = len(raw)
+        self._outcomes: dict[str, int] | None = None
+
+    @classmethod
+    def deferred(cls, count: int, outcomes: dict[str, int],
+                 load: Callable[[], dict[str, dict[str, Any]]]) -> "TaskScores":
+        made = cls({})
+        made._raw, made._load, made._count, made._outcomes = None, load, count, dict(outcomes)
+        return made
+
+    def _entries(self) -> dict[str, dict[str, Any]]:
+        if self._raw is None:
+            assert self._load is not None
+            self._raw = self._load()
+        return self._raw
+
+    def __getitem__(self, task: str) -> TaskScore:
+        made = self._made.get(task)
+        if made is None:
+            made = self._made[task] = TaskScore.from_dict(self._entries()[task])
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries())
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        return f"TaskScores({dict(self)!r})"
+
+    def __getstate__(self) -> dict[str, Any]:   # the loader may hold a repository: send the entries
+        return {"raw": self._entries()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        TaskScores.__init__(self, state["raw"])
+
+    def outcomes(self) -> dict[str, int]:
+        """How many tasks ended pass / fail / exception (read without making the records)."""
+        if self._outcomes is None:
+            counts = {"pass": 0, "fail": 0, "exception": 0}
+            counts.update(Counter(map(itemgetter("outcome"), self._entries().values())))
+            self._outcomes = counts
+        return dict(self._outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``{task: TaskScore.to_dict()}`` gives, straight from the note's data."""
+        return {task: {"outcome": data["outcome"],
+                       "attempts": [_attempt_dict(a["outcome"], a.get("reward"), a.get("exception_type"),
+                                                  a.get("tokens")) for a in data["attempts"]]}
+                for task, data in self._entries().items()}
 
 
 @dataclass(frozen=True)
@@ -174,7 +270,7 @@ class Scores:
     split: str
     k: int
     pass_at_1: float
-    tasks: dict[str, TaskScore]
+    tasks: Mapping[str, TaskScore]     # a TaskScores when read from a note
     pass_at: dict[str, float] = field(default_factory=dict)
     ci: BaselineCI | None = None
     usage: dict[str, Any] | None = None
@@ -184,12 +280,15 @@ class Scores:
     evaluation: dict[str, Any] | None = None               # flips, verdicts, precision/recall it found
     v: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
+        """The note's data; ``tasks=False`` leaves out the per-task outcomes (`log --json`)."""
         data: dict[str, Any] = {
             "v": self.v, "run": self.run, "step": self.step, "commit": self.commit,
             "split": self.split, "k": self.k, "pass_at_1": self.pass_at_1,
-            "tasks": {t: s.to_dict() for t, s in self.tasks.items()},
         }
+        if tasks:
+            data["tasks"] = (self.tasks.to_dict() if isinstance(self.tasks, TaskScores)
+                             else {t: s.to_dict() for t, s in self.tasks.items()})
         if self.pass_at:
             data["pass_at"] = dict(self.pass_at)
         if self.ci is not None:
@@ -219,12 +318,10 @@ class Scores:
         return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "step") if k in data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Scores":
-        tasks = {
-            t: TaskScore(s["outcome"], tuple(Attempt(a["outcome"], a.get("reward"), a.get("exception_type"),
-                                                     a.get("tokens")) for a in s["attempts"]))
-            for t, s in data["tasks"].items()
-        }
+    def from_dict(cls, data: dict[str, Any], tasks: Mapping[str, TaskScore] | None = None) -> "Scores":
+        """``tasks`` given: the note's data without its ``tasks`` (see TaskScores.deferred)."""
+        if tasks is None:
+            tasks = TaskScores(data["tasks"])
         ci = BaselineCI(**data["ci"]) if data.get("ci") else None
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from git_hermit.core.history import CommitRecords, RunHistory, StepView
+from git_hermit.model.records import Scores, TaskScore, TaskScores
 
 
 def _usage_bits(usage: dict[str, Any] | None) -> str:
@@ -37,9 +39,15 @@ def _si(n: float) -> str:
     return str(int(n))
 
 
-STREAMING = ("continual-harness", "evo-harness")
 STREAM_NOTE = ("each step's rollouts ran a different window of the stream, so the windows' pass@1 are not "
                "comparable with each other; the stream pass@1 (cumulative over all windows so far) is the run's score")
+
+
+def _streaming(evolver: str | None) -> bool:
+    """Whether the run's evolver rolls out a new window of a stream each step (its registry line says)."""
+    from git_hermit.evolvers.registry import find
+    spec = find(evolver) if evolver else None
+    return bool(spec and spec.streaming)
 
 
 def _train(view: StepView):
@@ -110,7 +118,7 @@ def log_lines(history: RunHistory) -> list[str]:
     # One numbering everywhere: row N is H_N, the adapter step N made (step 0: the seed); its
     # pass@1 and its changes' verdicts come from step N+1's rollouts of it.
     lines = []
-    streaming = history.extra.get("evolver") in STREAMING
+    streaming = _streaming(history.extra.get("evolver"))
     stream = stream_scores(history) if streaming else {}
     if streaming:
         lines.append(f"note: {STREAM_NOTE}")
@@ -192,16 +200,40 @@ def prediction_line(history: RunHistory) -> str | None:
             f"{_pct(run.get('regression_precision'))}, recall {_pct(run.get('regression_recall'))}")
 
 
+def _outcomes(tasks: Mapping[str, TaskScore] | dict[str, Any] | None) -> dict[str, int]:
+    if isinstance(tasks, TaskScores):
+        return tasks.outcomes()
+    counts = {"pass": 0, "fail": 0, "exception": 0}
+    for task in (tasks or {}).values():
+        outcome = task.outcome if isinstance(task, TaskScore) else task.get("outcome")
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def _step_scores(scores: Scores) -> dict[str, Any]:
+    """A step's scores note as `log --json` gives it: each split's tasks counted by outcome
+    (``task_outcomes``) instead of listed, so the log stays one short record per step whatever
+    the number of tasks; `show --json` has every task's attempts."""
+    data = scores.to_dict(tasks=False)
+    data["task_outcomes"] = _outcomes(scores.tasks)
+    if data.get("splits"):
+        data["splits"] = {name: ({k: v for k, v in entry.items() if k != "tasks"}
+                                 | {"task_outcomes": _outcomes(entry.get("tasks"))})
+                          if isinstance(entry, dict) else entry
+                          for name, entry in data["splits"].items()}
+    return data
+
+
 def log_json(history: RunHistory) -> dict[str, Any]:
     steps = []
-    streaming = history.extra.get("evolver") in STREAMING
+    streaming = _streaming(history.extra.get("evolver"))
     stream = stream_scores(history) if streaming else {}
     for view in history.steps:
         steps.append({
             "step": view.step, "commit": view.commit,
             "pass_at_1": _train(view).pass_at_1 if _train(view) else None,
             **({"stream": stream.get(view.step)} if streaming else {}),
-            "scores": view.scores.to_dict() if view.scores else None,
+            "scores": _step_scores(view.scores) if view.scores else None,
             "changes": [{"commit": c.commit, **c.change.to_dict(),
                          "verdict": c.verdict.to_dict() if c.verdict else None,
                          "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}

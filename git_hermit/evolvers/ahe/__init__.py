@@ -1,0 +1,19 @@
+"""The ``ahe`` evolver (AHE Adapter, seed 000): rollouts classified and diffed, an Agent Debugger
+per task, an Evolve Agent that edits the adapter and declares its changes in a manifest, verdicts
+on the previous step's changes, rollbacks, a best-ever tag and the target stop.
+"""
+
+from git_hermit.evolvers.registry import EvolverSpec
+
+SPEC = EvolverSpec(
+    name="ahe",
+    evolver="git_hermit.evolvers.ahe.evolver:AHEEvolver",
+    template="ahe@1.0",
+    roles=("debugger", "evolve"),
+    summary="Agent Debugger + Evolve Agent with a change manifest, verdicts, rollbacks and a best-ever tag",
+    aliases=("ahe_adapter",),
+    # the demo's simulated learners stand in when evolver.base is scripted and names none
+    scripted={"debugger": "git_hermit.demo.learners:debugger_session",
+              "evolve": "git_hermit.demo.learners:evolve_session"},
+    manifest_check="git_hermit.evolvers.ahe.groups:manifest_overlaps",
+)

@@ -23,7 +23,7 @@ from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
 from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
-from git_hermit.gitio import FileChange
+from git_hermit.model.files import FileChange
 from git_hermit.model.learner_json import load_json
 from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
@@ -45,7 +45,7 @@ class _Rollback:
 
 
 def _adapter_files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.gitio import files_in_directory
+    from git_hermit.files import files_in_directory
     return files_in_directory(root)
 
 
@@ -171,7 +171,7 @@ class AHEEvolver:
             # the Evolve Agent reads `state/…` in its workspace; the note names the directory as it
             # lies in the repository, so the path a reader follows exists where the note says
             detail = f"state/analysis/{queries.step_dir(ctx.step)}/detail/"
-            where = (ctx.run_dir / detail).relative_to(ctx.repo.work_tree).as_posix() + "/"
+            where = (ctx.run_dir / detail).relative_to(ctx.work_tree).as_posix() + "/"
             result.analysis["overview"] = (overview_text.replace(f"`{detail}`", f"`{where}`")
                                            .replace("`detail/{task}.md`", f"`{where}{{task}}.md`"))
         # else: no analysis section at all, as upstream, rather than a fallback text per task

@@ -24,7 +24,7 @@ from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, win
 from git_hermit.evolvers.continual_harness import deltas, evidence
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.params import param_defaults
-from git_hermit.gitio import FileChange
+from git_hermit.model.files import FileChange
 from git_hermit.redact import redact
 
 PASSES = ("policy", "subagents", "skills", "memory")
@@ -74,7 +74,7 @@ def render_prompt(name: str, values: dict[str, Any]) -> str:
 
 
 def _files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.gitio import files_in_directory
+    from git_hermit.files import files_in_directory
     return files_in_directory(root)
 
 

@@ -26,8 +26,8 @@ from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, win
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.params import EvoParams
 from git_hermit.evolvers.evo_harness.validate import LevelVerdict, changed_files, validate_level
-from git_hermit.gitio import FileChange
 from git_hermit.hosts import registry
+from git_hermit.model.files import FileChange
 from git_hermit.model.records import Provenance
 from git_hermit.redact import redact
 
@@ -43,7 +43,7 @@ def _prompt(name: str, **values: Any) -> str:
 
 
 def _files(root: Path) -> dict[str, FileChange]:
-    from git_hermit.gitio import files_in_directory
+    from git_hermit.files import files_in_directory
     return files_in_directory(root)
 
 
@@ -193,13 +193,12 @@ class EvoHarnessEvolver:
     def _skill_list(ctx: StepContext) -> str:
         """``- name [level]: description`` for each skill of H_{N-1}, from git (no checkout)."""
         key = load_template(ctx.config.template).settings.get("provenance_key", "flashrsi")
-        prefix = ctx.config.adapter.rstrip("/") + "/skills"
         lines = []
-        for path, entry in sorted(ctx.repo.ls_tree(ctx.commit, prefix).items()):
+        for path, file in sorted(ctx.adapter_files("skills").items()):
             if not path.endswith("/SKILL.md"):
                 continue
             try:
-                fm = parse_front_matter(ctx.repo.read_object(entry.sha)[1].decode("utf-8", errors="replace"))
+                fm = parse_front_matter(file.content.decode("utf-8", errors="replace"))
             except FrontMatterError:
                 continue
             prov = fm.data.get(key)

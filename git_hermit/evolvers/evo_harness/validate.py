@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from git_hermit.adapter.check_spec import FrontMatterError, check_adapter, parse_front_matter
 from git_hermit.adapter.templates import Template, is_learnable
-from git_hermit.gitio import FileChange
+from git_hermit.model.files import FileChange
 
 SKILLS_ROOT = "skills"
 SKILL_FILE = "SKILL.md"

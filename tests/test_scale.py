@@ -1,0 +1,127 @@
+"""Scale of the read commands (issue 15.1): `log`, `show`, `report` and `compare` start a fixed
+number of git processes whatever the run's length (timing targets: bench/log_1000.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import hermit
+from conftest import git
+from scale_support import build_run, counting_git
+
+N = 6
+
+READS = [
+    ("log", "--run", "a"),
+    ("log", "--run", "a", "--json"),
+    ("show", "step-3", "--run", "a"),              # a step with a rollback commit
+    ("show", "step-2", "--run", "a", "--json"),
+    ("show", "hermit/a/step-0002"),                # a revision, no run
+    ("report", "--run", "a"),
+    ("report", "3", "--run", "a", "--format", "json"),
+    ("compare", "a", "b"),
+    ("compare", "a", "b", "--json"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two repositories, each with runs a and b: N steps in one, 2N in the other."""
+    made = {}
+    for steps in (N, 2 * N):
+        repo = tmp_path_factory.mktemp(f"steps{steps}")
+        git(repo, "init", "-q")
+        build_run(repo, "a", steps)
+        build_run(repo, "b", steps)
+        made[steps] = repo
+    return made
+
+
+def test_the_synthetic_run_reads_as_a_run(runs):
+    data = json.loads(hermit(runs[N], "log", "--run", "a", "--json").out)
+    assert [s["step"] for s in data["steps"]] == list(range(N + 1))
+    assert data["steps"][3]["rollbacks"][0]["verdict"] == "HARMFUL"
+    assert data["steps"][2]["changes"][0]["verdict"]["verdict"] == "HARMFUL"
+    assert data["steps"][2]["changes"][0]["rolled_back_by"] == data["steps"][3]["rollbacks"][0]["commit"]
+
+
+@pytest.mark.parametrize("args", READS, ids=[" ".join(a) for a in READS])
+def test_read_commands_start_a_fixed_number_of_git_processes(runs, tmp_path, args):
+    started = {}
+    for steps, repo in runs.items():
+        log = tmp_path / f"git-{steps}.log"
+        r = hermit(repo, *args, env=counting_git(tmp_path / "bin", log))
+        assert r.code == 0, r.err
+        started[steps] = log.read_text().splitlines() if log.exists() else []
+    assert started[N], "the counting git wrapper saw no git process"
+    assert len(started[2 * N]) == len(started[N]), \
+        f"{N} steps: {len(started[N])} git processes, {2 * N} steps: {len(started[2 * N])}\n" + \
+        "\n".join(started[2 * N])
+
+
+def test_log_json_is_one_record_per_step_and_show_has_the_tasks(runs):
+    r = hermit(runs[N], "log", "--run", "a", "--json")
+    assert r.code == 0, r.err
+    assert len(r.out.splitlines()) == 1          # piped: one line (indented only on a terminal)
+    steps = json.loads(r.out)["steps"]
+    scores = steps[2]["scores"]
+    # each split's tasks counted by outcome, not listed: the log's size does not grow with the tasks
+    assert "tasks" not in scores and scores["task_outcomes"] == {"pass": 4, "fail": 2, "exception": 0}
+    assert scores["pass_at_1"] == steps[2]["pass_at_1"] and scores["split"] == "train"
+    held = steps[N]["scores"]["splits"]["test"]
+    assert "tasks" not in held and sum(held["task_outcomes"].values()) == 6
+    shown = json.loads(hermit(runs[N], "show", "step-2", "--run", "a", "--json").out)
+    tasks = shown["commits"][-1]["scores"]["tasks"]
+    assert sorted(tasks) == [f"task-{i}" for i in range(6)] and tasks["task-1"]["attempts"][0]["tokens"] == 101
+
+
+def test_show_step_lists_the_commits_the_log_gives_that_step(runs):
+    log = json.loads(hermit(runs[2 * N], "log", "--run", "a", "--json").out)
+    for step in (3, 4):
+        view = log["steps"][step]
+        expected = [c["commit"] for c in view["changes"]] + [c["commit"] for c in view["rollbacks"]]
+        shown = json.loads(hermit(runs[2 * N], "show", f"step-{step}", "--run", "a", "--json").out)
+        assert sorted(c["commit"] for c in shown["commits"]) == sorted(expected)
+        assert shown["commits"][-1]["commit"] == view["commit"]
+
+
+def test_scores_summaries_are_kept_by_note_and_a_broken_cache_is_ignored(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 3)
+    cold = hermit(repo, "log")
+    assert cold.code == 0, cold.err
+    cache = repo / ".git" / "hermit" / "cache" / "scores-summaries.json"
+    assert cache.is_file()
+    assert hermit(repo, "log").out == cold.out                   # warm: the same
+    # a rewritten note is a new blob: read again, not taken from the cache
+    note = json.loads(git(repo, "notes", "--ref=hermit/scores", "show", "hermit/a/step-0001"))
+    path = tmp_path / "note.json"
+    path.write_text(json.dumps({**note, "pass_at_1": 0.125}))
+    git(repo, "notes", "--ref=hermit/scores", "add", "-f", "-F", str(path), "hermit/a/step-0001")
+    changed = hermit(repo, "log").out
+    assert "pass@1 0.125" in changed and changed != cold.out
+    cache.write_text("{not json")
+    assert hermit(repo, "log").out == changed
+    # the per-task outcomes still come from the note when a command needs them
+    build_run(repo, "b", 3)
+    r = hermit(repo, "compare", "a", "b", "--split", "train", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["a"]["tasks"] == 6
+
+
+def test_a_bad_scores_note_is_a_warning_each_time(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 2)
+    path = tmp_path / "note.json"
+    path.write_text('{"v": 1, "run": "a"}')
+    git(repo, "notes", "--ref=hermit/scores", "add", "-f", "-F", str(path), "hermit/a/step-0001")
+    for _ in range(2):
+        r = hermit(repo, "log")
+        assert r.code == 0, r.err
+        assert "warning: scores note on" in r.out
