@@ -20,7 +20,7 @@ from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.continual_harness import deltas, evidence
-from git_hermit.evolvers.continual_harness.deltas import DeltaError, Layout
+from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
 from git_hermit.model.rollout import RolloutResult
 from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
@@ -98,7 +98,7 @@ def test_memory_pass_can_retire_topics(tmp_path):
     template = load_template(TEMPLATE)
     root = tmp_path / "adapter"
     write_seed(template, root)
-    done = deltas.apply_memory(root, Layout.of(template), d)
+    done = deltas.apply_memory(root, HarnessLayout.of(template), d)
     assert done == ["added 'Ports'", "retired 'Running commands'", "skipped retire 'ghost': no such topic"]
     notes = deltas.Notes.parse((root / "memory/NOTES.md").read_text())
     assert notes.topics() == {"ports": "8123"} and notes.header.startswith("# Notes")
@@ -122,7 +122,7 @@ def test_deltas_applied_to_the_seed_keep_check_spec(tmp_path):
     template = load_template(TEMPLATE)
     root = tmp_path / "adapter"
     write_seed(template, root)
-    layout = Layout.of(template)
+    layout = HarnessLayout.of(template)
     assert (layout.agents_root, layout.skills_root, layout.policy_copy) == ("sub_agents", ".agents/skills", "ADAPTER.md")
     deltas.apply_policy(root, layout, deltas.parse_policy("# Policy\n\nnew\n", layout.policy_chars))
     done = deltas.apply_component(root, layout.agents_root, layout.agent_file, deltas.parse_subagents(json.dumps({

@@ -207,7 +207,7 @@ def _select_traces(results: Sequence[RolloutResult], is_timeout: bool, root: Pur
         if reward is None and not is_timeout:
             continue  # a pure-exception trial is never analysed
         if reward is None or result.is_timeout:
-            # ``timeout_as: fail`` makes a timeout a fail (reward 0) for the diff, but the Debugger
+            # ``timeout_as: fail`` makes a timeout a fail (no reward) for the diff, but the Debugger
             # must still know the agent ran out of time rather than answered wrong
             reward, label = -1.0, "TIMEOUT"
         else:
