@@ -18,14 +18,14 @@ from typing import Any, Callable
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
-from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScores, Verdict, loads
+from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScores, VerdictNote, loads
 
 
 @dataclass(frozen=True)
 class ChangeView:
     commit: str
     change: Change
-    verdict: Verdict | None
+    verdict: VerdictNote | None
     rolled_back_by: str | None = None              # the rollback commit that reverted this change
     lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
 
@@ -169,7 +169,7 @@ def load_history(ctx: RunContext) -> RunHistory:
     store = NotesStore(repo)
     bad: list[str] = []
     manifests: dict[str, Manifest] = _read_notes(store, "manifest", bad)
-    verdicts: dict[str, Verdict] = _read_notes(store, "verdicts", bad)
+    verdicts: dict[str, VerdictNote] = _read_notes(store, "verdicts", bad)
     scores: dict[str, Scores] = _read_scores(repo, bad)
     analyses: dict[str, Analysis] = _read_notes(store, "analysis", bad)
 
@@ -218,7 +218,7 @@ class CommitRecords:
     info: CommitInfo
     step: int | None
     manifest: Manifest | None
-    verdict: Verdict | None
+    verdict: VerdictNote | None
     scores: Scores | None
     analysis: Analysis | None
 

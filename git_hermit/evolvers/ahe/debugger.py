@@ -209,7 +209,7 @@ def _select_traces(results: Sequence[RolloutResult], is_timeout: bool, root: Pur
             continue  # a pure-exception trial is never analysed
         label: TraceLabel
         if reward is None or result.is_timeout:
-            # ``timeout_as: fail`` makes a timeout a fail (reward 0) for the diff, but the Debugger
+            # ``timeout_as: fail`` makes a timeout a fail (no reward) for the diff, but the Debugger
             # must still know the agent ran out of time rather than answered wrong
             reward, label = -1.0, "TIMEOUT"
         else:
