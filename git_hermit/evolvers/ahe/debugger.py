@@ -11,7 +11,7 @@ from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from git_hermit.evolvers.ahe.analysis import StepStats
-from git_hermit.evolvers.ahe.files import write_json_atomic
+from git_hermit.evolvers.files import rollout_dir, write_json_atomic
 from git_hermit.model.rollout import RolloutResult
 
 Mode = Literal["debug", "summary"]
@@ -178,13 +178,6 @@ def tail_chars(text: str, limit: int) -> str:
 
 def tail_lines(text: str, limit: int) -> str:
     return "\n".join(text.splitlines()[-limit:])
-
-
-def rollout_dir(root: PurePath, task: str, attempt: int) -> PurePath:
-    """Where a rollout's files live under a step's rollouts root (``<task>/<attempt>/``),
-    with the task id made filesystem-safe exactly as the rollout runner does."""
-    from git_hermit.rollouts.runner import task_dirname
-    return root / task_dirname(task) / str(attempt)
 
 
 def _trace_reward(result: RolloutResult) -> float | None:

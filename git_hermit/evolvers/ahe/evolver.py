@@ -21,7 +21,7 @@ from typing import Any
 from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
-from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
+from git_hermit.evolvers.files import make_read_only, remove_tree, rollout_dir, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.model.files import FileChange
 from git_hermit.model.learner_json import load_json
@@ -332,7 +332,7 @@ class AHEEvolver:
             for r in attempts:
                 if not r.trajectory:
                     continue
-                directory = debugger.rollout_dir(ctx.rollouts_root, r.task, r.attempt)
+                directory = rollout_dir(ctx.rollouts_root, r.task, r.attempt)
                 source = Path(directory) / r.trajectory
                 dest = Path(directory) / "steps"
                 if dest.is_dir() or not source.is_file() or source.suffix != ".jsonl":

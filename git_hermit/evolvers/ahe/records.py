@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from git_hermit.evolvers.ahe.analysis import StepDiff, StepStats
 from git_hermit.evolvers.ahe.attribution import ChangeEvaluation
-from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.files import write_json_atomic, write_text_atomic
 
 HISTORY_HEADER = "# Agentic Harness Engineering Evolution History"
 HISTORY_NAMES_SHOWN = 15
