@@ -15,10 +15,13 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
-from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScores, Verdict, loads
+from git_hermit.model.records import (RECORD_KINDS, Analysis, Change, Manifest, Scores, TaskScores, Verdict,
+                                      loads)
+from git_hermit.model.schema import fingerprint
 
 
 @dataclass(frozen=True)
@@ -77,14 +80,36 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
     return None
 
 
-def _read_notes(store: NotesStore, kind: str, bad: list[str]) -> dict[str, Any]:
-    """All notes of one kind, parsed; a note that fails its schema is reported, not fatal."""
-    out = {}
-    for commit, text in store.read_all(NOTES_REFS[kind]).items():
+_CHECKED_KINDS = ("manifest", "verdicts", "analysis")
+
+
+def _read_notes(repo: Repo, bad: list[str]) -> dict[str, dict[str, Any]]:
+    """{kind: {commit: record}} of the manifest, verdicts and analysis notes; a note that fails its
+    schema is reported, not fatal. A blob that passed before is not validated again (checked.py):
+    its id names its content, and the cache's format names the schemas."""
+    file = repo.common_dir / "hermit" / "cache" / "valid-notes.json"
+    format = "valid-notes/1:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
+    known = checked.load(file, format)
+    valid = {kind: set(known.get(kind) or ()) for kind in _CHECKED_KINDS}
+    entries = {kind: note_entries(repo, repo.read_ref(NOTES_REFS[kind])) for kind in _CHECKED_KINDS}
+    wanted = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()]
+    out: dict[str, dict[str, Any]] = {kind: {} for kind in _CHECKED_KINDS}
+    fresh = False
+    for (kind, commit, blob), found in zip(wanted, repo.read_objects([blob for _, _, blob in wanted])):
+        if found is None:
+            raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
+        if blob in valid[kind]:
+            out[kind][commit] = RECORD_KINDS[kind][1].from_dict(json.loads(found[2]))
+            continue
         try:
-            out[commit] = loads(kind, text, where=commit[:12])
+            out[kind][commit] = loads(kind, found[2].decode("utf-8", "replace"), where=commit[:12])
         except SchemaError as exc:
             bad.append(exc.message)
+            continue
+        valid[kind].add(blob)
+        fresh = True
+    if fresh:   # keep only the blobs the refs hold now
+        checked.save(file, format, {kind: sorted(valid[kind] & set(entries[kind].values())) for kind in _CHECKED_KINDS})
     return out
 
 
@@ -161,12 +186,12 @@ def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
 
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
-    store = NotesStore(repo)
     bad: list[str] = []
-    manifests: dict[str, Manifest] = _read_notes(store, "manifest", bad)
-    verdicts: dict[str, Verdict] = _read_notes(store, "verdicts", bad)
+    notes = _read_notes(repo, bad)
+    manifests: dict[str, Manifest] = notes["manifest"]
+    verdicts: dict[str, Verdict] = notes["verdicts"]
     scores: dict[str, Scores] = _read_scores(repo, bad)
-    analyses: dict[str, Analysis] = _read_notes(store, "analysis", bad)
+    analyses: dict[str, Analysis] = notes["analysis"]
 
     seed = ctx.steps[0][1]
     tip = ctx.tip[1]

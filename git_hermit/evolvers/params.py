@@ -17,8 +17,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema_rs
-
 from git_hermit.evolvers import registry
 
 
@@ -51,6 +49,7 @@ def _validator(evolver: str):
 
 @cache
 def _validator_at(path: Path):
+    import jsonschema_rs    # only when validating (see model/schema.py)
     return jsonschema_rs.validator_for(_schema_at(path))
 
 

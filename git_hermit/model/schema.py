@@ -9,11 +9,10 @@ record, the JSON path and the problem.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import cache
 from typing import Any, Callable
-
-import jsonschema_rs
 
 from git_hermit.errors import SchemaError
 from git_hermit.resources import schemas_dir
@@ -44,7 +43,17 @@ def load_schema(name: str) -> dict:
 
 @cache
 def _compiled(text: str):
+    # imported here: jsonschema-rs pulls in email, socket and uuid (~8 ms), which a command that
+    # validates nothing (a warm `log`: its notes and config were checked before) never needs
+    import jsonschema_rs
     return jsonschema_rs.validator_for(json.loads(text))
+
+
+def fingerprint(name: str) -> str:
+    """Names schema ``name`` as it is now (completed by its extension): a check remembered under it
+    is redone after git-hermit, a registry or the schema changes."""
+    text = _schema_text(name) if name not in _EXTENSIONS else json.dumps(load_schema(name), sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 def _validator(name: str):
