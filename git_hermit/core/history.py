@@ -85,32 +85,31 @@ _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 
 def _read_notes(repo: Repo, bad: list[str]) -> dict[str, dict[str, Any]]:
     """{kind: {commit: record}} of the manifest, verdicts and analysis notes; a note that fails its
-    schema is reported, not fatal. A blob that passed before is not validated again (checked.py):
-    its id names its content, and the cache's format names the schemas."""
-    file = repo.common_dir / "hermit" / "cache" / "valid-notes.json"
-    format = "valid-notes/1:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
+    schema is reported, not fatal. A note is read from git and validated once: its data is kept under
+    its blob id (checked.py), which names its content, the cache's format naming the schemas."""
+    file = repo.common_dir / "hermit" / "cache" / "notes.json"
+    format = "notes/1:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
     known = checked.load(file, format)
-    valid = {kind: set(known.get(kind) or ()) for kind in _CHECKED_KINDS}
+    kept: dict[str, dict[str, Any]] = {kind: known.get(kind) or {} for kind in _CHECKED_KINDS}
     entries = {kind: note_entries(repo, repo.read_ref(NOTES_REFS[kind])) for kind in _CHECKED_KINDS}
-    wanted = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()]
-    out: dict[str, dict[str, Any]] = {kind: {} for kind in _CHECKED_KINDS}
-    fresh = False
-    for (kind, commit, blob), found in zip(wanted, repo.read_objects([blob for _, _, blob in wanted])):
+    missing = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()
+               if blob not in kept[kind]]
+    for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
         if found is None:
             raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
-        if blob in valid[kind]:
-            out[kind][commit] = RECORD_KINDS[kind][1].from_dict(json.loads(found[2]))
-            continue
+        text = found[2].decode("utf-8", "replace")
         try:
-            out[kind][commit] = loads(kind, found[2].decode("utf-8", "replace"), where=commit[:12])
+            loads(kind, text, where=commit[:12])
         except SchemaError as exc:
             bad.append(exc.message)
             continue
-        valid[kind].add(blob)
-        fresh = True
-    if fresh:   # keep only the blobs the refs hold now
-        checked.save(file, format, {kind: sorted(valid[kind] & set(entries[kind].values())) for kind in _CHECKED_KINDS})
-    return out
+        kept[kind][blob] = json.loads(text)
+    if missing:   # the blobs the refs hold now, and no others
+        checked.save(file, format, {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
+                                    for kind in _CHECKED_KINDS})
+    return {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
+                   for commit, blob in entries[kind].items() if blob in kept[kind]}
+            for kind in _CHECKED_KINDS}
 
 
 # The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
