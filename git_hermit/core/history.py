@@ -83,15 +83,30 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
 _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 
 
-def _read_notes(repo: Repo, bad: list[str]) -> dict[str, dict[str, Any]]:
-    """{kind: {commit: record}} of the manifest, verdicts and analysis notes; a note that fails its
-    schema is reported, not fatal. A note is read from git and validated once: its data is kept under
-    its blob id (checked.py), which names its content, the cache's format naming the schemas."""
+def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """({kind: {commit: record}} of the manifest, verdicts and analysis notes, {commit: blob} of the
+    scores notes); a note that fails its schema is reported, not fatal.
+
+    A note is read from git and validated once: its data is kept under its blob id (checked.py),
+    which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
+    is kept under the notes commit it was listed from, so an unchanged ref's tree is not read again.
+    """
     file = repo.common_dir / "hermit" / "cache" / "notes.json"
-    format = "notes/1:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
+    format = "notes/2:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
     known = checked.load(file, format)
-    kept: dict[str, dict[str, Any]] = {kind: known.get(kind) or {} for kind in _CHECKED_KINDS}
-    entries = {kind: note_entries(repo, repo.read_ref(NOTES_REFS[kind])) for kind in _CHECKED_KINDS}
+    trees: dict[str, Any] = known.get("trees") or {}
+    kept: dict[str, dict[str, Any]] = {kind: (known.get("data") or {}).get(kind) or {} for kind in _CHECKED_KINDS}
+    entries: dict[str, dict[str, str]] = {}
+    changed = False
+    for kind in (*_CHECKED_KINDS, "scores"):
+        tip = repo.read_ref(NOTES_REFS[kind])
+        listed = trees.get(kind)
+        if isinstance(listed, list) and len(listed) == 2 and listed[0] == tip and isinstance(listed[1], dict):
+            entries[kind] = listed[1]
+        else:
+            entries[kind] = note_entries(repo, tip)
+            trees[kind] = [tip, entries[kind]]
+            changed = True
     missing = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()
                if blob not in kept[kind]]
     for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
@@ -104,12 +119,14 @@ def _read_notes(repo: Repo, bad: list[str]) -> dict[str, dict[str, Any]]:
             bad.append(exc.message)
             continue
         kept[kind][blob] = json.loads(text)
-    if missing:   # the blobs the refs hold now, and no others
-        checked.save(file, format, {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
-                                    for kind in _CHECKED_KINDS})
-    return {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
-                   for commit, blob in entries[kind].items() if blob in kept[kind]}
-            for kind in _CHECKED_KINDS}
+    if missing or changed:   # the blobs the refs hold now, and no others
+        data = {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
+                for kind in _CHECKED_KINDS}
+        checked.save(file, format, {"trees": trees, "data": data})
+    records = {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
+                      for commit, blob in entries[kind].items() if blob in kept[kind]}
+               for kind in _CHECKED_KINDS}
+    return records, entries["scores"]
 
 
 # The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
@@ -146,13 +163,14 @@ def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
             os.unlink(temp)
 
 
-def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
+def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None) -> dict[str, Scores]:
     """Every scores note, its per-task outcomes read from git only when asked for (TaskScores.deferred).
 
     A note's blob id names its content, so a summary cached under it never goes stale; notes not in
     the cache yet are read, validated and summarised in one batch, and the cache rewritten.
     """
-    entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))   # {commit: blob}
+    if entries is None:   # {commit: blob}
+        entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))
     path = _summary_cache(repo)
     cached = _load_summaries(path)
     missing = [commit for commit, blob in entries.items() if blob not in cached]
@@ -186,31 +204,39 @@ def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
-    notes = _read_notes(repo, bad)
+    notes, scores_notes = _read_notes(repo, bad)
     manifests: dict[str, Manifest] = notes["manifest"]
     verdicts: dict[str, Verdict] = notes["verdicts"]
-    scores: dict[str, Scores] = _read_scores(repo, bad)
+    scores: dict[str, Scores] = _read_scores(repo, bad, scores_notes)
     analyses: dict[str, Analysis] = notes["analysis"]
 
     seed = ctx.steps[0][1]
     tip = ctx.tip[1]
     # The run's commits after the seed, oldest first, in one process.
     commits = list(reversed(repo.log(f"{seed}..{tip}"))) if tip != seed else []
+    # Each commit's trailers by lower-cased key, the first of each kept (as _trailer reads them).
+    keyed = []
+    for info in commits:
+        trailers: dict[str, str] = {}
+        for key, value in info.trailers:
+            trailers.setdefault(key.lower(), value)
+        keyed.append((info, trailers))
     # What each rollback commit says it did, from its trailers (the record GitHub shows too).
     rolled_back_by: dict[str, str] = {}
     lines_removed_by: dict[str, list[str]] = {}
-    for info in commits:
-        reverts = _trailer(info, "Hermit-Reverts")
-        if reverts and _trailer(info, "Hermit-Run") == ctx.run:
+    removes = HERMIT_REMOVES_LINES_OF.lower()
+    for info, trailers in keyed:
+        reverts = trailers.get("hermit-reverts")
+        if reverts and trailers.get("hermit-run") == ctx.run:
             rolled_back_by[reverts] = info.sha
             for key, value in info.trailers:
-                if key.lower() == HERMIT_REMOVES_LINES_OF.lower():
+                if key.lower() == removes:
                     lines_removed_by.setdefault(value, []).append(info.sha)
     by_step: dict[int, list[CommitView]] = {}
-    for info in commits:
-        if _trailer(info, "Hermit-Run") != ctx.run:
+    for info, trailers in keyed:
+        if trailers.get("hermit-run") != ctx.run:
             continue
-        step = parse_step_name(_trailer(info, "Hermit-Step") or "")
+        step = parse_step_name(trailers.get("hermit-step") or "")
         if step is None:
             continue
         manifest = manifests.get(info.sha)
@@ -219,9 +245,9 @@ def load_history(ctx: RunContext) -> RunHistory:
                                    rolled_back_by.get(info.sha), tuple(lines_removed_by.get(info.sha, ())))
                         for ch in (manifest.changes if manifest else ()))
         by_step.setdefault(step, []).append(CommitView(
-            info=info, changes=changes, reverts=_trailer(info, "Hermit-Reverts"),
-            reverts_verdict=_trailer(info, "Hermit-Verdict"),
-            undeclared=(_trailer(info, "Hermit-Change") == "undeclared")))
+            info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
+            reverts_verdict=trailers.get("hermit-verdict"),
+            undeclared=(trailers.get("hermit-change") == "undeclared")))
     views = tuple(
         StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), scores=scores.get(sha),
                  analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())
