@@ -31,6 +31,10 @@ class ChangeView:
     verdict: Verdict | None
     rolled_back_by: str | None = None              # the rollback commit that reverted this change
     lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
+    # change.to_dict() and verdict.to_dict() as the notes cache holds them (None: call to_dict), so
+    # `log --json` passes a note's data through instead of re-serialising every record
+    change_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    verdict_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,10 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
 _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 
 
-def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """({kind: {commit: record}} of the manifest, verdicts and analysis notes, {commit: blob} of the
-    scores notes); a note that fails its schema is reported, not fatal.
+def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
+    """({kind: {commit: record}} of the manifest, verdicts and analysis notes, {kind: {commit: the
+    record's to_dict()}} of the manifest and verdicts notes, {commit: blob} of the scores notes); a note
+    that fails its schema is reported, not fatal.
 
     A note is read from git and validated once: its data is kept under its blob id (checked.py),
     which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
@@ -96,6 +101,7 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
     known = checked.load(file, format)
     trees: dict[str, Any] = known.get("trees") or {}
     kept: dict[str, dict[str, Any]] = {kind: (known.get("data") or {}).get(kind) or {} for kind in _CHECKED_KINDS}
+    raw: dict[str, list[str]] = {kind: list((known.get("raw") or {}).get(kind) or ()) for kind in _CHECKED_KINDS}
     entries: dict[str, dict[str, str]] = {}
     changed = False
     for kind in (*_CHECKED_KINDS, "scores"):
@@ -114,19 +120,27 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
             raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
         text = found[2].decode("utf-8", "replace")
         try:
-            loads(kind, text, where=commit[:12])
+            record = loads(kind, text, where=commit[:12])
         except SchemaError as exc:
             bad.append(exc.message)
             continue
-        kept[kind][blob] = json.loads(text)
+        data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
+        kept[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
+        if kept[kind][blob] is not data:
+            raw[kind].append(blob)
     if missing or changed:   # the blobs the refs hold now, and no others
         data = {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
                 for kind in _CHECKED_KINDS}
-        checked.save(file, format, {"trees": trees, "data": data})
+        raw = {kind: sorted(set(raw[kind]) & set(data[kind])) for kind in _CHECKED_KINDS}
+        checked.save(file, format, {"trees": trees, "data": data, "raw": raw})
     records = {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
                       for commit, blob in entries[kind].items() if blob in kept[kind]}
                for kind in _CHECKED_KINDS}
-    return records, entries["scores"]
+    # {commit: to_dict()} of the manifest and verdict notes whose cached data is that
+    dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
+                    if blob in kept[kind] and blob not in raw[kind]}
+             for kind in ("manifest", "verdicts")}
+    return records, dicts, entries["scores"]
 
 
 # The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
@@ -204,7 +218,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
-    notes, scores_notes = _read_notes(repo, bad)
+    notes, dicts, scores_notes = _read_notes(repo, bad)
     manifests: dict[str, Manifest] = notes["manifest"]
     verdicts: dict[str, Verdict] = notes["verdicts"]
     scores: dict[str, Scores] = _read_scores(repo, bad, scores_notes)
@@ -241,9 +255,14 @@ def load_history(ctx: RunContext) -> RunHistory:
             continue
         manifest = manifests.get(info.sha)
         note = verdicts.get(info.sha)
-        changes = tuple(ChangeView(info.sha, ch, note.for_change(ch.id) if note else None,
-                                   rolled_back_by.get(info.sha), tuple(lines_removed_by.get(info.sha, ())))
-                        for ch in (manifest.changes if manifest else ()))
+        manifest_data = dicts["manifest"].get(info.sha)
+        note_data = dicts["verdicts"].get(info.sha)
+        changes = tuple(ChangeView(info.sha, ch, verdict, rolled_back_by.get(info.sha),
+                                   tuple(lines_removed_by.get(info.sha, ())),
+                                   change_data=manifest_data["changes"][i] if manifest_data else None,
+                                   verdict_data=note_data if verdict is note and note_data else None)
+                        for i, ch in enumerate(manifest.changes if manifest else ())
+                        for verdict in (note.for_change(ch.id) if note else None,))
         by_step.setdefault(step, []).append(CommitView(
             info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
             reverts_verdict=trailers.get("hermit-verdict"),
