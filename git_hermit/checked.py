@@ -37,7 +37,8 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
         return
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump({"format": format, "entries": entries}, handle, separators=(",", ":"))
+            # dumps, not dump: json.dump streams through the pure-Python encoder (~20x slower)
+            handle.write(json.dumps({"format": format, "entries": entries}, separators=(",", ":")))
         os.replace(temp, path)
     except (OSError, TypeError, ValueError):
         with contextlib.suppress(OSError):
