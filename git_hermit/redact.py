@@ -179,11 +179,12 @@ def findings(text: str) -> list[str]:
     return kinds
 
 
-def redact(text: str) -> str:
-    """``text`` with environment secrets and secret-shaped strings replaced by ``[REDACTED]``."""
+def redact(text: str, values: tuple[str, ...] | None = None) -> str:
+    """``text`` with environment secrets and secret-shaped strings replaced by ``[REDACTED]``
+    (``values``: ``secret_values()`` computed once by a caller redacting many texts)."""
     if not text:
         return text
-    for value in secret_values():
+    for value in secret_values() if values is None else values:
         if value in text:
             text = text.replace(value, MARK)
     for kind, pattern, boundary in _detectors(text):

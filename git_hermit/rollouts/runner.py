@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
-from git_hermit.redact import redact
+from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.scratch import clean_stale
@@ -78,16 +78,20 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     environment may reach a learner, a note or a report.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    values = secret_values()       # once: it sorts the whole environment
     for name, data in output.files.items():
-        # not fsynced (an fsync is 5-25 ms here, on the driver's one thread, for each file): a
-        # killed process loses nothing (the page cache outlives it), only a power cut could
-        atomic_write(directory / name, redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"),
-                     durable=False)
+        atomic_write(directory / name, redact(data.decode("utf-8", "surrogateescape"), values)
+                     .encode("utf-8", "surrogateescape"), durable=False)
     result = RolloutResult.from_dict(output.result)
-    result = result.with_(final_answer=redact(result.final_answer) if result.final_answer else result.final_answer,
-                          verifier_output=redact(result.verifier_output),
-                          error=redact(result.error) if result.error else result.error)
-    atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    result = result.with_(final_answer=redact(result.final_answer, values) if result.final_answer else result.final_answer,
+                          verifier_output=redact(result.verifier_output, values),
+                          error=redact(result.error, values) if result.error else result.error)
+    # Not fsynced either (an fsync is 5-25 ms here, on the driver's one thread, for each file:
+    # 2,000 rollouts would wait 10-50 s). The rename keeps it atomic: a killed process loses
+    # nothing (the page cache outlives it); after a power cut a result.json may be empty, which
+    # read_result takes for unfinished, so that rollout reruns.
+    atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
+                 durable=False)
     return result
 
 

@@ -38,16 +38,27 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
+_made: dict[tuple[int, Path], Path] = {}
+
+
 def process_dir() -> Path:
-    """This process's scratch directory (created on first use)."""
-    pid = os.getpid()
-    return _private_dir(scratch_root() / f"{pid}-{_start_time(pid) or 0}")
+    """This process's scratch directory (created and checked on first use: every rollout asks,
+    and the check is ~10 system calls on a directory all of this user's runs share)."""
+    pid, root = os.getpid(), scratch_root()
+    made = _made.get((pid, root))
+    if made is None:
+        made = _made[(pid, root)] = _private_dir(root / f"{pid}-{_start_time(pid) or 0}")
+    return made
 
 
 @contextlib.contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
     """A fresh private directory, removed (with whatever it holds) when the block ends."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=process_dir()))
+    try:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=process_dir()))
+    except FileNotFoundError:       # the process directory was removed meanwhile: make it again
+        _made.clear()
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=process_dir()))
     try:
         yield path
     finally:

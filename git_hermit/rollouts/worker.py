@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_hermit.adapter.deploy import deploy
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
+from git_hermit.rollouts.deploy_cache import deploy_fresh
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.scratch import scratch
 from git_hermit.rollouts.tasks import Task
@@ -34,6 +34,10 @@ SESSION_MEMORY = "memory/NOTES.md"
 HOOK_LOG = ".hermit-hooks/hook-calls.jsonl"
 STDERR_TAIL_BYTES = 20_000
 _cache_lock = threading.Lock()
+# One adapter is deployed at a time: each of its ~70 file operations releases the GIL, and with
+# every thread of the pool doing the same the GIL changes hands at each (thousands of futex calls
+# a rollout); behind this lock the waiting threads sleep instead. The kernel work is the same.
+_setup_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -170,8 +174,9 @@ def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) 
     """Adapter at the commit + the task's files + task.md, deployed for the host."""
     adapter = _cached_adapter(job, bundle)
     workspace = root / "workspace"
-    workspace.mkdir()
-    deploy(adapter, workspace, job.host)
+    with _setup_lock:     # not the task's files: their size is the task's (a lock would serialise big copies)
+        workspace.mkdir()
+        deploy_fresh(adapter, workspace, job.host, commit=job.commit)   # rendered once per commit and host
     for name, source in job.task.files.items():
         target = workspace / name
         target.parent.mkdir(parents=True, exist_ok=True)
