@@ -146,6 +146,9 @@ def test_a_warm_log_neither_parses_yaml_nor_validates_again(tmp_path):
     assert warm.out == cold.out
     assert not {"yaml", "jsonschema_rs"} & _imported(warm.err)
     assert hermit(repo, "log", "--json").out == hermit(repo, "log", "--json").out
+    for name in ("notes.json", "configs.json"):   # a broken cache is only a cache: checked again
+        (repo / ".git" / "hermit" / "cache" / name).write_text("{not json")
+    assert hermit(repo, "log").out == cold.out
     # a note rewritten into a bad one is a new blob: checked, and a warning every time
     path = tmp_path / "note.json"
     path.write_text('{"v": 1, "run": "a"}')

@@ -99,9 +99,14 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
     file = repo.common_dir / "hermit" / "cache" / "notes.json"
     format = "notes/2:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
     known = checked.load(file, format)
-    trees: dict[str, Any] = known.get("trees") or {}
-    kept: dict[str, dict[str, Any]] = {kind: (known.get("data") or {}).get(kind) or {} for kind in _CHECKED_KINDS}
-    raw: dict[str, list[str]] = {kind: list((known.get("raw") or {}).get(kind) or ()) for kind in _CHECKED_KINDS}
+    def part(name: str, kind: str, empty: type) -> Any:   # a part of another shape is ignored
+        value = known.get(name)
+        value = value.get(kind) if isinstance(value, dict) else None
+        return value if isinstance(value, empty) else empty()
+
+    trees: dict[str, Any] = {kind: part("trees", kind, list) for kind in (*_CHECKED_KINDS, "scores")}
+    kept: dict[str, dict[str, Any]] = {kind: part("data", kind, dict) for kind in _CHECKED_KINDS}
+    raw: dict[str, list[str]] = {kind: part("raw", kind, list) for kind in _CHECKED_KINDS}
     entries: dict[str, dict[str, str]] = {}
     changed = False
     for kind in (*_CHECKED_KINDS, "scores"):
