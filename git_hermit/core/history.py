@@ -87,7 +87,8 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
 _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 
 
-def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
+def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
+                                                     dict[str, str]]:
     """({kind: {commit: record}} of the manifest, verdicts and analysis notes, {kind: {commit: the
     record's to_dict()}} of the manifest and verdicts notes, {commit: blob} of the scores notes); a note
     that fails its schema is reported, not fatal.
