@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ def load(path: Path, format: str) -> dict[str, Any]:
 
 def save(path: Path, format: str, entries: dict[str, Any]) -> None:
     """Replace the file atomically (concurrent readers see the old or the new one); errors are ignored."""
+    import tempfile   # only when writing: a warm read writes nothing
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")

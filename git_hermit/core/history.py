@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -169,6 +168,7 @@ def _load_summaries(path: Any) -> dict[str, dict[str, Any]]:
 
 def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
     """Best effort (a read-only repository just parses again next time); atomic for concurrent readers."""
+    import tempfile   # only when writing: a warm read writes nothing
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".scores-summaries-")

@@ -10,7 +10,6 @@ Besides JSON Schema, a schema carries ``x-init`` (what ``init`` writes) and ``x-
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -105,6 +104,7 @@ def _unknown(evolver: str, schema: dict, key: str, path: str, known: list[str]) 
     refused = schema.get("x-refused", {}).get(key)
     if refused:
         return ParamProblem(path, f"is not accepted for {evolver}: {refused['why']}", refused["hint"])
+    import difflib   # only for a bad key's suggestion
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     guess = f" (did you mean {close[0]}?)" if close else ""
     return ParamProblem(path, f"is not a parameter of {evolver}{guess}",
