@@ -317,12 +317,7 @@ def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
 
     TARGET: a change id (chg-2, step-3:chg-2) or a revision. A change group is reverted whole."""
     from git_hermit.core.rollback import rollback as do_rollback
-    from git_hermit.core.runs import open_run
-    from git_hermit.gitio import RunLock
-    repo = _repo()
-    ctx = open_run(repo, run)
-    with RunLock(repo, ctx.run, "git hermit rollback"):
-        result = do_rollback(open_run(repo, ctx.run), target, reason, force=force)
+    result = do_rollback(_repo(), run, target, reason, force=force)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
     click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")

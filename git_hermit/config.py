@@ -79,6 +79,12 @@ class RunConfig:
                 params[key] = value
         return params
 
+    @property
+    def timeout_as(self) -> str:
+        """How a timed-out rollout is scored (``exception`` or ``fail``): read here and only here,
+        its default from evolvers/framework.params.schema.json, applied by model.rollout.scored."""
+        return str(self.evolver_params()["timeout_as"])
+
     def agent_env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """What the acting agent gets besides the framework's minimal environment: ``agent.env``,
         then the user's variables ``agent.pass_env`` names (a named variable that is not set is

@@ -6,8 +6,11 @@ tests) has them beside the package. Everything that reads them goes through here
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -31,3 +34,24 @@ def schemas_dir() -> Path:
 
 def templates_dir() -> Path:
     return data_dir("templates")
+
+
+def hook_wire_module(name: str) -> ModuleType:
+    """Import one stdlib module of the shipped hooks/agent/ wire from its file.
+
+    Loaded by path, never by adding hooks/agent/ to sys.path, so none of its file names can
+    shadow an import elsewhere. Its sibling imports (hook_hosts imports hermit_hooks) are
+    loaded the same way first.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    path = hooks_dir() / "agent" / f"{name}.py"
+    if name != "hermit_hooks":
+        hook_wire_module("hermit_hooks")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"git-hermit hook module {path} is missing from the installation")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

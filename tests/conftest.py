@@ -70,7 +70,14 @@ def snapshot_state(path: Path) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> Path:
-    """One `git hermit demo` run per test session (about 20 s); copy it before changing it."""
+def demo_made(tmp_path_factory):
+    """One `git hermit demo` run per test session (about 20 s) and its output (a cli_helpers.Result);
+    copy the repository before changing it."""
     from review_support import make_demo
     return make_demo(tmp_path_factory.mktemp("demo-run"))
+
+
+@pytest.fixture(scope="session")
+def demo_run(demo_made) -> Path:
+    """The session's demo repository (see demo_made)."""
+    return demo_made[0]

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cli_helpers import GIT_HERMIT
+from cli_helpers import GIT_HERMIT, Result
 from conftest import FIXED_DATE, git
 
 NODE_TOOLS = Path(os.environ.get("GIT_HERMIT_REVIEW_TOOLS", Path.home() / ".cache" / "git-hermit" / "review"))
@@ -29,13 +29,13 @@ def isolated_env(home: Path) -> dict[str, str]:
     return env
 
 
-def make_demo(root: Path) -> Path:
-    """`git hermit demo` into root/demo (once per session)."""
+def make_demo(root: Path) -> tuple[Path, Result]:
+    """`git hermit demo` into root/demo (once per session: the real executable) and its output."""
     env = isolated_env(root / "home")
     proc = subprocess.run([*GIT_HERMIT, "demo", str(root / "demo")], capture_output=True, text=True, env=env,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return root / "demo"
+    return root / "demo", Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 def copy_demo(demo: Path, dest: Path) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from cli_helpers import GIT_HERMIT
+from cli_helpers import GIT_HERMIT, hermit
 from conftest import git
 
 RUN = "r"
@@ -62,7 +62,7 @@ def make_run(repo: Path, answers: dict[str, str], *, k: int = 2, params: dict[st
     """`git hermit init` a run ``r`` in ``repo`` with one task per answer; returns the control dir."""
     control = repo.parent / "control"
     control.mkdir()
-    proc = subprocess.run([*GIT_HERMIT, "init", "--run", RUN], cwd=repo, capture_output=True, text=True)
+    proc = hermit(repo, "init", "--run", RUN)
     assert proc.returncode == 0, proc.stderr
     (repo / "tasks.jsonl").write_text("".join(
         json.dumps({"id": t, "prompt": f"What is the answer of task {t}?", "answer": a}) + "\n"

@@ -11,7 +11,7 @@ from git_hermit.evolvers.ahe.analysis import classify, diff
 from git_hermit.evolvers.ahe.attribution import evaluate_changes
 from git_hermit.evolvers.ahe.records import (
     HISTORY_HEADER, append_history, best_ever_record, reached_target, read_scores,
-    render_history_after, render_history_block, render_scores, score_entry, stats_from_history,
+    render_history_after, render_history_block, render_scores, score_entry,
     task_breakdown, update_best_ever, update_task_history, write_best_ever,
     write_change_evaluation, write_scores, write_stats, write_task_history)
 
@@ -27,15 +27,6 @@ def test_task_history_entries_and_replacement():
     assert h2["b"] == [] and h["a"][0][1] == "fail"  # the input is not mutated
     k1 = update_task_history({}, 3, classify(results({"a": "P"}), k=1))
     assert k1 == {"a": [[3, "pass"]]}
-
-
-def test_diff_from_history_matches_diff_from_stats():
-    s1 = classify(results({"a": "PF", "b": "PP", "c": "FF"}), k=2)
-    s2 = classify(results({"a": "PP", "b": "PF", "c": "PF"}), k=2)
-    history = json.loads(json.dumps(update_task_history({}, 1, s1)))  # as read back from disk
-    rebuilt = stats_from_history(history, 1, k=2)
-    assert diff(rebuilt, s2) == diff(s1, s2)
-    assert stats_from_history(history, 2, k=2) is None
 
 
 def test_task_breakdown():

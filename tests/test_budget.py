@@ -159,7 +159,7 @@ def test_dask_executor_stops_submitting_at_the_budget(repo):
     pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
     control = _run(repo, {"max_tokens": 3 * ROLLOUT_TOKENS + 500})
     _edit(repo, executor={"kind": "dask", "address": "local", "workers": 1})
-    r = hermit(repo, "step", env=env_for(control), timeout=180)
+    r = hermit(repo, "step", env=env_for(control), timeout=180, subprocess=True)   # Dask's state is per process
     assert r.code == BUDGET_EXIT, r.out + r.err
     finished = _finished(repo, 1)
     # one worker with two threads: never more than one rollout's tokens over what is left

@@ -7,14 +7,13 @@ All through the CLI on real repositories."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT, hermit
+from cli_helpers import hermit
 from step_support import RUN, calls, env_for, make_run, refs
 
 ANSWERS = {"t1": "4", "t2": "7"}
@@ -85,8 +84,7 @@ def test_seed_learner_keys_in_params_are_refused_with_where_they_go(repo):
 
 # --- item 13: the streaming evolvers' params, and init --------------------------------------
 def _init(repo: Path, template: str) -> dict:
-    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", template], cwd=repo,
-                          capture_output=True, text=True)
+    proc = hermit(repo, "init", "--run", "r", "--template", template)
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load((repo / "hermit.yaml").read_text())
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT
+from cli_helpers import GIT_HERMIT, Result, hermit
 from conftest import git
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.continual_harness import deltas, evidence
-from git_hermit.evolvers.continual_harness.deltas import DeltaError, Layout
+from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
 from git_hermit.model.rollout import RolloutResult
 from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
@@ -98,7 +98,7 @@ def test_memory_pass_can_retire_topics(tmp_path):
     template = load_template(TEMPLATE)
     root = tmp_path / "adapter"
     write_seed(template, root)
-    done = deltas.apply_memory(root, Layout.of(template), d)
+    done = deltas.apply_memory(root, HarnessLayout.of(template), d)
     assert done == ["added 'Ports'", "retired 'Running commands'", "skipped retire 'ghost': no such topic"]
     notes = deltas.Notes.parse((root / "memory/NOTES.md").read_text())
     assert notes.topics() == {"ports": "8123"} and notes.header.startswith("# Notes")
@@ -122,7 +122,7 @@ def test_deltas_applied_to_the_seed_keep_check_spec(tmp_path):
     template = load_template(TEMPLATE)
     root = tmp_path / "adapter"
     write_seed(template, root)
-    layout = Layout.of(template)
+    layout = HarnessLayout.of(template)
     assert (layout.agents_root, layout.skills_root, layout.policy_copy) == ("sub_agents", ".agents/skills", "ADAPTER.md")
     deltas.apply_policy(root, layout, deltas.parse_policy("# Policy\n\nnew\n", layout.policy_chars))
     done = deltas.apply_component(root, layout.agents_root, layout.agent_file, deltas.parse_subagents(json.dumps({
@@ -187,16 +187,14 @@ def _env(control: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "HERMIT_TEST_CONTROL": str(control)}
 
 
-def _hermit(repo: Path, control: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*GIT_HERMIT, *args], cwd=repo, env=_env(control), capture_output=True, text=True,
-                          timeout=120)
+def _hermit(repo: Path, control: Path, *args: str) -> Result:
+    return hermit(repo, *args, env=_env(control))
 
 
 def _make_run(repo: Path, tasks: int = 6) -> Path:
     control = repo.parent / "control"
     control.mkdir()
-    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
-                          capture_output=True, text=True)
+    proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
     assert proc.returncode == 0, proc.stderr
     ids = [f"t{i}" for i in range(1, tasks + 1)]
     (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Task {t}?", "answer": "42"}) + "\n"
@@ -420,10 +418,9 @@ def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
 
 
 def test_check_says_pi_has_no_sub_agents(repo):
-    proc = subprocess.run([*GIT_HERMIT, "init", "--run", "r", "--template", TEMPLATE], cwd=repo,
-                          capture_output=True, text=True)
+    proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
     assert proc.returncode == 0, proc.stderr
-    r = subprocess.run([*GIT_HERMIT, "check", "--no-preflight"], cwd=repo, capture_output=True, text=True)
+    r = hermit(repo, "check", "--no-preflight")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sub_agents/reviewer/AGENT.md:1: host-subagents: pi has no sub-agents: 'reviewer'" in r.stdout, r.stdout
 

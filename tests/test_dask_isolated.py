@@ -134,12 +134,12 @@ def _use_dask(repo: Path, address: str) -> None:
 
 def test_isolated_workers_score_like_a_local_run(repo, isolated_cluster):
     _project(repo)
-    r = hermit(repo, "rollout", "--json", timeout=180)
+    r = hermit(repo, "rollout", "--json", timeout=180, subprocess=True)
     assert r.code == 0, r.err
     local = scores_note(repo)
     shutil.rmtree(repo / ".hermit" / "runs" / "ahe" / "evals")
     _use_dask(repo, isolated_cluster)
-    r = hermit(repo, "rollout", "--json", timeout=300)
+    r = hermit(repo, "rollout", "--json", timeout=300, subprocess=True)
     assert r.code == 0, r.err
     remote = scores_note(repo)
     assert json.loads(r.out)["reused"] == 0 and len(result_files(repo)) == 8
@@ -154,10 +154,10 @@ def test_isolated_workers_score_like_a_local_run(repo, isolated_cluster):
 
 def test_a_fully_reused_run_opens_no_cluster(repo):
     _project(repo)
-    assert hermit(repo, "rollout", "--json", timeout=180).code == 0
+    assert hermit(repo, "rollout", "--json", timeout=180, subprocess=True).code == 0
     _use_dask(repo, f"tcp://127.0.0.1:{_free_port()}")        # nothing listens there
     started = time.monotonic()
-    r = hermit(repo, "rollout", "--json", timeout=120)
+    r = hermit(repo, "rollout", "--json", timeout=120, subprocess=True)
     assert r.code == 0, r.err
     assert json.loads(r.out)["reused"] == 8
     assert time.monotonic() - started < 20
@@ -169,7 +169,7 @@ def test_host_slots_hold_across_isolated_workers(repo, isolated_cluster):
     cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
     cfg["executor"]["slots"] = {cfg.get("host", "codex"): 2}      # 2 agents at once, on 4 threads
     (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    r = hermit(repo, "rollout", "--json", timeout=300)
+    r = hermit(repo, "rollout", "--json", timeout=300, subprocess=True)
     assert r.code == 0, r.err
     events = []
     for path in result_files(repo):

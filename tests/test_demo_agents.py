@@ -140,7 +140,8 @@ def test_benchmark_writes_loadable_tasks_rows_and_true_answers(tmp_path):
         assert not 1900 <= float(task.answer) <= 2100
     assert info.config["evolver"] == {"name": "ahe", "base": "scripted", "params": {
         "k": 2, "rollback": "auto", "target_pass_rate": 0.95}}
-    assert info.config["agent"] == {"backend": "scripted"}
+    assert info.config["agent"] == {"backend": "scripted",
+                                   "scripted": {"policy": "git_hermit.demo.acting:run_scripted_agent"}}
 
 
 def test_notice_says_simulated_and_how_to_use_real_agents():

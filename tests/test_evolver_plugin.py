@@ -62,8 +62,8 @@ class ToyEvolver:
 
 TOY_SCHEMA = {
     "type": "object", "additionalProperties": False,
-    "properties": {"k": {"type": "integer", "minimum": 1, "default": 1},
-                   "line": {"type": "string", "default": "hello"},
+    # k and timeout_as are the framework's (evolvers/framework.params.schema.json), not the toy's
+    "properties": {"line": {"type": "string", "default": "hello"},
                    "final": {"enum": ["last"], "default": "last"}},
     "x-init": {"k": 1},
 }

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from git_hermit.errors import ConfigError
-from git_hermit.model.rollout import RolloutResult
+from git_hermit.model.rollout import RolloutResult, scored
 from git_hermit.rollouts.judges import (
-    Verdict, check_judge_for_tasks, extract_final_answer, make_judge, normalise_text, numeric_match,
+    JudgeVerdict, check_judge_for_tasks, extract_final_answer, make_judge, normalise_text, numeric_match,
 )
 from git_hermit.rollouts.ledger import Price
 from git_hermit.rollouts.tasks import Task
@@ -25,7 +25,7 @@ def task(expected: str | None = "2,602", **metadata) -> Task:
     return Task("UID1", "How much?", expected, {}, None, metadata)
 
 
-def judge_answer(spec: dict, expected: str | None, answer: str | None, tmp_path: Path) -> Verdict:
+def judge_answer(spec: dict, expected: str | None, answer: str | None, tmp_path: Path) -> JudgeVerdict:
     return make_judge({"kind": "answer", **spec}).judge(task(expected), tmp_path, answer, timeout_s=5)
 
 
@@ -100,7 +100,7 @@ def test_bad_judge_config():
 # --- command -------------------------------------------------------------------------------
 
 def run_command(tmp_path: Path, script: str, *, answer: str | None = "42", call_timeout: float = 20,
-                **spec) -> tuple[Verdict, Path]:
+                **spec) -> tuple[JudgeVerdict, Path]:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     verifier_dir = tmp_path / "verifier"
@@ -172,7 +172,7 @@ def test_timing_out_verifier_is_killed_with_its_children(tmp_path):
     assert "Timeout" in verdict.exception_type and "started" in verdict.output
     result = verdict.apply(RolloutResult("UID1", 1, "pass"))
     assert result.is_timeout and result.outcome == "exception"
-    as_fail = verdict.apply(RolloutResult("UID1", 1, "pass"), timeout_as="fail")
+    as_fail = scored(verdict.apply(RolloutResult("UID1", 1, "pass")), "fail")     # timeout_as: fail
     assert as_fail.outcome == "fail" and as_fail.is_timeout
     child = int((workspace / "child.pid").read_text())
     for _ in range(50):            # the kill is immediate; reaping by init may lag a little

@@ -47,21 +47,11 @@ def all_refs(repo: Path) -> str:
     return git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
 
 
-# --- the demo, run once per module and copied per test ------------------------------------------
+# --- the demo, run once per session and copied per test ------------------------------------------
 @pytest.fixture(scope="module")
-def demo_master(tmp_path_factory):
-    base = tmp_path_factory.mktemp("demo-master")
-    home = base / "home"
-    home.mkdir()
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"),
-           "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
-    target = base / "demo"
-    r = hermit(base, "demo", str(target), env=env, timeout=600)
-    assert r.code == 0, r.err[-3000:]
-    return target, r
+def demo_master(demo_made):
+    """The session's demo run (conftest's demo_made): its repository and its output."""
+    return demo_made
 
 
 @pytest.fixture

@@ -190,3 +190,21 @@ def test_flip_caused_by_an_automatic_rollback_is_not_an_unpredicted_fix(repo):
     assert step["counts"]["flipped"] == 1 and step["fix_recall"] == 1.0
     run = analysis["precision_recall"]["run"]
     assert run["fix_recall"] == 1.0, run
+
+
+def test_rollback_takes_the_run_lock_itself_not_the_cli(repo):
+    """Issue 14.6: the core command takes the run lock, like step/rollout/eval (cli.py only parses):
+    called while another holder has the lock, it refuses and writes nothing."""
+    import pytest
+    from git_hermit.core.rollback import rollback
+    from git_hermit.errors import LockHeld
+    from git_hermit.gitio import Repo, RunLock
+    _two_memory_steps(repo, _insert_after_header)
+    before = rev(repo, step_ref(2))
+    store = Repo.discover(repo)
+    with RunLock(store, RUN, "a test holding the lock"):
+        with pytest.raises(LockHeld):
+            rollback(store, RUN, "chg-1", "t1 is wrong")
+    assert rev(repo, step_ref(2)) == before
+    result = rollback(store, RUN, "chg-1", "t1 is wrong")     # free again: it runs
+    assert rev(repo, step_ref(2)) == result.plan.commit != before

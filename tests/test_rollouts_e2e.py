@@ -139,6 +139,16 @@ def test_timeout_kills_the_whole_process_group(repo, tmp_path):
     assert r.code == 0, r.err
     attempt = scores_note(repo)["tasks"]["t0"]["attempts"][0]
     assert attempt["outcome"] == "fail" and attempt["exception_type"].endswith("Timeout")
+    # issue 14.5: timeout_as is applied when results are read, once: the stored rollout is the
+    # timeout as it happened, so switching back re-scores the reused rollout (no agent runs again)
+    stored = [p.stat().st_mtime_ns for p in result_files(repo)]
+    cfg["evolver"]["params"]["timeout_as"] = "exception"
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    r = hermit(repo, "rollout", "--json")
+    assert r.code == 0, r.err
+    assert [p.stat().st_mtime_ns for p in result_files(repo)] == stored
+    attempt = scores_note(repo)["tasks"]["t0"]["attempts"][0]
+    assert attempt["outcome"] == "exception" and attempt["exception_type"].endswith("Timeout")
 
 
 def test_background_children_die_when_the_agent_exits(repo, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 import git_hermit
 from git_hermit.errors import SchemaError
-from git_hermit.model.records import (Analysis, Attempt, Change, Manifest, Scores, TaskScore, Verdict, dumps,
+from git_hermit.model.records import (Analysis, Attempt, Change, Manifest, Scores, TaskScore, VerdictNote, dumps,
                                       loads)
 from git_hermit.model.schema import schema_errors
 from git_hermit.resources import schemas_dir
@@ -36,7 +36,7 @@ def test_records_round_trip_and_are_canonical():
     scores = Scores("r", 1, "a" * 40, "train", 2, 0.5, {"t": TaskScore("fail", (Attempt("pass", 1.0),
                                                                                  Attempt("exception", None, "AgentTimeout")))})
     assert loads("scores", dumps("scores", scores)) == scores
-    verdict = Verdict("r", 2, "chg-1", "HARMFUL", (), ("t1",), ("t2",))
+    verdict = VerdictNote("r", 2, "chg-1", "HARMFUL", (), ("t1",), ("t2",))
     assert loads("verdicts", dumps("verdicts", verdict)) == verdict
     analysis = Analysis("r", 1, "ahe", {"overview": "x"})
     assert loads("analysis", dumps("analysis", analysis)) == analysis
@@ -56,7 +56,7 @@ def test_bad_notes_name_the_problem(kind, text, needle):
 
 
 def test_writing_an_invalid_record_is_refused():
-    bad = Verdict("r", 2, "chg-1", "GREAT", (), (), ())   # not a verdict name
+    bad = VerdictNote("r", 2, "chg-1", "GREAT", (), (), ())   # not a verdict name
     with pytest.raises(SchemaError):
         dumps("verdicts", bad)
 

@@ -9,7 +9,7 @@ import pytest
 
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.stats import (
-    Comparison, compare, paired_bootstrap, pass_at, pass_at_1, pass_at_k, per_task_pass_at_1, task_label,
+    PairedComparison, compare, paired_bootstrap, pass_at, pass_at_1, pass_at_k, per_task_pass_at_1, task_label,
     task_labels,
 )
 
@@ -70,8 +70,8 @@ def test_pass_at_several_k_uses_tasks_with_enough_rollouts():
 
 
 def test_comparison_prints_points():
-    assert str(Comparison(0.25, 0.169, 0.331, 80)) == "+25.0 points [+16.9, +33.1]"
-    assert str(Comparison(-0.05, -0.1, 0.0, 10)) == "-5.0 points [-10.0, +0.0]"
+    assert str(PairedComparison(0.25, 0.169, 0.331, 80)) == "+25.0 points [+16.9, +33.1]"
+    assert str(PairedComparison(-0.05, -0.1, 0.0, 10)) == "-5.0 points [-10.0, +0.0]"
 
 
 def test_bootstrap_is_deterministic_and_brackets_the_delta():

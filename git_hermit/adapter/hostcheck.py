@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -92,12 +91,7 @@ def _context_size(host: Host, dest: Path, record: DeployRecord) -> list[Violatio
 @cache
 def _shipped_wires() -> dict:
     """The shipped hook_hosts.WIRES: the reference for which fields each host reads."""
-    agent_dir = str(resources.hooks_dir() / "agent")
-    if agent_dir not in sys.path:
-        sys.path.append(agent_dir)
-    import hook_hosts  # stdlib-only; importable only from the shipped hooks/agent/
-
-    return hook_hosts.WIRES
+    return resources.hook_wire_module("hook_hosts").WIRES
 
 
 def output_paths(output: dict) -> set[str]:

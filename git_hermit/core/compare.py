@@ -38,7 +38,7 @@ class CompareReport:
     split: str
     a: RunSummary
     b: RunSummary
-    comparison: stats.Comparison    # b minus a, over the shared tasks
+    comparison: stats.PairedComparison    # b minus a, over the shared tasks
 
 
 def _rates(tasks: dict) -> dict[str, float]:

@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
@@ -19,8 +19,8 @@ from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.errors import ConfigError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.hosts import registry
-from git_hermit.model.records import Attempt, Comparison as CIRecord, Scores, TaskScore, dumps, loads
-from git_hermit.model.rollout import RolloutResult
+from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
+from git_hermit.model.rollout import RolloutResult, scored
 from git_hermit.rollouts import stats
 from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.agents import make_agent
@@ -39,6 +39,18 @@ class Benchmark:
     tasks: dict[str, Task]
     split: Split
     base_dir: Path
+
+    def only(self, task_ids: Iterable[str]) -> "Benchmark":
+        """The split cut to ``task_ids`` (a `--tasks` list, a streaming evolver's window), from
+        what is parsed already: a step parses its tasks and rows once."""
+        keep = set(task_ids)
+        unknown = sorted(keep - set(self.split.tasks))
+        if unknown:
+            raise InputError(f"--tasks names task(s) not in split {self.split.name!r}: {', '.join(unknown[:5])}",
+                             hint="see the split's rows file for its task ids")
+        split = Split(self.split.name, tuple(r for r in self.split.rows if r.task in keep), self.split.k,
+                      tuple(t for t in self.split.tasks if t in keep))
+        return Benchmark(self.tasks, split, self.base_dir)
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,8 @@ class EvalRun:
 
 def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None) -> Benchmark:
+    """The tasks and the split's rows, parsed. ``k`` is resolved here and only here: the command's
+    ``-k``, else ``evolver.params.k`` on the training split, else what the rows file holds."""
     base_dir = config.path.parent if config.path else Path.cwd()
     if not config.tasks:
         raise ConfigError("hermit.yaml has no tasks: block", hint="e.g. tasks: {path: tasks.jsonl, id_field: id}")
@@ -74,32 +88,25 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
         raise ConfigError(f"hermit.yaml data: has no split {split_name!r}",
                           hint=f"splits here: {', '.join(config.splits()) or 'none'}; add data: {{{split_name}: rows/{split_name}.txt}}")
     if k is None:
-        k = (config.evolver_params() or {}).get("k") if split_name == "train" else None
-    split = load_split(base_dir / rows_path, tasks, k=k, name=split_name)
+        k = config.evolver_params()["k"] if split_name == "train" else None
+    bench = Benchmark(tasks, load_split(base_dir / rows_path, tasks, k=k, name=split_name), base_dir)
     if only_tasks:
-        unknown = sorted(set(only_tasks) - set(split.tasks))
-        if unknown:
-            raise InputError(f"--tasks names task(s) not in split {split_name!r}: {', '.join(unknown[:5])}",
-                             hint="see the split's rows file for its task ids")
-        keep = set(only_tasks)
-        split = Split(split.name, tuple(r for r in split.rows if r.task in keep), split.k,
-                      tuple(t for t in split.tasks if t in keep))
-    require_host_runnable({t: tasks[t] for t in split.tasks})
-    return Benchmark(tasks, split, base_dir)
+        bench = bench.only(only_tasks)
+    require_host_runnable({t: tasks[t] for t in bench.split.tasks})
+    return bench
 
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
     agent_cfg = dict(config.agent) or {"backend": registry.DEFAULT}
     judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
-    timeout_as = (config.evolver_params() or {}).get("timeout_as", "exception")
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
     sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", registry.DEFAULT),
                                provider=agent_cfg.get("provider"))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
                        judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
-                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), timeout_as=timeout_as, sandbox=sandbox,
+                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), sandbox=sandbox,
                        agent_env=agent_env)
             for row in bench.split.rows]
 
@@ -107,8 +114,9 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
 def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_dir: Path, *,
               on_progress: Callable[[Progress], None] | None = None, step: int | None = None,
               budget: Budget | None = None) -> EvalRun:
-    """Run (or resume) every row of the split on ``commit``; results under ``out_dir``
-    (a step passes its ``budget``, checked before each rollout starts)."""
+    """Run (or resume) every row of the split on ``commit``; results under ``out_dir``, as they
+    happened (a step passes its ``budget``, checked before each rollout starts). The results
+    handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike."""
     jobs = make_jobs(config, bench, commit)
     make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available()   # before the first rollout
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
@@ -116,6 +124,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     slots = (config.executor or {}).get("slots") or {}
     with open_executor(repo, config.executor, config.concurrency) as handle:
         results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget)
+    results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
     prices = load_prices(config.prices)
     ledger = Ledger(prices)
     model = config.agent.get("model")
@@ -128,14 +137,11 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
                    progress.reused)
 
 
-def scores_record(run: str, step: int, ev: EvalRun, *, timeout_as: str = "exception",
-                  ci: CIRecord | None = None) -> Scores:
+def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = None) -> Scores:
     tasks: dict[str, TaskScore] = {}
-    for task, attempts in ev.results.items():
-        outcomes = [("fail" if (r.is_timeout and timeout_as == "fail") else r.outcome) for r in attempts]
-        tasks[task] = TaskScore(stats.task_label(outcomes), tuple(
-            Attempt(o, r.reward, r.exception_type, r.usage.total_tokens or None)
-            for o, r in zip(outcomes, attempts)))
+    for task, attempts in ev.results.items():   # already scored (run_split)
+        tasks[task] = TaskScore(stats.task_label([r.outcome for r in attempts]), tuple(
+            Attempt(r.outcome, r.reward, r.exception_type, r.usage.total_tokens or None) for r in attempts))
     usage = sum_usage(e.usage for e in ev.ledger.entries)
     return Scores(run=run, step=step, commit=ev.commit, split=ev.split, k=ev.k, pass_at_1=round(ev.pass_at_1, 6),
                   tasks=tasks, pass_at={str(i): round(v, 6) for i, v in ev.pass_at().items()}, ci=ci,
@@ -226,8 +232,8 @@ def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
     return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
 
 
-def comparison_record(baseline_commit: str, comparison: stats.Comparison) -> CIRecord:
-    return CIRecord(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
+def comparison_record(baseline_commit: str, comparison: stats.PairedComparison) -> BaselineCI:
+    return BaselineCI(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
                     low=round(comparison.low * 100, 3), high=round(comparison.high * 100, 3))
 
 
@@ -259,8 +265,7 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
     preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
     ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
-    timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
-    scores = scores_record(ctx.run, step_of(ctx, commit), ev, timeout_as=timeout_as)
+    scores = scores_record(ctx.run, step_of(ctx, commit), ev)
     write_scores(ctx.repo, scores)
     return ev, scores
 
@@ -269,7 +274,7 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
 class EvalReport:
     candidate: EvalRun
     baseline: EvalRun | None
-    comparison: stats.Comparison | None
+    comparison: stats.PairedComparison | None
 
 
 def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None = None,
@@ -286,7 +291,6 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
     runs: dict[str, EvalRun] = {}
     preflight.require(ctx.config, splits=(split,), learners=False)
     bench = load_benchmark(ctx.config, split, k=k)
-    timeout_as = ctx.config.evolver_params().get("timeout_as", "exception")
     targets = [("candidate", ctx.repo.resolve_commit(rev))]
     if baseline:
         targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
@@ -297,6 +301,5 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None
-        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, commit), runs[role],
-                                             timeout_as=timeout_as, ci=ci))
+        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, commit), runs[role], ci=ci))
     return EvalReport(runs["candidate"], runs.get("baseline"), comparison)

@@ -23,7 +23,7 @@ class HeldOut:
     seed: str
     pass_at_1: float
     seed_pass_at_1: float
-    comparison: stats.Comparison | None
+    comparison: stats.PairedComparison | None
     reused: int
 
     def line(self) -> str:

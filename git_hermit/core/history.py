@@ -18,7 +18,7 @@ from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
-from git_hermit.model.records import (RECORD_KINDS, Analysis, Change, Manifest, Scores, TaskScores, Verdict,
+from git_hermit.model.records import (RECORD_KINDS, Analysis, Change, Manifest, Scores, TaskScores, VerdictNote,
                                       loads)
 from git_hermit.model.schema import fingerprint
 
@@ -27,7 +27,7 @@ from git_hermit.model.schema import fingerprint
 class ChangeView:
     commit: str
     change: Change
-    verdict: Verdict | None
+    verdict: VerdictNote | None
     rolled_back_by: str | None = None              # the rollback commit that reverted this change
     lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
     # change.to_dict() and verdict.to_dict() as the notes cache holds them (None: call to_dict), so
@@ -227,7 +227,7 @@ def load_history(ctx: RunContext) -> RunHistory:
     bad: list[str] = []
     notes, dicts, scores_notes = _read_notes(repo, bad)
     manifests: dict[str, Manifest] = notes["manifest"]
-    verdicts: dict[str, Verdict] = notes["verdicts"]
+    verdicts: dict[str, VerdictNote] = notes["verdicts"]
     scores: dict[str, Scores] = _read_scores(repo, bad, scores_notes)
     analyses: dict[str, Analysis] = notes["analysis"]
 
@@ -289,7 +289,7 @@ class CommitRecords:
     info: CommitInfo
     step: int | None
     manifest: Manifest | None
-    verdict: Verdict | None
+    verdict: VerdictNote | None
     scores: Scores | None
     analysis: Analysis | None
 

@@ -15,10 +15,10 @@ from git_hermit.adapter.check_spec import Violation, check_adapter
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.commits import step_message
 from git_hermit.core.history import load_history
-from git_hermit.core.runs import RunContext, step_ref
+from git_hermit.core.runs import RunContext, open_run, step_ref
 from git_hermit.errors import CheckFailed, GitStateError, InputError, RevertConflict
-from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, FileChange, NotesStore, RefUpdate, Repo
-from git_hermit.model.records import Verdict, dumps, loads
+from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, FileChange, NotesStore, RefUpdate, Repo, RunLock
+from git_hermit.model.records import VerdictNote, dumps, loads
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,14 @@ def find_change_commit(ctx: RunContext, target: str) -> tuple[str, tuple[str, ..
     return sha, ids
 
 
-def rollback(ctx: RunContext, target: str, reason: str, *, force: bool = False) -> RollbackResult:
+def rollback(repo: Repo, run: str | None, target: str, reason: str, *, force: bool = False) -> RollbackResult:
+    """`git hermit rollback`: under the run lock (like `step`), re-reading the run once it is held."""
+    ctx = open_run(repo, run)
+    with RunLock(repo, ctx.run, "git hermit rollback"):
+        return _rollback_locked(open_run(repo, ctx.run), target, reason, force=force)
+
+
+def _rollback_locked(ctx: RunContext, target: str, reason: str, *, force: bool = False) -> RollbackResult:
     repo = ctx.repo
     if not reason.strip():
         raise InputError("a rollback needs a reason", hint="pass --reason TEXT")
@@ -178,7 +185,7 @@ def rollback(ctx: RunContext, target: str, reason: str, *, force: bool = False) 
     repo.update_refs([RefUpdate(step_ref(ctx.run, step), plan.commit, tip)],
                      message=f"git hermit rollback {label}")
     if verdict is not None:
-        def note(v: Verdict) -> Verdict:
+        def note(v: VerdictNote) -> VerdictNote:
             why = reason.strip() if v.change_id in named or not named else f"rolled back with {label}: {reason.strip()}"
             return replace(v, rollback_note=why)
         updated = replace(note(verdict), rollback_commit=plan.commit, also=tuple(note(v) for v in verdict.also))

@@ -58,7 +58,7 @@ class StepOutcome:
     commits: int
     stop: str | None
     rejected: tuple[str, ...]
-    comparison: stats.Comparison | None
+    comparison: stats.PairedComparison | None
     verdicts: dict[str, str] = field(default_factory=dict)
     rollbacks: int = 0
     best: bool = False
@@ -81,7 +81,7 @@ def _previous_evaluations(repo: Repo, ctx: RunContext, current_step: int) -> lis
             continue
         scores = loads("scores", text, where=sha[:12])
         if scores.run == ctx.run and scores.split == "train" and scores.step < current_step:
-            past.append(PastEvaluation(scores.step, sha, scores))
+            past.append(PastEvaluation.of(scores.step, sha, scores))
     return sorted(past, key=lambda e: e.step)
 
 
@@ -195,7 +195,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
         raise RunFinished(f"step {stopped.step} evaluated H_{n - 1} and stopped training ({stopped.stop})")
     if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
         evolver.check_config(config)
-    bench = load_benchmark(config, "train", k=params.get("k"))
+    bench = load_benchmark(config, "train")       # parsed once: a window is cut from it below
     chosen = evolver.step_tasks(bench.split.tasks, n, params)
     if chosen is not None and not chosen:
         raise RunFinished(f"the training stream is spent (all {len(bench.split.tasks)} tasks were used)")
@@ -203,7 +203,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
     here.mkdir(parents=True, exist_ok=True)
     say(f"step {n}: rollouts of H_{n - 1} (hermit/{ctx.run}/step-{n - 1:04d} {evaluated[:12]})")
     if chosen is not None:
-        bench = load_benchmark(config, "train", k=params.get("k"), only_tasks=list(chosen))
+        bench = bench.only(chosen)
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
     rollouts_home = eval_dir(ctx, evaluated, "train")
     budget = open_budget(ctx, n)             # the run's cap and its ledger so far (core/budget.py)
@@ -216,8 +216,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say, on_progress) -> StepOutcom
                       for t, s in prev.scores.tasks.items() if s.attempts}
         if set(prev_rates) & set(ev.results):
             comparison = stats.paired_bootstrap(prev_rates, stats.per_task_pass_at_1(ev.results))
-    timeout_as = params.get("timeout_as", "exception")
-    scores = scores_record(ctx.run, n, ev, timeout_as=timeout_as,
+    scores = scores_record(ctx.run, n, ev,
                            ci=comparison_record(history[-1].commit, comparison) if comparison else None)
     say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs H_{history[-1].step - 1})" if comparison else "")
         + (f"; {ev.reused} rollouts reused" if ev.reused else ""))

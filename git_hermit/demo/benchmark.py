@@ -13,12 +13,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from git_hermit.demo.acting import run_scripted_agent
+
 EVOLVER, TEMPLATE = "ahe", "ahe@1.0"    # the demo is an ahe run, with its learners simulated (learners.py)
 K = 2                           # rollouts per task, as AHE's k
 TASKS_FILE = "tasks.jsonl"
 TRAIN_ROWS = "rows/train.txt"
 TEST_ROWS = "rows/test.txt"
 FILES_DIR = "files"
+# the scripted backend runs the function its config names: the demo names its own acting agent
+AGENT_POLICY = f"{run_scripted_agent.__module__}:{run_scripted_agent.__qualname__}"
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ def hermit_config() -> dict[str, Any]:
         # numeric with a tight relative tolerance: 5 does not pass for 4.95
         "judge": {"kind": "answer", "mode": "numeric", "tolerance": 0.001},
         "data": {"train": TRAIN_ROWS, "test": TEST_ROWS},
-        "agent": {"backend": "scripted"},
+        "agent": {"backend": "scripted", "scripted": {"policy": AGENT_POLICY}},
         "evolver": {"name": EVOLVER, "base": "scripted",
                     "params": {"k": K, "rollback": "auto", "target_pass_rate": 0.95}},
     }

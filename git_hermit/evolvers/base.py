@@ -11,24 +11,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.config import RunConfig
 from git_hermit.learners import Learner
 from git_hermit.model.files import FileChange
-from git_hermit.model.records import Change, Manifest, Provenance, Scores, Verdict
+from git_hermit.model.records import Change, Manifest, Provenance, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.ledger import Ledger
 
 
 @dataclass(frozen=True)
 class PastEvaluation:
-    """An earlier step's evaluation of a commit, read back from its scores note."""
+    """An earlier step's evaluation of a commit, read back from its scores note once: ``results``
+    are its attempts as typed (already scored) rollout results."""
 
     step: int
     commit: str
     scores: Scores
+    results: Mapping[str, Sequence[RolloutResult]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, step: int, commit: str, scores: Scores) -> "PastEvaluation":
+        return cls(step, commit, scores, scores.results())
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ class PlannedCommit:
 @dataclass
 class StepResult:
     commits: list[PlannedCommit] = field(default_factory=list)
-    verdicts: dict[str, Verdict] = field(default_factory=dict)    # change commit → verdict note
+    verdicts: dict[str, VerdictNote] = field(default_factory=dict)    # change commit → verdict note
     analysis: dict[str, Any] = field(default_factory=dict)        # body of the analysis note
     best: bool = False                                            # move the best tag to H_{N-1}
     stop: str | None = None                                       # why training should stop

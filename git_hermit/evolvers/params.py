@@ -29,6 +29,11 @@ class ParamProblem:
     hint: str
 
 
+# `k` and `timeout_as` belong to the rollouts every evolver's step runs: declared, with their one
+# default each, in this file and merged into every evolver's schema (an evolver may not redefine them)
+SHARED_SCHEMA = Path(__file__).resolve().parent / "framework.params.schema.json"
+
+
 def schema_path(evolver: str) -> Path:
     return registry.get(evolver).params_schema_path
 
@@ -39,7 +44,15 @@ def params_schema(evolver: str) -> dict[str, Any]:
 
 @cache
 def _schema_at(path: Path) -> dict[str, Any]:      # by path: a re-registered name may move
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The evolver's schema at ``path`` with the framework's parameters (``k``, ``timeout_as``) added."""
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    shared = json.loads(SHARED_SCHEMA.read_text(encoding="utf-8"))["properties"]
+    clash = sorted(set(shared) & set(schema.get("properties", {})))
+    if clash:
+        raise ValueError(f"{path} redefines the framework's parameter(s) {', '.join(clash)}: drop them "
+                         f"(they are declared once, in {SHARED_SCHEMA.name})")
+    schema["properties"] = {**shared, **schema.get("properties", {})}
+    return schema
 
 
 def _validator(evolver: str):

@@ -15,6 +15,7 @@ from functools import cache
 from operator import itemgetter
 from typing import Any, Literal
 
+from git_hermit.model.rollout import RolloutResult
 from git_hermit.model.schema import validate
 
 VerdictName = Literal["EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL"]
@@ -97,7 +98,7 @@ class Manifest:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class VerdictNote:
     """The verdict note on a change commit, once the next step's rollouts judged it."""
 
     run: str
@@ -113,7 +114,7 @@ class Verdict:
     evaluated_commit: str | None = None
     rollback_commit: str | None = None
     rollback_note: str | None = None
-    also: tuple["Verdict", ...] = ()   # the other changes declared on the same commit
+    also: tuple["VerdictNote", ...] = ()   # the other changes declared on the same commit
     v: int = SCHEMA_VERSION
 
     # a member of a change group keeps its own rollback_note ("rolled back with chg-2")
@@ -130,7 +131,7 @@ class Verdict:
         return _drop_none(data)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+    def from_dict(cls, data: dict[str, Any]) -> "VerdictNote":
         fields = dict(data)
         for key in ("actually_fixed", "still_failed", "risk_realized", "predicted_fixes", "predicted_risks"):
             fields[key] = tuple(fields.get(key, ()))
@@ -138,7 +139,7 @@ class Verdict:
                                for entry in data.get("also", ()))
         return cls(**fields)
 
-    def for_change(self, change_id: str) -> "Verdict | None":
+    def for_change(self, change_id: str) -> "VerdictNote | None":
         """This note's verdict on ``change_id`` (a shared commit's note holds one per change)."""
         if self.change_id == change_id:
             return self
@@ -250,7 +251,7 @@ class TaskScores(Mapping[str, TaskScore]):
 
 
 @dataclass(frozen=True)
-class Comparison:
+class BaselineCI:
     """A paired bootstrap CI of this commit's pass@1 minus a baseline's, in points (×100)."""
 
     baseline: str
@@ -271,7 +272,7 @@ class Scores:
     pass_at_1: float
     tasks: Mapping[str, TaskScore]     # a TaskScores when read from a note
     pass_at: dict[str, float] = field(default_factory=dict)
-    ci: Comparison | None = None
+    ci: BaselineCI | None = None
     usage: dict[str, Any] | None = None
     duration_s: float | None = None
     splits: dict[str, Any] = field(default_factory=dict)   # other splits' scores of this commit
@@ -304,6 +305,13 @@ class Scores:
             data["evaluation"] = self.evaluation
         return data
 
+    def results(self) -> dict[str, tuple[RolloutResult, ...]]:
+        """The note's attempts as the typed results a step reads (outcomes already scored, so
+        ``timeout_as`` is not applied again): how a past evaluation reaches an evolver."""
+        return {task: tuple(RolloutResult(task, i, a.outcome, a.reward, a.exception_type)
+                            for i, a in enumerate(score.attempts, 1))
+                for task, score in self.tasks.items()}
+
     def split_summary(self) -> dict[str, Any]:
         """This record's own split as an entry of another record's ``splits``."""
         data = self.to_dict()
@@ -314,7 +322,7 @@ class Scores:
         """``tasks`` given: the note's data without its ``tasks`` (see TaskScores.deferred)."""
         if tasks is None:
             tasks = TaskScores(data["tasks"])
-        ci = Comparison(**data["ci"]) if data.get("ci") else None
+        ci = BaselineCI(**data["ci"]) if data.get("ci") else None
         return cls(run=data["run"], step=data["step"], commit=data["commit"], split=data["split"],
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
@@ -361,7 +369,7 @@ class Analysis:
 # Which schema and class each notes ref's records use.
 RECORD_KINDS: dict[str, tuple[str, type]] = {
     "manifest": ("manifest", Manifest),
-    "verdicts": ("verdict", Verdict),
+    "verdicts": ("verdict", VerdictNote),
     "scores": ("scores", Scores),
     "provenance": ("provenance", Provenance),
     "analysis": ("analysis", Analysis),

@@ -96,3 +96,13 @@ class RolloutResult:
         fields["judge_usage"] = Usage.from_dict(fields.get("judge_usage"))
         known = cls.__dataclass_fields__.keys()
         return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+def scored(result: RolloutResult, timeout_as: str) -> RolloutResult:
+    """The result as the run scores it: with ``timeout_as: fail`` (seed 000) a timed-out rollout
+    (agent or verifier) is a fail, still without a reward and with its exception type, so it
+    still reads as a timeout. Applied once, when a command reads its results (core/evaluate.py
+    run_split); the stored result is as it happened."""
+    if timeout_as == "fail" and result.outcome == "exception" and result.is_timeout:
+        return replace(result, outcome="fail")
+    return result

@@ -1,9 +1,9 @@
-"""Judges: turn a finished rollout's workspace and final answer into a Verdict.
+"""Judges: turn a finished rollout's workspace and final answer into a JudgeVerdict.
 
 Three kinds (the hermit.yaml ``judge:`` block): ``command`` (a verifier run in the workspace;
 reward from reward.txt or a final JSON line), ``answer`` (exact / normalised / numeric with
 tolerance, OfficeQA style) and ``llm`` (a rubric, any OpenAI-compatible endpoint). A judge
-that crashes or times out yields an ``exception`` Verdict carrying the exception type.
+that crashes or times out yields an ``exception`` JudgeVerdict carrying the exception type.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ JUDGE_KEYS = {
 
 
 @dataclass(frozen=True)
-class Verdict:
+class JudgeVerdict:
     """A judge's decision. ``output`` is the verifier's whole feedback (for the Debugger only)."""
 
     outcome: Outcome
@@ -49,23 +49,17 @@ class Verdict:
     usage: Usage = field(default_factory=Usage)
 
     @classmethod
-    def from_reward(cls, reward: float, output: str, usage: Usage = Usage()) -> "Verdict":
+    def from_reward(cls, reward: float, output: str, usage: Usage = Usage()) -> "JudgeVerdict":
         return cls("pass" if reward >= PASS_REWARD else "fail", reward, output, None, usage)
 
     @classmethod
-    def exception(cls, exception_type: str, output: str, usage: Usage = Usage()) -> "Verdict":
+    def exception(cls, exception_type: str, output: str, usage: Usage = Usage()) -> "JudgeVerdict":
         return cls("exception", None, output, exception_type, usage)
 
-    def apply(self, result: RolloutResult, *, timeout_as: str = "exception") -> RolloutResult:
-        """The rollout's result with this verdict's outcome, reward, output and judge usage.
-
-        ``timeout_as="fail"`` (seed 000) turns a verifier timeout into a fail; its exception
-        type is kept so the result still reads as a timeout.
-        """
-        outcome = self.outcome
-        if timeout_as == "fail" and outcome == "exception" and "Timeout" in (self.exception_type or ""):
-            outcome = "fail"
-        return replace(result, outcome=outcome, reward=self.reward,
+    def apply(self, result: RolloutResult) -> RolloutResult:
+        """The rollout's result with this verdict's outcome, reward, output and judge usage (a
+        verifier timeout stays an exception here: model.rollout.scored applies ``timeout_as``)."""
+        return replace(result, outcome=self.outcome, reward=self.reward,
                        exception_type=self.exception_type, verifier_output=self.output,
                        judge_usage=self.usage, error=self._error_line() or result.error)
 
@@ -78,20 +72,20 @@ class Verdict:
 
 class Judge(Protocol):
     def judge(self, task: Task, workspace: Path, final_answer: str | None, *, timeout_s: float,
-              verifier_dir: Path | None = None) -> Verdict: ...
+              verifier_dir: Path | None = None) -> JudgeVerdict: ...
 
     def tasks_it_cannot_judge(self, tasks: Mapping[str, Task]) -> list[str]: ...
 
 
 class JudgeBase(ABC):
-    """Runs ``_judge`` and turns any exception it raises into an exception Verdict."""
+    """Runs ``_judge`` and turns any exception it raises into an exception JudgeVerdict."""
 
     def judge(self, task: Task, workspace: Path, final_answer: str | None, *, timeout_s: float,
-              verifier_dir: Path | None = None) -> Verdict:
+              verifier_dir: Path | None = None) -> JudgeVerdict:
         try:
             return self._judge(task, workspace, final_answer, timeout_s=timeout_s, verifier_dir=verifier_dir)
         except Exception as exc:  # a judge crash is the rollout's exception, never the step's
-            return Verdict.exception(type(exc).__name__, f"{type(exc).__name__}: {exc}")
+            return JudgeVerdict.exception(type(exc).__name__, f"{type(exc).__name__}: {exc}")
 
     def tasks_it_cannot_judge(self, tasks: Mapping[str, Task]) -> list[str]:
         """Ids of tasks this judge could not judge (checked before anything runs)."""
@@ -99,7 +93,7 @@ class JudgeBase(ABC):
 
     @abstractmethod
     def _judge(self, task: Task, workspace: Path, final_answer: str | None, *, timeout_s: float,
-               verifier_dir: Path | None) -> Verdict: ...
+               verifier_dir: Path | None) -> JudgeVerdict: ...
 
 
 class MissingExpectedAnswer(Exception):
@@ -281,7 +275,7 @@ class AnswerJudge(JudgeBase):
             raise MissingExpectedAnswer(f"task {task.id} has no expected answer"
                                         + (f" in field {self.answer_field!r}" if self.answer_field else ""))
         if not final_answer or not final_answer.strip():
-            return Verdict.from_reward(0.0, "no final answer")
+            return JudgeVerdict.from_reward(0.0, "no final answer")
         predicted = extract_final_answer(final_answer).strip()
         if self.mode == "exact":
             ok = predicted == expected.strip()
@@ -291,7 +285,7 @@ class AnswerJudge(JudgeBase):
             why = f"normalised: expected {normalise_text(expected)!r}, got {normalise_text(predicted)!r}"
         else:
             ok, why = numeric_match(expected, predicted, self.tolerance)
-        return Verdict.from_reward(1.0 if ok else 0.0, ("match: " if ok else "no match: ") + why)
+        return JudgeVerdict.from_reward(1.0 if ok else 0.0, ("match: " if ok else "no match: ") + why)
 
 
 # --- command -------------------------------------------------------------------------------
@@ -325,7 +319,7 @@ class CommandJudge(JudgeBase):
         return self._run(task, Path(workspace), final_answer, timeout_s, verifier_dir)
 
     def _run(self, task: Task, workspace: Path, final_answer: str | None, timeout_s: float,
-             verifier_dir: Path) -> Verdict:
+             verifier_dir: Path) -> JudgeVerdict:
         if self.command is None and task.verifier is None:
             raise FileNotFoundError(f"task {task.id} has no verifier and judge.command is not set")
         task_dir = Path(task.metadata.get("task_dir", task.verifier.parent.parent if task.verifier else workspace))
@@ -349,7 +343,7 @@ class CommandJudge(JudgeBase):
         output, timed_out = _run_with_timeout(argv, workspace, env, limit)
         output = note + output
         if timed_out:
-            return Verdict.exception(VERIFIER_TIMEOUT,
+            return JudgeVerdict.exception(VERIFIER_TIMEOUT,
                                      output + f"\n[hermit] verifier timed out after {limit:g}s")
         reward = _reward_from_file(verifier_dir / "reward.txt")
         if reward is None:
@@ -359,10 +353,10 @@ class CommandJudge(JudgeBase):
         if reward is None:
             hint = (" (on the host a Harbor verifier writes $HERMIT_VERIFIER_DIR/reward.txt; "
                     "/logs/verifier exists only in its container)" if "/logs/verifier" in output else "")
-            return Verdict.exception(REWARD_MISSING,
+            return JudgeVerdict.exception(REWARD_MISSING,
                                      output + "\n[hermit] the verifier wrote no reward.txt and no "
                                               f'final JSON line with a "reward"{hint}')
-        return Verdict.from_reward(reward, output)
+        return JudgeVerdict.from_reward(reward, output)
 
 
 def _substitute(argument: str, values: Mapping[str, str]) -> str:
@@ -428,7 +422,7 @@ class LLMJudge(JudgeBase):
 
     def _judge(self, task, workspace, final_answer, *, timeout_s, verifier_dir):
         if not final_answer or not final_answer.strip():
-            return Verdict.from_reward(0.0, "no final answer")
+            return JudgeVerdict.from_reward(0.0, "no final answer")
         import openai  # optional extra: only the llm judge needs it
 
         client = openai.OpenAI(api_key=os.environ.get(self.env_key), base_url=self.base_url,
@@ -447,8 +441,8 @@ class LLMJudge(JudgeBase):
         reward = _reward_from_json_line(text)
         output = f"[llm judge {self.model}, {time.monotonic() - started:.1f}s]\n{text}"
         if reward is None:
-            return Verdict.exception(JUDGE_REPLY_ERROR, output + '\n[hermit] no final {"reward": …} line', usage)
-        return Verdict.from_reward(reward, output, usage)
+            return JudgeVerdict.exception(JUDGE_REPLY_ERROR, output + '\n[hermit] no final {"reward": …} line', usage)
+        return JudgeVerdict.from_reward(reward, output, usage)
 
 
 def _openai_usage(usage: Any) -> Usage:

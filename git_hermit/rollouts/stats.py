@@ -83,7 +83,7 @@ def pass_at(results_by_task: Mapping[str, Sequence[RolloutResult]], ks: Iterable
 
 
 @dataclass(frozen=True)
-class Comparison:
+class PairedComparison:
     """Candidate minus baseline pass@1 over their shared tasks, with a bootstrap CI.
 
     ``flips_up`` are tasks that were not all-pass (pass@1 < 1) and became all-pass;
@@ -108,7 +108,7 @@ class Comparison:
 
 
 def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_resamples: int = 10_000,
-                     seed: int = 0, confidence: float = 0.95) -> Comparison:
+                     seed: int = 0, confidence: float = 0.95) -> PairedComparison:
     """Percentile bootstrap of mean(b - a) resampling the shared tasks with replacement.
 
     Deterministic for a given seed (tasks are taken in sorted order). 500 tasks × 10k
@@ -126,7 +126,7 @@ def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_resamp
     rng = random.Random(seed)
     means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(n_resamples))
     tail = (1 - confidence) / 2
-    return Comparison(
+    return PairedComparison(
         delta=sum(diffs) / n, low=_quantile(means, tail), high=_quantile(means, 1 - tail), n_tasks=n,
         flips_up=tuple(task for task in shared if a[task] < 1.0 <= b[task]),
         flips_down=tuple(task for task in shared if b[task] < 1.0 <= a[task]),
@@ -164,7 +164,7 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 
 def compare(baseline: Mapping[str, Sequence[RolloutResult]], candidate: Mapping[str, Sequence[RolloutResult]],
-            *, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95) -> Comparison:
+            *, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95) -> PairedComparison:
     """``paired_bootstrap`` of two evaluations' per-task pass@1."""
     return paired_bootstrap(per_task_pass_at_1(baseline), per_task_pass_at_1(candidate),
                             n_resamples=n_resamples, seed=seed, confidence=confidence)

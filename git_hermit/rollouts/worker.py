@@ -51,7 +51,6 @@ class RolloutJob:
     judge_cfg: dict[str, Any]
     judge_base_dir: str
     timeout_s: float
-    timeout_as: str = "exception"
     repo_path: str | None = None          # a local repository holding ``commit``; else a bundle is passed
     agent_slots: int | None = None        # agents running at once in this worker process (None: no cap)
     prices: dict[str, Any] = field(default_factory=dict)
@@ -215,19 +214,15 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
                     _host_pauses[job.host] = max(_host_pauses.get(job.host, 0.0), time.time() + HOLD_S)
         result = base.with_(usage=run.usage, final_answer=run.final_answer, duration_s=run.duration_s,
                             timed_out=run.timed_out, error=run.error, trajectory=run.trajectory)
-        if run.timed_out:
-            if job.timeout_as == "fail":
-                result = result.with_(outcome="fail", reward=0.0, exception_type=run.exception_type)
-            else:
-                result = result.with_(outcome="exception", exception_type=run.exception_type)
-        elif run.exception_type is not None:
+        # a timeout is stored as the exception it is; `timeout_as` scores it when the results are read
+        if run.timed_out or run.exception_type is not None:
             result = result.with_(outcome="exception", exception_type=run.exception_type)
         else:
             judge = make_judge(job.judge_cfg, base_dir=Path(job.judge_base_dir))
             verdict = judge.judge(job.task, workspace, run.final_answer,
                                   timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
                                   verifier_dir=root / "verifier")
-            result = verdict.apply(result, timeout_as=job.timeout_as)
+            result = verdict.apply(result)
         # the task statement stays with the rollout: learners read it with the trajectory
         files: dict[str, bytes] = {TASK_FILE: job.task.prompt.encode("utf-8")}
         if run.trajectory and (out / run.trajectory).is_file():

@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 from git_hermit.model.rollout import RolloutResult
 
-TimeoutAs = Literal["exception", "fail"]
 Label = Literal["pass", "fail", "exception"]
 
 DIFF_CELLS: tuple[str, ...] = (
@@ -145,12 +144,9 @@ def _json_float(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def trial_label(result: RolloutResult, timeout_as: TimeoutAs = "exception") -> Label:
-    """A trial's label: pass/fail by reward; a reward-less timeout per ``timeout_as``."""
-    if result.outcome == "pass":
-        return "pass"
-    if result.reward is None and result.is_timeout:
-        return "fail" if timeout_as == "fail" else "exception"
+def trial_label(result: RolloutResult) -> Label:
+    """A trial's label: its scored outcome (the driver applied ``timeout_as`` once, when it read
+    the results: model.rollout.scored)."""
     return result.outcome
 
 
@@ -170,16 +166,13 @@ def pass_at_estimate(n: int, c: int, i: int) -> float:
     return 1.0 - math.comb(n - c, i) / math.comb(n, i)
 
 
-def classify(results_by_task: Mapping[str, Sequence[RolloutResult]], *, k: int,
-             timeout_as: TimeoutAs = "exception") -> StepStats:
+def classify(results_by_task: Mapping[str, Sequence[RolloutResult]], *, k: int) -> StepStats:
     """Label every task by its trials and compute the step's statistics (spec §1.2, §1.3).
 
     A task with no trials is left out, as upstream (the diff then sees it as exception).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if timeout_as not in ("exception", "fail"):
-        raise ValueError(f"timeout_as must be 'exception' or 'fail', got {timeout_as!r}")
     task_results: dict[str, str] = {}
     rollouts: dict[str, TaskRollouts] = {}
     exception_types: Counter[str] = Counter()
@@ -192,7 +185,7 @@ def classify(results_by_task: Mapping[str, Sequence[RolloutResult]], *, k: int,
             continue
         tp = tf = te = 0
         for result in trials:
-            label = trial_label(result, timeout_as)
+            label = trial_label(result)
             if label == "pass":
                 tp += 1
             elif label == "fail":

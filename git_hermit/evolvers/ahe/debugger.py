@@ -11,7 +11,7 @@ from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from git_hermit.evolvers.ahe.analysis import StepStats
-from git_hermit.evolvers.ahe.files import write_json_atomic
+from git_hermit.evolvers.files import rollout_dir, write_json_atomic
 from git_hermit.model.rollout import RolloutResult
 
 Mode = Literal["debug", "summary"]
@@ -179,13 +179,6 @@ def tail_lines(text: str, limit: int) -> str:
     return "\n".join(text.splitlines()[-limit:])
 
 
-def rollout_dir(root: PurePath, task: str, attempt: int) -> PurePath:
-    """Where a rollout's files live under a step's rollouts root (``<task>/<attempt>/``),
-    with the task id made filesystem-safe exactly as the rollout runner does."""
-    from git_hermit.rollouts.runner import task_dirname
-    return root / task_dirname(task) / str(attempt)
-
-
 def _trace_reward(result: RolloutResult) -> float | None:
     if result.reward is not None:
         return float(result.reward)
@@ -207,7 +200,7 @@ def _select_traces(results: Sequence[RolloutResult], is_timeout: bool, root: Pur
         if reward is None and not is_timeout:
             continue  # a pure-exception trial is never analysed
         if reward is None or result.is_timeout:
-            # ``timeout_as: fail`` makes a timeout a fail (reward 0) for the diff, but the Debugger
+            # ``timeout_as: fail`` makes a timeout a fail (no reward) for the diff, but the Debugger
             # must still know the agent ran out of time rather than answered wrong
             reward, label = -1.0, "TIMEOUT"
         else:

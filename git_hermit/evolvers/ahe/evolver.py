@@ -7,6 +7,7 @@ Classify and diff the rollouts, verdicts, best-ever and the target stop, ``rollb
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import sys
@@ -20,14 +21,15 @@ from typing import Any
 from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
-from git_hermit.evolvers.ahe.files import make_read_only, remove_tree, write_json_atomic, write_text_atomic
+from git_hermit.evolvers.files import make_read_only, remove_tree, rollout_dir, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.model.files import FileChange
 from git_hermit.model.learner_json import load_json
-from git_hermit.model.records import Change, Manifest, Verdict
+from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
+from git_hermit.resources import hooks_dir
 from git_hermit.rollouts.stats import exact_pass_at_1_of
 from git_hermit.rollouts.trajectories import explode
 
@@ -81,12 +83,15 @@ class AHEEvolver:
         state.mkdir(parents=True, exist_ok=True)
         result = StepResult()
 
-        stats = analysis.classify(ctx.results, k=ctx.k, timeout_as=p.get("timeout_as", "exception"))
-        history = self._task_history(ctx)
+        stats = analysis.classify(ctx.results, k=ctx.k)
+        # each earlier evaluation classified once, from the typed results its note was read into
+        past_stats = {e.step: analysis.classify(e.results, k=e.scores.k or ctx.k) for e in ctx.history}
+        history: dict[str, list] = {}
+        for past in ctx.history:
+            history = records.update_task_history(history, past.step, past_stats[past.step])
         history = records.update_task_history(history, ctx.step, stats)
         prev = ctx.history[-1] if ctx.history else None
-        prev_stats = (records.stats_from_history(history, prev.step, k=ctx.k, pass_rate=prev.scores.pass_at_1)
-                      if prev is not None and prev.step == ctx.step - 1 else None)
+        prev_stats = past_stats[prev.step] if prev is not None and prev.step == ctx.step - 1 else None
         step_diff = analysis.diff(prev_stats, stats)
         buckets = analysis.stability(history, p.get("stability_min_iterations", 3))
 
@@ -98,7 +103,7 @@ class AHEEvolver:
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
             for cv in evaluation.changes:
-                verdict = Verdict(
+                verdict = VerdictNote(
                     run=ctx.run, step=ctx.step, change_id=cv.change_id, verdict=cv.verdict,
                     actually_fixed=tuple(cv.actually_fixed), still_failed=tuple(cv.still_failed),
                     risk_realized=tuple(cv.risk_realized), predicted_fixes=tuple(cv.predicted_fixes),
@@ -118,7 +123,7 @@ class AHEEvolver:
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
                        else self._read_json(state / "best_ever.json"))
-        score_entries = [records.score_entry(e.step, self._stats_of(e, ctx.k), timestamp="", commit=e.commit)
+        score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp="", commit=e.commit)
                          for e in ctx.history]
         score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
         records.write_scores(state, score_entries)
@@ -185,21 +190,6 @@ class AHEEvolver:
     @staticmethod
     def _read_json(path: Path) -> Any:
         return json.loads(path.read_text()) if path.is_file() else None
-
-    @staticmethod
-    def _stats_of(evaluation, k: int) -> analysis.StepStats:
-        """An earlier evaluation's stats, rebuilt from its scores note (what git keeps)."""
-        from git_hermit.model.rollout import RolloutResult
-        results = {task: [RolloutResult(task, i + 1, a.outcome, a.reward, a.exception_type)
-                          for i, a in enumerate(score.attempts)]
-                   for task, score in evaluation.scores.tasks.items()}
-        return analysis.classify(results, k=evaluation.scores.k or k)
-
-    def _task_history(self, ctx: StepContext) -> dict[str, list]:
-        history: dict[str, list] = {}
-        for past in ctx.history:
-            history = records.update_task_history(history, past.step, self._stats_of(past, ctx.k))
-        return history
 
     @staticmethod
     def _precision(ctx: StepContext, evaluation) -> attribution.PredictionScores | None:
@@ -272,7 +262,7 @@ class AHEEvolver:
             mates += [_Rollback(o, commit, verdict_of.get(o, ""), group[0].files, tuple(named)) for o in others]
             verdict = result.verdicts.get(commit)
             if verdict is not None:
-                def note(v: Verdict) -> Verdict:
+                def note(v: VerdictNote) -> VerdictNote:
                     why = "rollback: auto" if v.change_id in named else \
                         f"rolled back with {', '.join(named)} (rollback: auto)"
                     return replace(v, rollback_note=why)
@@ -341,7 +331,7 @@ class AHEEvolver:
             for r in attempts:
                 if not r.trajectory:
                     continue
-                directory = debugger.rollout_dir(ctx.rollouts_root, r.task, r.attempt)
+                directory = rollout_dir(ctx.rollouts_root, r.task, r.attempt)
                 source = Path(directory) / r.trajectory
                 dest = Path(directory) / "steps"
                 if dest.is_dir() or not source.is_file() or source.suffix != ".jsonl":
@@ -410,16 +400,9 @@ class AHEEvolver:
     def _evolver_notes(workspace: Path) -> None:
         """.hermit/EVOLVER.md: what middleware can do on each host (the seed's table, as
         hook_hosts.CAPABILITIES[host][row] ships it)."""
-        import importlib
-        from git_hermit.resources import hooks_dir
-        agent_dir = str(hooks_dir() / "agent")
-        sys.path.insert(0, agent_dir)   # hook_hosts imports its sibling hermit_hooks by name
-        try:
-            module = importlib.import_module("hook_hosts")
-        finally:
-            sys.path.remove(agent_dir)
+        capabilities = _shipped_capabilities()
         lines = ["# What the middleware can do on each host", ""]
-        for host, rows in module.CAPABILITIES.items():
+        for host, rows in capabilities.items():
             lines += [f"## {host}", ""] + [f"- **{row}**: {text}" for row, text in rows.items()] + [""]
         write_text_atomic(workspace / ".hermit" / "EVOLVER.md", "\n".join(lines))
 
@@ -593,3 +576,15 @@ def _rollback_body(ctx: StepContext, evaluation, group: list[_Rollback], judged:
                       f"(H_{ctx.step - 1}, {ctx.commit[:12]}): {comparison} (paired bootstrap 95% CI "
                       f"over {comparison.n_tasks} tasks)"]
     return "\n".join(lines)
+
+
+def _shipped_capabilities() -> dict[str, dict[str, str]]:
+    """hook_hosts.CAPABILITIES read as data from the shipped hooks/agent/hook_hosts.py: that file is
+    the stdlib wire deployed into adapters (it imports its sibling by name), not a package module,
+    so it is parsed here, never imported (no sys.path edit, nothing of it executed)."""
+    path = hooks_dir() / "agent" / "hook_hosts.py"
+    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CAPABILITIES"
+                                                for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"{path} defines no CAPABILITIES table")

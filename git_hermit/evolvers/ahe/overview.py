@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from git_hermit.evolvers.ahe.debugger import ERROR_PREFIX, DebugReport, tail_lines
-from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.files import write_json_atomic, write_text_atomic
 
 DETAIL_TAIL_LINES = 80
 _ROOT_CAUSE = re.compile(r"ROOT CAUSE\s*[:：]", re.IGNORECASE)

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from git_hermit.evolvers.ahe.analysis import StepDiff, StepStats, TaskRollouts
+from git_hermit.evolvers.ahe.analysis import StepDiff, StepStats
 from git_hermit.evolvers.ahe.attribution import ChangeEvaluation
-from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.files import write_json_atomic, write_text_atomic
 
 HISTORY_HEADER = "# Agentic Harness Engineering Evolution History"
 HISTORY_NAMES_SHOWN = 15
@@ -40,23 +40,6 @@ def update_task_history(history: Mapping[str, Sequence[Sequence[Any]]], step: in
     for entries in updated.values():
         entries.sort(key=lambda e: e[0])
     return updated
-
-
-def stats_from_history(history: Mapping[str, Sequence[Sequence[Any]]], step: int, *, k: int,
-                       pass_rate: float = 0.0) -> StepStats | None:
-    """The labels (and rollout splits) of ``step`` rebuilt from the history, for the diff;
-    None when the history holds nothing for that step (§2.1)."""
-    results: dict[str, str] = {}
-    rollouts: dict[str, TaskRollouts] = {}
-    for task, entries in history.items():
-        for entry in entries:
-            if entry[0] == step:
-                results[task] = str(entry[1])
-                if len(entry) > 2 and entry[2]:
-                    rollouts[task] = TaskRollouts.from_dict(entry[2])
-    if not results:
-        return None
-    return StepStats(k=k, task_results=results, pass_rate=pass_rate, per_task_rollouts=rollouts)
 
 
 # --- score entries, best-ever, stop (§9, §10.3) -------------------------------------------

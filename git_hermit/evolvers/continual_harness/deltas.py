@@ -29,7 +29,7 @@ class DeltaError(ValueError):
 
 
 @dataclass(frozen=True)
-class Layout:
+class HarnessLayout:
     """Where the harness's components live in the adapter (from the template's ``files``)."""
 
     policy: str = "AGENTS.md"
@@ -42,7 +42,7 @@ class Layout:
     memory: str = "memory/NOTES.md"
 
     @classmethod
-    def of(cls, template: Any) -> "Layout":
+    def of(cls, template: Any) -> "HarnessLayout":
         def split(pattern: str | None, root: str, leaf: str) -> tuple[str, str]:
             parts = (pattern or "").split("/")
             return ("/".join(parts[:-2]), parts[-1]) if len(parts) >= 3 and parts[-2] == "*" else (root, leaf)
@@ -331,7 +331,7 @@ def _read_entry(path: Path) -> tuple[str, str]:
     return str(fm.data.get("description") or ""), fm.body
 
 
-def apply_policy(root: Path, layout: Layout, policy: str) -> list[str]:
+def apply_policy(root: Path, layout: HarnessLayout, policy: str) -> list[str]:
     old = (root / layout.policy).read_text(encoding="utf-8") if (root / layout.policy).is_file() else None
     for rel in filter(None, (layout.policy, layout.policy_copy)):
         (root / rel).write_text(policy, encoding="utf-8")
@@ -385,7 +385,7 @@ def _write_scripts(folder: Path, scripts: dict[str, str | None]) -> None:
         path.chmod(0o755)   # helpers are run directly by the agent
 
 
-def apply_memory(root: Path, layout: Layout, delta: MemoryDelta) -> list[str]:
+def apply_memory(root: Path, layout: HarnessLayout, delta: MemoryDelta) -> list[str]:
     path = root / layout.memory
     notes = Notes.parse(path.read_text(encoding="utf-8") if path.is_file() else "# Notes\n")
     done: list[str] = []

@@ -26,7 +26,7 @@ MAX_VERDICT_CHARS = 1500
 
 
 @dataclass(frozen=True)
-class Attempt:
+class WindowAttempt:
     task: str
     attempt: int
     status: str | None              # pass | fail | exception; None without feedback (a judge label)
@@ -43,7 +43,7 @@ def _judged(result: RolloutResult) -> bool:
     return bool(result.verifier_output) or result.reward is not None
 
 
-def read_attempt(result: RolloutResult, directory: Path, *, feedback: bool) -> Attempt:
+def read_attempt(result: RolloutResult, directory: Path, *, feedback: bool) -> WindowAttempt:
     signatures: list[str] = []
     # Without feedback, only what the session itself did counts: a verifier's timeout or crash
     # is the judge speaking, so its type and error line stay hidden.
@@ -67,7 +67,7 @@ def read_attempt(result: RolloutResult, directory: Path, *, feedback: bool) -> A
             verdict += ": " + _clip(result.verifier_output.strip(), MAX_VERDICT_CHARS)
     notes_path = directory / SESSION_NOTES
     notes = notes_path.read_text(encoding="utf-8", errors="replace") if notes_path.is_file() else None
-    return Attempt(result.task, result.attempt, result.outcome if feedback else None,
+    return WindowAttempt(result.task, result.attempt, result.outcome if feedback else None,
                    tuple(redact(s) for s in signatures),
                    redact(transcript), redact(result.final_answer) if result.final_answer else None,
                    redact(verdict) if verdict else None, redact(notes) if notes is not None else None)
@@ -96,13 +96,13 @@ def _transcript(path: Path) -> tuple[str, list[str]]:
 
 
 def read_window(results: dict[str, list[RolloutResult]], rollouts_root: Path, *,
-                feedback: bool) -> list[Attempt]:
+                feedback: bool) -> list[WindowAttempt]:
     """Every attempt of the step, in task then attempt order."""
     return [read_attempt(r, rollouts_root / task_dirname(task) / str(r.attempt), feedback=feedback)
             for task in results for r in sorted(results[task], key=lambda r: r.attempt)]
 
 
-def render_window(attempts: list[Attempt]) -> str:
+def render_window(attempts: list[WindowAttempt]) -> str:
     """The window as the Refiner reads it, one section per attempt."""
     parts = []
     for a in attempts:
@@ -118,7 +118,7 @@ def render_window(attempts: list[Attempt]) -> str:
     return "\n\n".join(parts) if parts else "(no rollouts in this window)"
 
 
-def render_failures(attempts: list[Attempt]) -> str:
+def render_failures(attempts: list[WindowAttempt]) -> str:
     lines = [f"- task {a.task}#{a.attempt}: {s}" for a in attempts for s in a.signatures]
     return "\n".join(lines) if lines else "(none detected)"
 

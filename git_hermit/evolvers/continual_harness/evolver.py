@@ -22,7 +22,7 @@ from git_hermit.adapter.templates import load_template
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
 from git_hermit.evolvers.continual_harness import deltas, evidence
-from git_hermit.evolvers.continual_harness.deltas import DeltaError, Layout
+from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.params import param_defaults
 from git_hermit.model.files import FileChange
 from git_hermit.redact import redact
@@ -107,7 +107,7 @@ class ContinualHarnessEvolver:
     # ------------------------------------------------------------------------------------ step
     def learn(self, ctx: StepContext) -> StepResult:
         p = _params(ctx.params)
-        layout = Layout.of(load_template(ctx.config.template))
+        layout = HarnessLayout.of(load_template(ctx.config.template))
         work = ctx.step_dir / "refiner"
         work.mkdir(parents=True, exist_ok=True)
         attempts = evidence.read_window(ctx.results, ctx.rollouts_root, feedback=bool(p["feedback"]))
@@ -145,7 +145,7 @@ class ContinualHarnessEvolver:
         return result
 
     # ------------------------------------------------------------------------------- memory fold
-    def _fold(self, ctx: StepContext, layout: Layout, attempts: list[evidence.Attempt], given: Path,
+    def _fold(self, ctx: StepContext, layout: HarnessLayout, attempts: list[evidence.WindowAttempt], given: Path,
               current: Path, work: Path, result: StepResult) -> dict[str, Any]:
         sessions = [a.session_notes for a in attempts if a.session_notes is not None]
         if not sessions:
@@ -174,7 +174,7 @@ class ContinualHarnessEvolver:
         return {"status": "applied", "sessions": len(sessions), "topics": folded}
 
     # ------------------------------------------------------------------------------------ passes
-    def _pass(self, ctx: StepContext, name: str, p: dict[str, Any], layout: Layout, common: dict[str, Any],
+    def _pass(self, ctx: StepContext, name: str, p: dict[str, Any], layout: HarnessLayout, common: dict[str, Any],
               current: Path, work: Path, result: StepResult) -> tuple[PassOutcome, Path]:
         prompt = redact(render_prompt(name, {**common, **self._values(name, p, layout, current)}))
         answer = self._ask(ctx, name, prompt, current, work, float(p["refiner_timeout_s"]),
@@ -232,7 +232,7 @@ class ContinualHarnessEvolver:
         result.rejected.extend(f"refiner {name} pass: {why}" for why in reasons)
         return PassOutcome(name, "dropped", reason="refused: " + "; ".join(reasons))
 
-    def _values(self, name: str, p: dict[str, Any], layout: Layout, current: Path) -> dict[str, Any]:
+    def _values(self, name: str, p: dict[str, Any], layout: HarnessLayout, current: Path) -> dict[str, Any]:
         if name == "policy":
             path = current / layout.policy
             return {"policy": path.read_text(encoding="utf-8") if path.is_file() else "(empty)",

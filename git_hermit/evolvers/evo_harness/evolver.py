@@ -21,7 +21,7 @@ from git_hermit.adapter.screen import scrub
 from git_hermit.adapter.templates import Template, load_template
 from git_hermit.config import RunConfig
 from git_hermit.errors import AgentError, ConfigError
-from git_hermit.evolvers.ahe.files import write_json_atomic, write_text_atomic
+from git_hermit.evolvers.files import write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.params import EvoParams
@@ -150,7 +150,7 @@ class EvoHarnessEvolver:
 
     def _reflect(self, ctx: StepContext, p: EvoParams, root: Path) -> tuple[list[dict], dict[str, str]]:
         """One Worker call per failed rollout (checkpointed); the experiences and each run's status."""
-        from git_hermit.evolvers.ahe.debugger import rollout_dir
+        from git_hermit.evolvers.files import rollout_dir
         out = root / "reflections"
         out.mkdir(parents=True, exist_ok=True)
         skills = self._skill_list(ctx)

@@ -3,7 +3,8 @@
 It runs in-process (no model, no network) but drives the deployment's real hook commands
 with the host's payload shapes — so the adapter's middleware and memory reach it exactly as
 they would reach Codex — and writes a Codex ``exec --json`` event stream. The policy is
-``agent.scripted.policy`` (``module:function``); the default is the demo's agent.
+``agent.scripted.policy`` (``module:function``), which the config must name: this backend knows
+no agent of its own (`git hermit demo` writes its acting agent there).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.agents.base import AgentContext, AgentRun
 from git_hermit.rollouts.trajectories import summarize
 
-DEFAULT_POLICY = "git_hermit.demo.acting:run_scripted_agent"
 HOOK_TIMEOUT_S = 30.0
 
 
-def load_policy(spec: str) -> Callable[..., str]:
+def load_policy(spec: str | None) -> Callable[..., str]:
+    if not spec:
+        raise ConfigError("agent.backend scripted needs agent.scripted.policy",
+                          hint="name the agent's function as module:function, e.g. "
+                               "scripted: {policy: my_agent:run}")
     module_name, _, attr = spec.partition(":")
     try:
         return getattr(importlib.import_module(module_name), attr)
@@ -41,7 +45,7 @@ class ScriptedAgent:
     name: str = "scripted"
 
     def __post_init__(self) -> None:
-        self.policy_spec = (self.cfg.get("scripted") or {}).get("policy", DEFAULT_POLICY)
+        self.policy_spec = (self.cfg.get("scripted") or {}).get("policy")
 
     def check_available(self) -> None:
         load_policy(self.policy_spec)

@@ -1,6 +1,6 @@
-"""The ahe evolver's file primitives: atomic text and JSON writes (temp file + rename), so a
-killed step never leaves half a record behind (DESIGN §3), and read-only trees (the Evolve
-Agent's ``before/`` copies) made and removed.
+"""File primitives every evolver's scratch uses: atomic text and JSON writes (temp file +
+rename), so a killed step never leaves half a record behind (DESIGN §3); read-only trees (ahe's
+``before/`` copies) made and removed; where a rollout's files live under a step's rollouts root.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import stat
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 
@@ -39,3 +39,10 @@ def remove_tree(root: Path) -> None:
             if not os.path.islink(name):
                 os.chmod(name, os.stat(name).st_mode | stat.S_IRWXU)
     shutil.rmtree(root)
+
+
+def rollout_dir(root: PurePath, task: str, attempt: int) -> PurePath:
+    """Where a rollout's files live under a step's rollouts root (``<task>/<attempt>/``),
+    with the task id made filesystem-safe exactly as the rollout runner does."""
+    from git_hermit.rollouts.runner import task_dirname
+    return root / task_dirname(task) / str(attempt)
