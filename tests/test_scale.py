@@ -139,10 +139,10 @@ def test_a_warm_log_neither_parses_yaml_nor_validates_again(tmp_path):
     repo.mkdir()
     git(repo, "init", "-q")
     build_run(repo, "a", 3)
-    cold = hermit(repo, "log", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    cold = hermit(repo, "log", env={"PYTHONPROFILEIMPORTTIME": "1"}, subprocess=True)   # a fresh process
     assert cold.code == 0, cold.err
     assert {"yaml", "jsonschema_rs"} <= _imported(cold.err)       # the first reading checks
-    warm = hermit(repo, "log", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    warm = hermit(repo, "log", env={"PYTHONPROFILEIMPORTTIME": "1"}, subprocess=True)
     assert warm.out == cold.out
     assert not {"yaml", "jsonschema_rs"} & _imported(warm.err)
     assert hermit(repo, "log", "--json").out == hermit(repo, "log", "--json").out
