@@ -8,7 +8,6 @@ path. ``render_default_config`` writes the commented file ``init`` creates.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -164,9 +163,10 @@ def _config_from(data: dict, source: str, path: Path | None, *, check_params: bo
 
 
 def _params_fingerprint(evolver: str) -> str | None:
+    """The evolver's params schema as it is now (its text: see model/schema.py's fingerprint)."""
     spec = evolver_registry.find(evolver)
     try:
-        return hashlib.sha1(spec.params_schema_path.read_bytes()).hexdigest() if spec else None
+        return spec.params_schema_path.read_text(encoding="utf-8") if spec else None
     except OSError:
         return None
 
@@ -175,9 +175,9 @@ def _parse_remembered(text: str, source: str, path: Path, cache_dir: Path) -> Ru
     """parse_config, remembering a valid config by its text (see checked.py): the next read command
     takes its data from the cache, neither importing the YAML parser nor validating again."""
     file = cache_dir / "configs.json"
-    format = f"configs/1:{__version__}:{fingerprint('config')}"
+    format = f"configs/2:{__version__}:{fingerprint('config')}"
     entries = checked.load(file, format)
-    key = hashlib.sha1(text.encode()).hexdigest()
+    key = text   # the file's text itself names it (a config is a few kB)
     entry = entries.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("data"), dict):
         config = _config_from(entry["data"], source, path, check_params=False)

@@ -97,7 +97,7 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
     is kept under the notes commit it was listed from, so an unchanged ref's tree is not read again.
     """
     file = repo.common_dir / "hermit" / "cache" / "notes.json"
-    format = "notes/2:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
+    format = "notes/3:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
     known = checked.load(file, format)
     def part(name: str, kind: str, empty: type) -> Any:   # a part of another shape is ignored
         value = known.get(name)

@@ -9,7 +9,6 @@ record, the JSON path and the problem.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import cache
 from typing import Any, Callable
@@ -51,9 +50,9 @@ def _compiled(text: str):
 
 def fingerprint(name: str) -> str:
     """Names schema ``name`` as it is now (completed by its extension): a check remembered under it
-    is redone after git-hermit, a registry or the schema changes."""
-    text = _schema_text(name) if name not in _EXTENSIONS else json.dumps(load_schema(name), sort_keys=True)
-    return hashlib.sha1(text.encode()).hexdigest()
+    is redone after git-hermit, a registry or the schema changes. The text itself, not a digest of
+    it: hashlib loads OpenSSL (~3 ms), more than comparing a few kB."""
+    return _schema_text(name) if name not in _EXTENSIONS else json.dumps(load_schema(name), sort_keys=True)
 
 
 def _validator(name: str):
