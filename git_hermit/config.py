@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
+from git_hermit import __version__, checked
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import init_params, param_defaults, params_problems
 from git_hermit.hosts import registry
 from git_hermit.model.schema import extend as extend_schema
-from git_hermit.model.schema import load_schema, schema_errors
+from git_hermit.model.schema import fingerprint, load_schema, schema_errors
 
 CONFIG_FILE = "hermit.yaml"
 RUNS_DIR = "hermit"
@@ -122,6 +121,13 @@ class RunConfig:
 
 def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = None) -> RunConfig:
     """Parse and validate hermit.yaml text; ConfigError names the first bad key by path."""
+    data = _read_yaml(text, source)
+    _check_schema(data, source)
+    return _config_from(data, source, path, check_params=True)
+
+
+def _read_yaml(text: str, source: str) -> Any:
+    import yaml   # here: a config checked before is read from the cache, without the YAML parser (~8 ms)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -131,10 +137,17 @@ def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = No
                           hint="fix the syntax; `git hermit init` writes a commented example") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must be a mapping of settings", hint="see the README's hermit.yaml section")
+    return data
+
+
+def _check_schema(data: dict[str, Any], source: str) -> None:
     problems = schema_errors("config", data)
     if problems:
         raise ConfigError(f"{source}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                           hint=f"see the README's hermit.yaml section, or the schema {SCHEMA_LINK} that init commits")
+
+
+def _config_from(data: dict[str, Any], source: str, path: Path | None, *, check_params: bool) -> RunConfig:
     known = set(RunConfig.__dataclass_fields__) - {"path", "raw"}
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."
@@ -143,8 +156,44 @@ def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = No
         where = "evolver.name" if config.evolver.get("name") else "template (no evolver.name)"
         raise ConfigError(f"{source}: {where}: unknown evolver {config.evolver_name!r}",
                           hint="use " + ", ".join(evolver_registry.names()))
-    _check_evolver_params(config, source)
+    if check_params:
+        _check_evolver_params(config, source)
     _check_agent_env(config, source)
+    return config
+
+
+def _params_fingerprint(evolver: str) -> str | None:
+    """The evolver's params schema as it is now (its text: see model/schema.py's fingerprint)."""
+    spec = evolver_registry.find(evolver)
+    try:
+        return spec.params_schema_path.read_text(encoding="utf-8") if spec else None
+    except OSError:
+        return None
+
+
+def _parse_remembered(text: str, source: str, path: Path, cache_dir: Path) -> RunConfig:
+    """parse_config, remembering a valid config by its text (see checked.py): the next read command
+    takes its data from the cache, neither importing the YAML parser nor validating again."""
+    file = cache_dir / "configs.json"
+    format = f"configs/2:{__version__}:{fingerprint('config')}"
+    entries = checked.load(file, format)
+    key = text   # the file's text itself names it (a config is a few kB)
+    entry = entries.get(key)
+    if isinstance(entry, dict) and isinstance(entry.get("data"), dict):
+        config = _config_from(entry["data"], source, path, check_params=False)
+        if entry.get("params") != _params_fingerprint(config.evolver_name):   # its params schema changed
+            _check_evolver_params(config, source)
+        return config
+    data = _read_yaml(text, source)
+    _check_schema(data, source)
+    config = _config_from(data, source, path, check_params=True)
+    try:   # only data JSON keeps exactly (YAML dates or integer keys would come back changed)
+        kept = json.loads(json.dumps(data)) == data
+    except (TypeError, ValueError):
+        kept = False
+    if kept:
+        entries[key] = {"data": data, "params": _params_fingerprint(config.evolver_name)}
+        checked.save(file, format, dict(list(entries.items())[-16:]))   # the last few configs seen
     return config
 
 
@@ -180,11 +229,14 @@ def config_paths(work_tree: Path) -> list[Path]:
     return found
 
 
-def load_config(work_tree: Path, run: str | None = None) -> RunConfig:
-    """The config of ``run`` (or the only run) from the work tree."""
+def load_config(work_tree: Path, run: str | None = None, *, cache_dir: Path | None = None) -> RunConfig:
+    """The config of ``run`` (or the only run) from the work tree; with ``cache_dir``, a config
+    checked before is not parsed and validated again (see checked.py)."""
     configs = []
     for path in config_paths(work_tree):
-        configs.append(parse_config(path.read_text(), source=str(path.relative_to(work_tree)), path=path))
+        text, source = path.read_text(), str(path.relative_to(work_tree))
+        configs.append(_parse_remembered(text, source, path, cache_dir) if cache_dir is not None
+                       else parse_config(text, source=source, path=path))
     if not configs:
         raise ConfigError("no hermit.yaml in this repository", hint="run `git hermit init` first")
     if run is None:
@@ -268,4 +320,5 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
 
 def _flow(params: dict[str, Any]) -> str:
     """A one-line YAML mapping: ``{k: 2, rollback: auto}``."""
+    import yaml
     return yaml.safe_dump(params, default_flow_style=True, sort_keys=False).strip()

@@ -125,3 +125,40 @@ def test_a_bad_scores_note_is_a_warning_each_time(tmp_path):
         r = hermit(repo, "log")
         assert r.code == 0, r.err
         assert "warning: scores note on" in r.out
+
+
+def _imported(stderr: str) -> set[str]:
+    """Module names from ``python -X importtime``'s report."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_warm_log_neither_parses_yaml_nor_validates_again(tmp_path):
+    """What `log` checked once (hermit.yaml, each note blob) is remembered by content, so a second
+    `log` imports neither the YAML parser nor the schema validator — and still sees every change."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 3)
+    cold = hermit(repo, "log", env={"PYTHONPROFILEIMPORTTIME": "1"}, subprocess=True)   # a fresh process
+    assert cold.code == 0, cold.err
+    assert {"yaml", "jsonschema_rs"} <= _imported(cold.err)       # the first reading checks
+    warm = hermit(repo, "log", env={"PYTHONPROFILEIMPORTTIME": "1"}, subprocess=True)
+    assert warm.out == cold.out
+    assert not {"yaml", "jsonschema_rs"} & _imported(warm.err)
+    assert hermit(repo, "log", "--json").out == hermit(repo, "log", "--json").out
+    for name in ("notes.json", "configs.json"):   # a broken cache is only a cache: checked again
+        (repo / ".git" / "hermit" / "cache" / name).write_text("{not json")
+    assert hermit(repo, "log").out == cold.out
+    # a note rewritten into a bad one is a new blob: checked, and a warning every time
+    path = tmp_path / "note.json"
+    path.write_text('{"v": 1, "run": "a"}')
+    git(repo, "notes", "--ref=hermit/manifest", "add", "-f", "-F", str(path), "hermit/a/step-0002")
+    for _ in range(2):
+        r = hermit(repo, "log")
+        assert r.code == 0, r.err
+        assert "warning: manifest note on" in r.out
+    # an edited hermit.yaml is read and checked again: a bad one still refuses
+    config = repo / "hermit.yaml"
+    config.write_text(config.read_text().replace("run: a", "run: a\nno_such_key: 1", 1))
+    r = hermit(repo, "log")
+    assert r.code != 0 and "no_such_key" in r.err, (r.code, r.err)

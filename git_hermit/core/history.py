@@ -11,14 +11,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
+from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
-from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScores, VerdictNote, loads
+from git_hermit.model.records import (RECORD_KINDS, Analysis, Change, Manifest, Scores, TaskScores, VerdictNote,
+                                      loads)
+from git_hermit.model.schema import fingerprint
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,10 @@ class ChangeView:
     verdict: VerdictNote | None
     rolled_back_by: str | None = None              # the rollback commit that reverted this change
     lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
+    # change.to_dict() and verdict.to_dict() as the notes cache holds them (None: call to_dict), so
+    # `log --json` passes a note's data through instead of re-serialising every record
+    change_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    verdict_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -77,15 +83,69 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
     return None
 
 
-def _read_notes(store: NotesStore, kind: str, bad: list[str]) -> dict[str, Any]:
-    """All notes of one kind, parsed; a note that fails its schema is reported, not fatal."""
-    out = {}
-    for commit, text in store.read_all(NOTES_REFS[kind]).items():
+_CHECKED_KINDS = ("manifest", "verdicts", "analysis")
+
+
+def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
+                                                     dict[str, str]]:
+    """({kind: {commit: record}} of the manifest, verdicts and analysis notes, {kind: {commit: the
+    record's to_dict()}} of the manifest and verdicts notes, {commit: blob} of the scores notes); a note
+    that fails its schema is reported, not fatal.
+
+    A note is read from git and validated once: its data is kept under its blob id (checked.py),
+    which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
+    is kept under the notes commit it was listed from, so an unchanged ref's tree is not read again.
+    """
+    file = repo.common_dir / "hermit" / "cache" / "notes.json"
+    format = "notes/3:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
+    known = checked.load(file, format)
+    def part(name: str, kind: str, empty: type) -> Any:   # a part of another shape is ignored
+        value = known.get(name)
+        value = value.get(kind) if isinstance(value, dict) else None
+        return value if isinstance(value, empty) else empty()
+
+    trees: dict[str, Any] = {kind: part("trees", kind, list) for kind in (*_CHECKED_KINDS, "scores")}
+    kept: dict[str, dict[str, Any]] = {kind: part("data", kind, dict) for kind in _CHECKED_KINDS}
+    raw: dict[str, list[str]] = {kind: part("raw", kind, list) for kind in _CHECKED_KINDS}
+    entries: dict[str, dict[str, str]] = {}
+    changed = False
+    for kind in (*_CHECKED_KINDS, "scores"):
+        tip = repo.read_ref(NOTES_REFS[kind])
+        listed = trees.get(kind)
+        if isinstance(listed, list) and len(listed) == 2 and listed[0] == tip and isinstance(listed[1], dict):
+            entries[kind] = listed[1]
+        else:
+            entries[kind] = note_entries(repo, tip)
+            trees[kind] = [tip, entries[kind]]
+            changed = True
+    missing = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()
+               if blob not in kept[kind]]
+    for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
+        if found is None:
+            raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
+        text = found[2].decode("utf-8", "replace")
         try:
-            out[commit] = loads(kind, text, where=commit[:12])
+            record = loads(kind, text, where=commit[:12])
         except SchemaError as exc:
             bad.append(exc.message)
-    return out
+            continue
+        data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
+        kept[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
+        if kept[kind][blob] is not data:
+            raw[kind].append(blob)
+    if missing or changed:   # the blobs the refs hold now, and no others
+        data = {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
+                for kind in _CHECKED_KINDS}
+        raw = {kind: sorted(set(raw[kind]) & set(data[kind])) for kind in _CHECKED_KINDS}
+        checked.save(file, format, {"trees": trees, "data": data, "raw": raw})
+    records = {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
+                      for commit, blob in entries[kind].items() if blob in kept[kind]}
+               for kind in _CHECKED_KINDS}
+    # {commit: to_dict()} of the manifest and verdict notes whose cached data is that
+    dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
+                    if blob in kept[kind] and blob not in raw[kind]}
+             for kind in ("manifest", "verdicts")}
+    return records, dicts, entries["scores"]
 
 
 # The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
@@ -108,6 +168,7 @@ def _load_summaries(path: Any) -> dict[str, dict[str, Any]]:
 
 def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
     """Best effort (a read-only repository just parses again next time); atomic for concurrent readers."""
+    import tempfile   # only when writing: a warm read writes nothing
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".scores-summaries-")
@@ -115,20 +176,22 @@ def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
         return
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump({"format": _SUMMARY_FORMAT, "notes": notes}, handle, separators=(",", ":"))
+            # dumps, not dump: json.dump streams through the pure-Python encoder (~20x slower)
+            handle.write(json.dumps({"format": _SUMMARY_FORMAT, "notes": notes}, separators=(",", ":")))
         os.replace(temp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(temp)
 
 
-def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
+def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None) -> dict[str, Scores]:
     """Every scores note, its per-task outcomes read from git only when asked for (TaskScores.deferred).
 
     A note's blob id names its content, so a summary cached under it never goes stale; notes not in
     the cache yet are read, validated and summarised in one batch, and the cache rewritten.
     """
-    entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))   # {commit: blob}
+    if entries is None:   # {commit: blob}
+        entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))
     path = _summary_cache(repo)
     cached = _load_summaries(path)
     missing = [commit for commit, blob in entries.items() if blob not in cached]
@@ -166,43 +229,56 @@ def _read_scores(repo: Repo, bad: list[str]) -> dict[str, Scores]:
 
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
-    store = NotesStore(repo)
     bad: list[str] = []
-    manifests: dict[str, Manifest] = _read_notes(store, "manifest", bad)
-    verdicts: dict[str, VerdictNote] = _read_notes(store, "verdicts", bad)
-    scores: dict[str, Scores] = _read_scores(repo, bad)
-    analyses: dict[str, Analysis] = _read_notes(store, "analysis", bad)
+    notes, dicts, scores_notes = _read_notes(repo, bad)
+    manifests: dict[str, Manifest] = notes["manifest"]
+    verdicts: dict[str, VerdictNote] = notes["verdicts"]
+    scores: dict[str, Scores] = _read_scores(repo, bad, scores_notes)
+    analyses: dict[str, Analysis] = notes["analysis"]
 
     seed = ctx.steps[0][1]
     tip = ctx.tip[1]
     # The run's commits after the seed, oldest first, in one process.
     commits = list(reversed(repo.log(f"{seed}..{tip}"))) if tip != seed else []
+    # Each commit's trailers by lower-cased key, the first of each kept (as _trailer reads them).
+    keyed = []
+    for info in commits:
+        trailers: dict[str, str] = {}
+        for key, value in info.trailers:
+            trailers.setdefault(key.lower(), value)
+        keyed.append((info, trailers))
     # What each rollback commit says it did, from its trailers (the record GitHub shows too).
     rolled_back_by: dict[str, str] = {}
     lines_removed_by: dict[str, list[str]] = {}
-    for info in commits:
-        reverts = _trailer(info, "Hermit-Reverts")
-        if reverts and _trailer(info, "Hermit-Run") == ctx.run:
+    removes = HERMIT_REMOVES_LINES_OF.lower()
+    for info, trailers in keyed:
+        reverts = trailers.get("hermit-reverts")
+        if reverts and trailers.get("hermit-run") == ctx.run:
             rolled_back_by[reverts] = info.sha
             for key, value in info.trailers:
-                if key.lower() == HERMIT_REMOVES_LINES_OF.lower():
+                if key.lower() == removes:
                     lines_removed_by.setdefault(value, []).append(info.sha)
     by_step: dict[int, list[CommitView]] = {}
-    for info in commits:
-        if _trailer(info, "Hermit-Run") != ctx.run:
+    for info, trailers in keyed:
+        if trailers.get("hermit-run") != ctx.run:
             continue
-        step = parse_step_name(_trailer(info, "Hermit-Step") or "")
+        step = parse_step_name(trailers.get("hermit-step") or "")
         if step is None:
             continue
         manifest = manifests.get(info.sha)
         note = verdicts.get(info.sha)
-        changes = tuple(ChangeView(info.sha, ch, note.for_change(ch.id) if note else None,
-                                   rolled_back_by.get(info.sha), tuple(lines_removed_by.get(info.sha, ())))
-                        for ch in (manifest.changes if manifest else ()))
+        manifest_data = dicts["manifest"].get(info.sha)
+        note_data = dicts["verdicts"].get(info.sha)
+        changes = tuple(ChangeView(info.sha, ch, verdict, rolled_back_by.get(info.sha),
+                                   tuple(lines_removed_by.get(info.sha, ())),
+                                   change_data=manifest_data["changes"][i] if manifest_data else None,
+                                   verdict_data=note_data if verdict is note and note_data else None)
+                        for i, ch in enumerate(manifest.changes if manifest else ())
+                        for verdict in (note.for_change(ch.id) if note else None,))
         by_step.setdefault(step, []).append(CommitView(
-            info=info, changes=changes, reverts=_trailer(info, "Hermit-Reverts"),
-            reverts_verdict=_trailer(info, "Hermit-Verdict"),
-            undeclared=(_trailer(info, "Hermit-Change") == "undeclared")))
+            info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
+            reverts_verdict=trailers.get("hermit-verdict"),
+            undeclared=(trailers.get("hermit-change") == "undeclared")))
     views = tuple(
         StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), scores=scores.get(sha),
                  analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())

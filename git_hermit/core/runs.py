@@ -91,7 +91,7 @@ class RunContext:
 
 def open_run(repo: Repo, run: str | None = None) -> RunContext:
     """Load the run's config and steps; a clear error when the run has not been initialised."""
-    config = load_config(repo.work_tree, run)
+    config = load_config(repo.work_tree, run, cache_dir=repo.common_dir / "hermit" / "cache")
     steps = list_steps(repo, config.run)
     if not steps:
         raise GitStateError(f"run {config.run!r} has no step branches (refs/heads/hermit/{config.run}/step-0000)",

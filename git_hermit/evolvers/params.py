@@ -10,17 +10,16 @@ Besides JSON Schema, a schema carries ``x-init`` (what ``init`` writes) and ``x-
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jsonschema_rs
+from typing import TYPE_CHECKING, Any
 
 from git_hermit.evolvers import registry
 
+if TYPE_CHECKING:      # imported where validating: see model/schema.py
+    import jsonschema_rs
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,7 @@ def _validator(evolver: str) -> jsonschema_rs.Validator:
 
 @cache
 def _validator_at(path: Path) -> jsonschema_rs.Validator:
+    import jsonschema_rs    # only when validating (see model/schema.py)
     return jsonschema_rs.validator_for(_schema_at(path))
 
 
@@ -119,6 +119,7 @@ def _unknown(evolver: str, schema: dict[str, Any], key: str, path: str, known: l
     refused = schema.get("x-refused", {}).get(key)
     if refused:
         return ParamProblem(path, f"is not accepted for {evolver}: {refused['why']}", refused["hint"])
+    import difflib   # only for a bad key's suggestion
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     guess = f" (did you mean {close[0]}?)" if close else ""
     return ParamProblem(path, f"is not a parameter of {evolver}{guess}",

@@ -5,7 +5,6 @@ strict fsck of new objects, and refs moved only in ``update-ref --stdin`` transa
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 from pathlib import Path
@@ -60,6 +59,7 @@ class ObjectWriter(ObjectReader):
 
     def _blob_sha(self, content: bytes) -> str:
         """The id git would give this content as a blob (no process)."""
+        import hashlib   # here: it loads OpenSSL (~3 ms), which a read command never needs
         digest = hashlib.sha256 if self.object_format == "sha256" else hashlib.sha1
         return digest(b"blob %d\0" % len(content) + content).hexdigest()
 

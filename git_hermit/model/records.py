@@ -6,7 +6,6 @@ JSON (sorted keys, carrying ``"v"``) and validate against ``schemas/`` on both s
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -29,6 +28,7 @@ def canonical_json(data: Any) -> str:
 
 def content_hash(text: str) -> str:
     """``sha256:<hex>`` of a note's text, as carried by the Hermit-Manifest trailer."""
+    import hashlib   # here: it loads OpenSSL (~3 ms), which a read command never needs
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 

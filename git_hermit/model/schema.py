@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any, Callable
-
-import jsonschema_rs
+from typing import TYPE_CHECKING, Any, Callable
 
 from git_hermit.errors import SchemaError
 from git_hermit.resources import schemas_dir
+
+if TYPE_CHECKING:      # imported where a schema is compiled (see _compiled)
+    import jsonschema_rs
 
 
 # name -> a function completing the loaded schema in place (e.g. enums from a registry above
@@ -44,7 +45,17 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _compiled(text: str) -> jsonschema_rs.Validator:
+    # imported here: jsonschema-rs pulls in email, socket and uuid (~8 ms), which a command that
+    # validates nothing (a warm `log`: its notes and config were checked before) never needs
+    import jsonschema_rs
     return jsonschema_rs.validator_for(json.loads(text))
+
+
+def fingerprint(name: str) -> str:
+    """Names schema ``name`` as it is now (completed by its extension): a check remembered under it
+    is redone after git-hermit, a registry or the schema changes. The text itself, not a digest of
+    it: hashlib loads OpenSSL (~3 ms), more than comparing a few kB."""
+    return _schema_text(name) if name not in _EXTENSIONS else json.dumps(load_schema(name), sort_keys=True)
 
 
 def _validator(name: str) -> jsonschema_rs.Validator:
