@@ -162,3 +162,27 @@ def test_a_warm_log_neither_parses_yaml_nor_validates_again(tmp_path):
     config.write_text(config.read_text().replace("run: a", "run: a\nno_such_key: 1", 1))
     r = hermit(repo, "log")
     assert r.code != 0 and "no_such_key" in r.err, (r.code, r.err)
+
+
+def test_log_json_passes_cached_notes_through_without_making_records(runs, monkeypatch):
+    """`log --json` writes each change's and verdict's data as the notes cache holds it: after the
+    first `log` (which checks every note), it makes no Change or VerdictNote record at all, and its
+    output is the CLI's, byte for byte."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.gitio import Repo
+    from git_hermit.model import records
+    from git_hermit.render.views import log_json
+
+    expected = hermit(runs[N], "log", "--run", "a", "--json").out   # fills the cache
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("log --json made a record it only passes through")
+    monkeypatch.setattr(records.Change, "from_dict", classmethod(refuse))
+    monkeypatch.setattr(records.VerdictNote, "from_dict", classmethod(refuse))
+    repo = Repo.discover(runs[N])
+    try:
+        data = log_json(load_history(open_run(repo, "a")))
+    finally:
+        repo.close()
+    assert json.dumps(data, sort_keys=True, default=str) == expected.rstrip("\n")

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any, Callable
 
 from git_hermit import __version__, checked
@@ -25,15 +26,53 @@ from git_hermit.model.schema import fingerprint
 
 @dataclass(frozen=True)
 class ChangeView:
+    """A change a commit declared, with its verdict. ``change`` and ``verdict`` are made from the
+    notes cache's data (change.to_dict() and verdict.to_dict() as it holds them) when first read:
+    `log --json` passes that data through and never makes the records (a 10,000-step run: 20,000)."""
+
     commit: str
-    change: Change
-    verdict: VerdictNote | None
     rolled_back_by: str | None = None              # the rollback commit that reverted this change
     lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
-    # change.to_dict() and verdict.to_dict() as the notes cache holds them (None: call to_dict), so
-    # `log --json` passes a note's data through instead of re-serialising every record
     change_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     verdict_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    made_change: Change | None = field(default=None, compare=False, repr=False)   # when there is no data
+    made_verdict: VerdictNote | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def change(self) -> Change:
+        if self.made_change is not None:
+            return self.made_change
+        assert self.change_data is not None, "a ChangeView needs its change's record or data"
+        return Change.from_dict(self.change_data)
+
+    @cached_property
+    def verdict(self) -> VerdictNote | None:
+        if self.verdict_data is None:
+            return self.made_verdict
+        return VerdictNote.from_dict(self.verdict_data)
+
+
+def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, Any] | None,
+                  note: VerdictNote | None, note_data: dict[str, Any] | None, rolled_back_by: str | None,
+                  lines_removed_by: tuple[str, ...]) -> tuple[ChangeView, ...]:
+    """One commit's changes: from the cached data when there is some (a note's data is there unless
+    to_dict does not give it back), else from the records made of the note."""
+    listed: list[tuple[str, dict[str, Any] | None, Change | None]]
+    if manifest_data is not None:
+        listed = [(data["id"], data, None) for data in manifest_data["changes"]]
+    else:
+        listed = [(ch.id, None, ch) for ch in manifest.changes] if manifest else []
+    if note is None and note_data is not None and note_data.get("also"):
+        note = VerdictNote.from_dict(note_data)   # a change group's note: its members' verdicts come from it
+    views = []
+    for change_id, data, made in listed:
+        if note_data is not None and note_data.get("change_id") == change_id:
+            views.append(ChangeView(sha, rolled_back_by, lines_removed_by, change_data=data, made_change=made,
+                                    verdict_data=note_data))
+        else:
+            views.append(ChangeView(sha, rolled_back_by, lines_removed_by, change_data=data, made_change=made,
+                                    made_verdict=note.for_change(change_id) if note is not None else None))
+    return tuple(views)
 
 
 @dataclass(frozen=True)
@@ -88,9 +127,10 @@ _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 
 def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
                                                      dict[str, str]]:
-    """({kind: {commit: record}} of the manifest, verdicts and analysis notes, {kind: {commit: the
-    record's to_dict()}} of the manifest and verdicts notes, {commit: blob} of the scores notes); a note
-    that fails its schema is reported, not fatal.
+    """({kind: {commit: record}} of the analysis notes and of the manifest and verdicts notes whose
+    data to_dict does not give back, {kind: {commit: the record's to_dict()}} of the other manifest and
+    verdicts notes, {commit: blob} of the scores notes); a note that fails its schema is reported, not
+    fatal. Each valid manifest and verdicts note is in exactly one of the first two.
 
     A note is read from git and validated once: its data is kept under its blob id (checked.py),
     which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
@@ -138,12 +178,16 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
                 for kind in _CHECKED_KINDS}
         raw = {kind: sorted(set(raw[kind]) & set(data[kind])) for kind in _CHECKED_KINDS}
         checked.save(file, format, {"trees": trees, "data": data, "raw": raw})
+    # Records only of the analysis notes and of the notes whose cached data is not to_dict's: the
+    # others' changes and verdicts are made from their data when first read (ChangeView)
+    as_read = {kind: set(raw[kind]) for kind in _CHECKED_KINDS}
     records = {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
-                      for commit, blob in entries[kind].items() if blob in kept[kind]}
+                      for commit, blob in entries[kind].items()
+                      if blob in kept[kind] and (kind == "analysis" or blob in as_read[kind])}
                for kind in _CHECKED_KINDS}
     # {commit: to_dict()} of the manifest and verdict notes whose cached data is that
     dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
-                    if blob in kept[kind] and blob not in raw[kind]}
+                    if blob in kept[kind] and blob not in as_read[kind]}
              for kind in ("manifest", "verdicts")}
     return records, dicts, entries["scores"]
 
@@ -269,12 +313,8 @@ def load_history(ctx: RunContext) -> RunHistory:
         note = verdicts.get(info.sha)
         manifest_data = dicts["manifest"].get(info.sha)
         note_data = dicts["verdicts"].get(info.sha)
-        changes = tuple(ChangeView(info.sha, ch, verdict, rolled_back_by.get(info.sha),
-                                   tuple(lines_removed_by.get(info.sha, ())),
-                                   change_data=manifest_data["changes"][i] if manifest_data else None,
-                                   verdict_data=note_data if verdict is note and note_data else None)
-                        for i, ch in enumerate(manifest.changes if manifest else ())
-                        for verdict in (note.for_change(ch.id) if note else None,))
+        changes = _change_views(info.sha, manifest, manifest_data, note, note_data, rolled_back_by.get(info.sha),
+                                tuple(lines_removed_by.get(info.sha, ())))
         by_step.setdefault(step, []).append(CommitView(
             info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
             reverts_verdict=trailers.get("hermit-verdict"),

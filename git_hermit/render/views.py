@@ -236,9 +236,10 @@ def log_json(history: RunHistory) -> dict[str, Any]:
             "pass_at_1": train.pass_at_1 if train else None,
             **({"stream": stream.get(view.step)} if streaming else {}),
             "scores": _step_scores(view.scores) if view.scores else None,
+            # the notes' cached data as it is (c.change and c.verdict would make records of it)
             "changes": [{"commit": c.commit, **(c.change.to_dict() if c.change_data is None else c.change_data),
-                         "verdict": (c.verdict.to_dict() if c.verdict_data is None else c.verdict_data)
-                         if c.verdict else None,
+                         "verdict": c.verdict_data if c.verdict_data is not None
+                         else c.verdict.to_dict() if c.verdict else None,
                          "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}
                         for c in view.changes],
             "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
