@@ -234,6 +234,10 @@ def test_eval_spending_counts_toward_the_budget_and_not_toward_a_steps_forecast(
     # a re-run reuses the rollouts and bills nothing more
     assert hermit(repo, "eval", f"hermit/{RUN}/step-0001", "--split", "test", env=env_for(control)).code == 0
     assert _estimate(repo, control)["spent"] == after["spent"]
+    # nor does a re-run of part of the split forget what the rest of it spent
+    r = hermit(repo, "rollout", f"hermit/{RUN}/step-0001", "--split", "test", "--tasks", "t1", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert _close(_estimate(repo, control)["spent"], after["spent"])
 
     # the next step fits the budget without the eval's spending, and not with it
     step_usd = before["next"]["cost_usd"]["mean"]
