@@ -175,6 +175,13 @@ def _estimate(repo: Path, control: Path) -> dict:
     return json.loads(r.out)
 
 
+def _add_test_split(repo: Path) -> None:
+    """A held-out split of one rollout per task."""
+    (repo / "rows" / "test.txt").write_text("".join(f"{t}#1\n" for t in ANSWERS))
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    _edit(repo, data={**config["data"], "test": "rows/test.txt"})
+
+
 def _close(a, b) -> bool:
     """Equal but for the float rounding of sums added in another order."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -187,7 +194,10 @@ def _close(a, b) -> bool:
 def test_a_fresh_clone_counts_the_spending_its_fetched_steps_recorded_in_notes(repo, tmp_path):
     # the step ledgers under .hermit/ stay on the machine that ran them; the notes travel
     control = _run(repo, None)
+    _add_test_split(repo)
     assert hermit(repo, "train", "--epochs", "2", env=env_for(control)).code == 0
+    r = hermit(repo, "eval", f"hermit/{RUN}/step-0001", "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
     origin = _estimate(repo, control)
     assert origin["steps_seen"] == 2 and origin["spent"]["cost_usd"] > 2 * ROWS * ROLLOUT_USD
     remote = bare_remote(tmp_path / "remote.git")
@@ -196,7 +206,7 @@ def test_a_fresh_clone_counts_the_spending_its_fetched_steps_recorded_in_notes(r
     assert hermit(repo, "push").code == 0
     other = clone(remote, tmp_path / "teammate")
     assert hermit(other, "fetch").code == 0
-    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt"):       # the same config, uncommitted
+    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt"):       # the same config, uncommitted
         (other / name).parent.mkdir(parents=True, exist_ok=True)
         (other / name).write_text((repo / name).read_text())
     assert not (other / ".hermit" / "runs").exists()
@@ -219,9 +229,7 @@ def test_a_fresh_clone_counts_the_spending_its_fetched_steps_recorded_in_notes(r
 
 def test_eval_spending_counts_toward_the_budget_and_not_toward_a_steps_forecast(repo):
     control = _run(repo, None)
-    (repo / "rows" / "test.txt").write_text("".join(f"{t}#1\n" for t in ANSWERS))
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    _edit(repo, data={**config["data"], "test": "rows/test.txt"})
+    _add_test_split(repo)
     assert hermit(repo, "step", env=env_for(control)).code == 0
     before = _estimate(repo, control)
     r = hermit(repo, "eval", f"hermit/{RUN}/step-0001", "--split", "test", env=env_for(control))

@@ -153,17 +153,37 @@ def _note_json(text: str | None) -> dict[str, Any] | None:
 def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
     """What `rollout`, `eval` and `train`'s held-out test spent outside steps: the ledgers under
     ``evals/<commit>-<split>/``, leaving out each step's own training rollouts (H_{N-1} on
-    ``train``: in step N's ledger, or the unfinished step's)."""
+    ``train``: in step N's ledger, or the unfinished step's). An evaluation without a local
+    ledger (a fresh clone) is read from the usage its scores note records for the split."""
     prices = load_prices(ctx.config.prices)
     in_steps = {f"{sha[:12]}-train" for _, sha in ctx.steps}
     ledger = Ledger(prices)
+    local: set[str] = set()
     for path in sorted((run_dir(ctx.repo, ctx.run) / "evals").glob(f"*/{LEDGER_FILE}")):
         if path.parent.name in in_steps:
             continue
         data = _read_json(path)
-        for item in (data or {}).get("entries", []):
+        if data is None:
+            continue
+        local.add(path.parent.name)
+        for item in data.get("entries", []):
             entry = LedgerEntry.from_dict(item)
             ledger.add(replace(entry, step=None))
+    model = (ctx.config.agent or {}).get("model")
+    for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
+        note = _note_json(text)
+        if note is None or note.get("run") != ctx.run:
+            continue
+        splits = note.get("splits")
+        if not isinstance(splits, dict):
+            splits = {}
+        for split, record in [(note.get("split"), note), *splits.items()]:
+            name = f"{commit[:12]}-{split}"
+            usage = record.get("usage") if isinstance(record, dict) else None
+            if name in in_steps or name in local or not isinstance(usage, dict):
+                continue
+            # its agents' and judges' usage together: priced as the agent's when the note has no cost
+            ledger.add(LedgerEntry("acting", name, model, Usage.from_dict(usage)))
     return list(ledger.entries)
 
 
