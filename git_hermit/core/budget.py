@@ -221,6 +221,10 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     """Step ``step``'s budget: the run's spending in earlier steps and the ledger's means."""
     config = ctx.config
     max_usd, max_tokens = budget_limits(config)
+    if max_usd is None and max_tokens is None:
+        # nothing to check: the run's history (ledgers, notes) is not read on every step
+        return Budget(step=step, prices=load_prices(config.prices), model=(config.agent or {}).get("model"),
+                      judge_model=(config.judge or {}).get("model"))
     past = step_ledgers(ctx, before=step)
     entries = [e for step_entries in past.values() for e in step_entries]
     outside = eval_ledgers(ctx)
