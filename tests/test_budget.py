@@ -13,6 +13,8 @@ import yaml
 
 from budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
 from cli_helpers import hermit
+from conftest import git
+from review_support import bare_remote, clone
 from step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
@@ -165,3 +167,90 @@ def test_dask_executor_stops_submitting_at_the_budget(repo):
     # one worker with two threads: never more than one rollout's tokens over what is left
     assert len(finished) == 3 and len(finished) * ROLLOUT_TOKENS <= 3 * ROLLOUT_TOKENS + 500
     assert f"{len(finished)} of its {ROWS} rollout(s) finished" in r.err
+
+
+def _estimate(repo: Path, control: Path) -> dict:
+    r = hermit(repo, "estimate", "--json", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    return json.loads(r.out)
+
+
+def _add_test_split(repo: Path) -> None:
+    """A held-out split of one rollout per task."""
+    (repo / "rows" / "test.txt").write_text("".join(f"{t}#1\n" for t in ANSWERS))
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    _edit(repo, data={**config["data"], "test": "rows/test.txt"})
+
+
+def _close(a, b) -> bool:
+    """Equal but for the float rounding of sums added in another order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float) or isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return a == b
+
+
+def test_a_fresh_clone_counts_the_spending_its_fetched_steps_recorded_in_notes(repo, tmp_path):
+    # the step ledgers under .hermit/ stay on the machine that ran them; the notes travel
+    control = _run(repo, None)
+    _add_test_split(repo)
+    assert hermit(repo, "train", "--epochs", "2", env=env_for(control)).code == 0
+    r = hermit(repo, "eval", f"hermit/{RUN}/step-0001", "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    origin = _estimate(repo, control)
+    assert origin["steps_seen"] == 2 and origin["spent"]["cost_usd"] > 2 * ROWS * ROLLOUT_USD
+    remote = bare_remote(tmp_path / "remote.git")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert hermit(repo, "push").code == 0
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt"):       # the same config, uncommitted
+        (other / name).parent.mkdir(parents=True, exist_ok=True)
+        (other / name).write_text((repo / name).read_text())
+    assert not (other / ".hermit" / "runs").exists()
+    seen = _estimate(other, control)
+    assert _close(seen["spent"], origin["spent"]) and seen["steps_seen"] == 2
+    assert _close(seen["per_step"], origin["per_step"]) and _close(seen["next"], origin["next"])
+
+    # room for half a step more: both refuse step 3, with the same figures, and run nothing
+    spent = origin["spent"]["cost_usd"]
+    for place in (repo, other):
+        _edit(place, budget={"max_usd": round(spent + ROWS * ROLLOUT_USD / 2, 4)})
+    agent_calls = len(calls(control, "agent"))
+    said = []
+    for place in (repo, other):
+        r = hermit(place, "step", env=env_for(control))
+        assert r.code == BUDGET_EXIT and "step 3 would cross" in r.err, r.out + r.err
+        said.append(r.err)
+    assert said[0] == said[1] and len(calls(control, "agent")) == agent_calls
+
+
+def test_eval_spending_counts_toward_the_budget_and_not_toward_a_steps_forecast(repo):
+    control = _run(repo, None)
+    _add_test_split(repo)
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    before = _estimate(repo, control)
+    r = hermit(repo, "eval", f"hermit/{RUN}/step-0001", "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    after = _estimate(repo, control)
+    held_out = len(ANSWERS) * ROLLOUT_USD
+    assert abs(after["spent"]["cost_usd"] - before["spent"]["cost_usd"] - held_out) < 1e-9
+    assert after["spent"]["tokens"] - before["spent"]["tokens"] == len(ANSWERS) * ROLLOUT_TOKENS
+    assert after["per_step"] == before["per_step"] and after["steps_seen"] == 1
+    # a re-run reuses the rollouts and bills nothing more
+    assert hermit(repo, "eval", f"hermit/{RUN}/step-0001", "--split", "test", env=env_for(control)).code == 0
+    assert _estimate(repo, control)["spent"] == after["spent"]
+    # nor does a re-run of part of the split forget what the rest of it spent
+    r = hermit(repo, "rollout", f"hermit/{RUN}/step-0001", "--split", "test", "--tasks", "t1", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert _close(_estimate(repo, control)["spent"], after["spent"])
+
+    # the next step fits the budget without the eval's spending, and not with it
+    step_usd = before["next"]["cost_usd"]["mean"]
+    _edit(repo, budget={"max_usd": round(before["spent"]["cost_usd"] + step_usd + held_out / 2, 6)})
+    agent_calls = len(calls(control, "agent"))
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "step 2 would cross" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls

@@ -1,8 +1,10 @@
 """The run's budget and its forecast, from the ledger of every step so far.
 
 Each step writes its ledger (rollouts, judge calls, learner sessions, by role) to
-``.hermit/runs/<run>/step-NNNN/ledger.json``; here they are summed into what the run spent,
-``open_budget`` builds the cap the step driver checks, ``check_budget_config`` refuses a USD
+``.hermit/runs/<run>/step-NNNN/ledger.json`` and its totals by role to its analysis note; a step
+without the local file (a fresh clone) is read from its notes. `rollout`/`eval` ledgers outside
+steps (``evals/<commit>-<split>/ledger.json``) count too. Here they are summed into what the run
+spent, ``open_budget`` builds the cap the step driver checks, ``check_budget_config`` refuses a USD
 cap over a model without a price, and ``estimate`` forecasts the next steps (`git hermit estimate`).
 """
 
@@ -10,13 +12,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from git_hermit.config import RunConfig
-from git_hermit.core.runs import RunContext, step_dir
+from git_hermit.core.runs import RunContext, run_dir, step_dir
 from git_hermit.errors import ConfigError
+from git_hermit.gitio import NOTES_REFS, NotesStore
 from git_hermit.hosts import registry
 from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
 from git_hermit.rollouts.ledger import Ledger, LedgerEntry, load_prices, sum_usage
@@ -73,20 +76,115 @@ def step_ledgers(ctx: RunContext, before: int | None = None) -> dict[int, list[L
     """Each finished step's ledger entries (re-priced where they had no cost), by step number.
 
     A step that stopped training has a ledger but no branch, so every step directory up to the
-    step after the tip counts; ``before`` leaves out that step and later ones."""
+    step after the tip counts; ``before`` leaves out that step and later ones. A step is read
+    from its local ledger when there is one, else from its notes (never both: no double count)."""
     prices = load_prices(ctx.config.prices)
     last = ctx.tip[0] + 1 if before is None else before - 1
     found: dict[int, list[LedgerEntry]] = {}
+    missing: list[int] = []
     for n in range(1, last + 1):
         path = step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE
         data = _read_json(path)
         if data is None:
+            missing.append(n)
             continue
         ledger = Ledger(prices)
         for item in data.get("entries", []):
             ledger.add(LedgerEntry.from_dict(item))
         found[n] = list(ledger.entries)
+    if missing:
+        found.update(_noted_steps(ctx, missing, Ledger(prices)))
+    return dict(sorted(found.items()))
+
+
+def _role_model(config: RunConfig, role: str) -> str | None:
+    if role in ROLLOUT_ROLES:
+        return ((config.agent if role == "acting" else config.judge) or {}).get("model")
+    models = _learner_models(config)
+    return models.get(role) or models.get("learners")
+
+
+def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int, list[LedgerEntry]]:
+    """Steps without a local ledger (a fresh clone, a cleaned ``.hermit/``) from their notes: the
+    analysis note on step N's tip holds its totals by role, the scores note on H_{N-1} how many
+    rollouts it ran (a step that stopped training has only the latter, with its rollouts' usage).
+
+    Made into ledger entries so the rest reads them as a local ledger: one acting entry per
+    rollout (the first carries the role's total; the rollout mean stays exact), one per other role."""
+    store = NotesStore(ctx.repo)
+    analyses = store.read_all(NOTES_REFS["analysis"])
+    scores = store.read_all(NOTES_REFS["scores"])
+    tips = dict(ctx.steps)
+    found: dict[int, list[LedgerEntry]] = {}
+    for n in steps:
+        evaluated = tips.get(n - 1)
+        record = _note_json(scores.get(evaluated)) if evaluated else None
+        if record is not None and (record.get("split") != "train" or record.get("step") != n):
+            record = None
+        rollouts = sum(len(t.get("attempts", [])) for t in (record or {}).get("tasks", {}).values())
+        analysis = _note_json(analyses.get(tips[n])) if n in tips else None
+        by_role: dict[str, Usage] = {}
+        if analysis is not None and isinstance(analysis.get("ledger"), dict):
+            by_role = {str(role): Usage.from_dict(usage) for role, usage in analysis["ledger"].items()
+                       if isinstance(usage, dict)}
+        elif record is not None and record.get("stop") and isinstance(record.get("usage"), dict):
+            by_role = {"acting": Usage.from_dict(record["usage"])}     # its agents and judges together
+        if not by_role:
+            continue
+        entries = []
+        for role, usage in by_role.items():
+            model = _role_model(ctx.config, role)
+            entries.append(ledger.add(LedgerEntry(role, "notes#1" if role in ROLLOUT_ROLES else role,
+                                                  model, usage, n)))
+        entries += [LedgerEntry("acting", f"notes#{i}", None, Usage(cost_usd=0.0), n)
+                    for i in range(2, rollouts + 1)]
+        found[n] = entries
     return found
+
+
+def _note_json(text: str | None) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
+    """What `rollout`, `eval` and `train`'s held-out test spent outside steps: the ledgers under
+    ``evals/<commit>-<split>/``, leaving out each step's own training rollouts (H_{N-1} on
+    ``train``: in step N's ledger, or the unfinished step's). An evaluation without a local
+    ledger (a fresh clone) is read from the usage its scores note records for the split."""
+    prices = load_prices(ctx.config.prices)
+    in_steps = {f"{sha[:12]}-train" for _, sha in ctx.steps}
+    ledger = Ledger(prices)
+    local: set[str] = set()
+    for path in sorted((run_dir(ctx.repo, ctx.run) / "evals").glob(f"*/{LEDGER_FILE}")):
+        if path.parent.name in in_steps:
+            continue
+        data = _read_json(path)
+        if data is None:
+            continue
+        local.add(path.parent.name)
+        for item in data.get("entries", []):
+            entry = LedgerEntry.from_dict(item)
+            ledger.add(replace(entry, step=None))
+    model = (ctx.config.agent or {}).get("model")
+    for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
+        note = _note_json(text)
+        if note is None or note.get("run") != ctx.run:
+            continue
+        splits = note.get("splits")
+        if not isinstance(splits, dict):
+            splits = {}
+        for split, record in [(note.get("split"), note), *splits.items()]:
+            name = f"{commit[:12]}-{split}"
+            usage = record.get("usage") if isinstance(record, dict) else None
+            if name in in_steps or name in local or not isinstance(usage, dict):
+                continue
+            # its agents' and judges' usage together: priced as the agent's when the note has no cost
+            ledger.add(LedgerEntry("acting", name, model, Usage.from_dict(usage)))
+    return list(ledger.entries)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -123,8 +221,13 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     """Step ``step``'s budget: the run's spending in earlier steps and the ledger's means."""
     config = ctx.config
     max_usd, max_tokens = budget_limits(config)
+    if max_usd is None and max_tokens is None:
+        # nothing to check: the run's history (ledgers, notes) is not read on every step
+        return Budget(step=step, prices=load_prices(config.prices), model=(config.agent or {}).get("model"),
+                      judge_model=(config.judge or {}).get("model"))
     past = step_ledgers(ctx, before=step)
     entries = [e for step_entries in past.values() for e in step_entries]
+    outside = eval_ledgers(ctx)
     learners = [_learner_usage(step_entries) for step_entries in past.values()]
     learner_mean = None
     if learners:
@@ -134,7 +237,7 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
                              None if total.cost_usd is None else total.cost_usd / count)
     prices = load_prices(config.prices)
     return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
-                  prior=sum_usage(e.usage for e in entries), prior_entries=entries,
+                  prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside],
                   history_rollouts=rollout_usages(entries), learner_per_step=learner_mean, prices=prices,
                   model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"))
 
@@ -221,7 +324,8 @@ def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
             next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
     step, running = unfinished_step(ctx)
     rollouts = len(rollout_usages(running))
-    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in [*entries, *running]), per_step,
+    outside = eval_ledgers(ctx)
+    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in [*entries, *running, *outside]), per_step,
                     next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None)
 
 

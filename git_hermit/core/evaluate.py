@@ -132,9 +132,21 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
-    (out_dir / "ledger.json").write_text(json.dumps(ledger.to_dict(), indent=2) + "\n")
+    _write_ledger(out_dir / "ledger.json", ledger)
     return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, time.monotonic() - start,
                    progress.reused)
+
+
+def _write_ledger(path: Path, ledger: Ledger) -> None:
+    """The directory's ledger: this run's rows, and the rows of earlier runs it did not cover (a
+    `--tasks` or `-k` re-run), so the file stays what was spent here (budgets read it)."""
+    covered = {(e.role, e.key) for e in ledger.entries}
+    try:
+        earlier = Ledger.from_dict(json.loads(path.read_text())).entries
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        earlier = ()
+    kept = Ledger(ledger.prices, [e for e in earlier if (e.role, e.key) not in covered] + list(ledger.entries))
+    path.write_text(json.dumps(kept.to_dict(), indent=2) + "\n")
 
 
 def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = None) -> Scores:

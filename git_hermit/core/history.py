@@ -8,9 +8,7 @@ blob id, so a long run's notes are parsed once, not on every `log`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
@@ -149,39 +147,11 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
 
 
 # The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
-_SUMMARY_FORMAT = "scores-summary/1:" + ",".join(f.name for f in fields(Scores))
+_SUMMARY_FORMAT = "scores-summary/2:" + ",".join(f.name for f in fields(Scores))
 
 
 def _summary_cache(repo: Repo) -> Any:
     return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
-
-
-def _load_summaries(path: Any) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != _SUMMARY_FORMAT or not isinstance(data.get("notes"), dict):
-        return {}
-    return data["notes"]
-
-
-def _save_summaries(path: Any, notes: dict[str, dict[str, Any]]) -> None:
-    """Best effort (a read-only repository just parses again next time); atomic for concurrent readers."""
-    import tempfile   # only when writing: a warm read writes nothing
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".scores-summaries-")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w") as handle:
-            # dumps, not dump: json.dump streams through the pure-Python encoder (~20x slower)
-            handle.write(json.dumps({"format": _SUMMARY_FORMAT, "notes": notes}, separators=(",", ":")))
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
 
 
 def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None) -> dict[str, Scores]:
@@ -193,7 +163,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
     if entries is None:   # {commit: blob}
         entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))
     path = _summary_cache(repo)
-    cached = _load_summaries(path)
+    cached = checked.load(path, _SUMMARY_FORMAT)
     missing = [commit for commit, blob in entries.items() if blob not in cached]
     if missing:
         for commit, found in zip(missing, repo.read_objects([entries[c] for c in missing])):
@@ -207,7 +177,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
             cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
                                        else {}}
-        _save_summaries(path, {blob: cached[blob] for blob in entries.values() if blob in cached})
+        checked.save(path, _SUMMARY_FORMAT, {blob: cached[blob] for blob in entries.values() if blob in cached})
 
     def loader(blob: str) -> Callable[[], Any]:
         def load() -> Any:
