@@ -50,6 +50,21 @@ def make_project(path: Path, tasks: int, k: int, concurrency: int) -> None:
     (path / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
+def scratch_note() -> str:
+    """Where rollouts' scratch lives and on what filesystem: on ext4 without a journal the kernel
+    skips every inode freed in the last minutes when it makes a file, so a shared, busy $TMPDIR
+    costs several times hermit's own CPU (see README: the benchmark table)."""
+    temp = os.path.realpath(tempfile.gettempdir())
+    best, kind = "", "?"
+    with open("/proc/mounts") as handle:
+        for line in handle:
+            fields = line.split()
+            mount = fields[1]
+            if (temp == mount or temp.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+                best, kind = mount, fields[2]
+    return f"scratch (TMPDIR) {temp} on {kind}"
+
+
 def cpu_seconds() -> float:
     """CPU time of this process, its waited-for children (git), and the guard server with the
     guards and agents it reaped (it is still running, so getrusage does not count it)."""
@@ -103,6 +118,7 @@ def main() -> None:
         kinds["dask"] = {"kind": "dask", "address": "local", "workers": args.dask_workers}
     print(f"scheduling: {args.tasks} tasks x k={args.k} = {rollouts} rollouts of a {AGENT_SLEEP_S} s agent, "
           f"concurrency {args.concurrency}; timed: run_jobs only (executor already open)")
+    print(f"  {scratch_note()}")
     print(f"  reference (ideal): ceil({rollouts}/{args.concurrency}) x {AGENT_SLEEP_S} s = {ideal:.2f} s")
     with tempfile.TemporaryDirectory(prefix="hermit-bench-") as temp:
         isolated_env(Path(temp))

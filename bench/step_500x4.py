@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from notes_read import isolated_env
-from scheduling import make_project
+from scheduling import make_project, scratch_note
 
 WALL_REF_S, CPU_REF_MS, RSS_REF_MB = 30.0, 10.0, 300.0
 
@@ -80,6 +80,7 @@ def main() -> None:
     per = full["cpu"] / n * 1000
     print(f"step: {args.tasks} tasks x k={args.k} = {n} rollouts of an instant command agent "
           f"(echo), concurrency {args.concurrency}, via `git hermit rollout` on {os.cpu_count()} cores")
+    print(f"  {scratch_note()}")
     print(f"  wall           {full['wall']:7.2f} s    ref {WALL_REF_S:.0f} s    ratio {full['wall'] / WALL_REF_S:5.2f}x")
     print(f"  CPU a rollout  {per:7.2f} ms   ref {CPU_REF_MS:.0f} ms   ratio {per / CPU_REF_MS:5.2f}x"
           f"   (all processes: CLI, git, guards, the echo agent)")

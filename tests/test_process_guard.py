@@ -26,3 +26,38 @@ def test_children_share_one_guard_server_and_get_default_sigpipe(tmp_path):
     assert first_server == second_server                  # forked by one long-lived server
     assert int(first_server) != os.getpid()               # which is not git-hermit itself
     assert not ignored & (1 << (13 - 1)), "SIGPIPE is ignored in the child"
+
+
+def _tool(directory: Path, says: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    tool = directory / "hermit-probe-tool"
+    tool.write_text(f"#!/bin/sh\necho {says}\n")
+    tool.chmod(0o755)
+
+
+def test_a_command_given_by_name_is_searched_on_path_once_then_run_by_its_absolute_path(tmp_path):
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    _tool(late, "late")
+    env = {**os.environ, "PATH": f"{early}:{late}:{os.environ.get('PATH', '')}"}
+    first = run_capture(["hermit-probe-tool"], cwd=tmp_path, env=env, timeout_s=10)
+    assert first.stdout.strip() == "late"
+    # a tool of that name appearing earlier on PATH mid-run is not searched for again: the
+    # run keeps the program it resolved (one PATH search per run, not ~10 failed execs a child)
+    _tool(early, "early")
+    second = run_capture(["hermit-probe-tool"], cwd=tmp_path, env=env, timeout_s=10)
+    assert second.stdout.strip() == "late"
+    # a different PATH is a different search
+    other = run_capture(["hermit-probe-tool"], cwd=tmp_path, env={**env, "PATH": f"{early}:{late}"}, timeout_s=10)
+    assert other.stdout.strip() == "early"
+
+
+def test_a_resolved_program_that_disappears_is_searched_for_again(tmp_path):
+    early, late = tmp_path / "early", tmp_path / "late"
+    _tool(early, "early")
+    _tool(late, "late")
+    env = {**os.environ, "PATH": f"{early}:{late}"}
+    assert run_capture(["hermit-probe-tool"], cwd=tmp_path, env=env, timeout_s=10).stdout.strip() == "early"
+    (early / "hermit-probe-tool").unlink()
+    again = run_capture(["hermit-probe-tool"], cwd=tmp_path, env=env, timeout_s=10)
+    assert again.returncode == 0 and again.stdout.strip() == "late"

@@ -1,9 +1,10 @@
 """The guard server between git-hermit and its child process trees (run as a script, stdlib only).
 
 ``python -I -S _guard.py SOCKET_FD``: one per git-hermit process, single-threaded. Each request
-on the socket (JSON argv/cwd/env/grace plus five fds: stdin, stdout, stderr, the read end of a
-control pipe only git-hermit holds, the write end of a status pipe) is served by forking a
-guard: a child subreaper in its own session that starts ``argv`` and watches the control pipe.
+on the socket (JSON argv/cwd/env/grace and maybe the program's resolved path, plus five fds:
+stdin, stdout, stderr, the read end of a control pipe only git-hermit holds, the write end of a
+status pipe) is served by forking a guard: a child subreaper in its own session that starts
+``argv`` and watches the control pipe.
 EOF there (git-hermit exited, even by SIGKILL) or ``K`` SIGKILLs every descendant; ``T`` sends
 SIGTERM, then SIGKILL after the grace. When ``argv`` exits its leftover descendants are killed
 too, and the guard writes ``exit STATUS`` (or ``exec-error ERRNO``) on the status pipe.
@@ -115,13 +116,16 @@ def _guard(request: "dict[str, Any]", fds: list[int]) -> None:
     try:
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])     # posix_spawnp searches this environment's PATH
+        os.environ.update(request["env"])     # posix_spawnp (no "program") searches this PATH
         os.dup2(stdin, 0)
         os.dup2(stdout, 1)
         os.dup2(stderr, 2)
-        # Python ignores SIGPIPE and SIGXFSZ; the child gets the defaults, as subprocess gives
-        pid = os.posix_spawnp(request["argv"][0], request["argv"], os.environ,
-                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        # Python ignores SIGPIPE and SIGXFSZ; the child gets the defaults, as subprocess gives.
+        # "program": the absolute path git-hermit resolved once for argv[0] (no PATH search here)
+        program = request.get("program")
+        spawn = os.posix_spawn if program else os.posix_spawnp
+        pid = spawn(program or request["argv"][0], request["argv"], os.environ,
+                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
     except OSError as exc:
         os.write(status, f"exec-error {exc.errno or 2}\n".encode())
         os._exit(0)

@@ -23,6 +23,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -180,6 +181,32 @@ class Guarded:
         os.close(self.status)
 
 
+_programs: dict[tuple[str, str], str] = {}     # (name, PATH) -> absolute path, this process's
+_programs_lock = threading.Lock()
+
+
+def _program(name: str, env: Mapping[str, str]) -> str | None:
+    """The absolute path ``name`` runs as under ``env``'s PATH, searched once per process: a
+    child started by name would otherwise fail an exec in every PATH directory before its own
+    (~10 a rollout). None (the guard searches, as before) for a path, a relative PATH entry
+    (it depends on the child's cwd), no PATH, or a name not found."""
+    search = env.get("PATH")
+    if "/" in name or not search or not all(os.path.isabs(entry) for entry in search.split(":")):
+        return None
+    key = (name, search)
+    with _programs_lock:
+        found = _programs.get(key)
+    # one access() a start keeps a program removed mid-run from being exec'd by a stale path
+    if found is not None and os.access(found, os.X_OK):
+        return found
+    found = shutil.which(name, path=search)
+    if found is None:
+        return None
+    with _programs_lock:
+        _programs[key] = found
+    return found
+
+
 def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int | None = None,
           stdout: int | None = None, stderr: int | None = None, grace_s: float = KILL_GRACE_S) -> Guarded:
     """Start ``argv`` under a guard (see the module docstring). ``stdin``/``stdout``/``stderr``
@@ -190,7 +217,11 @@ def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int 
     if not argv:
         raise OSError(2, "empty command")
     server = _guard_server()
-    payload = json.dumps({"argv": argv, "cwd": str(cwd), "env": dict(env), "grace": grace_s}).encode()
+    request: dict[str, object] = {"argv": argv, "cwd": str(cwd), "env": dict(env), "grace": grace_s}
+    program = _program(argv[0], env)
+    if program is not None:
+        request["program"] = program
+    payload = json.dumps(request).encode()
     control_read, control = os.pipe()        # both close-on-exec: no other child inherits them
     status, status_write = os.pipe()
     try:
