@@ -138,8 +138,9 @@ def test_benchmark_writes_loadable_tasks_rows_and_true_answers(tmp_path):
         assert Decimal(task.answer) == _true_answer(task, tmp_path), task.id
         # the numeric judge ignores year-like numbers: no answer may look like one
         assert not 1900 <= float(task.answer) <= 2100
-    assert info.config["evolver"] == {"name": "ahe", "base": "scripted", "params": {
-        "k": 2, "rollback": "auto", "target_pass_rate": 0.95}}
+    assert info.config["evolver"] == {"name": "ahe", "base": "scripted", "scripted": {
+        "debugger": "git_hermit.demo.learners:debugger_session", "evolve": "git_hermit.demo.learners:evolve_session"},
+        "params": {"k": 2, "rollback": "auto", "target_pass_rate": 0.95}}
     assert info.config["agent"] == {"backend": "scripted",
                                    "scripted": {"policy": "git_hermit.demo.acting:run_scripted_agent"}}
 

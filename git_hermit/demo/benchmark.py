@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from git_hermit.demo.acting import run_scripted_agent
+from git_hermit.demo.learners import debugger_session, evolve_session
 
 EVOLVER, TEMPLATE = "ahe", "ahe@1.0"    # the demo is an ahe run, with its learners simulated (learners.py)
 K = 2                           # rollouts per task, as AHE's k
@@ -23,6 +24,9 @@ TEST_ROWS = "rows/test.txt"
 FILES_DIR = "files"
 # the scripted backend runs the function its config names: the demo names its own acting agent
 AGENT_POLICY = f"{run_scripted_agent.__module__}:{run_scripted_agent.__qualname__}"
+# ... and its simulated Agent Debugger and Evolve Agent, one function per ahe role
+LEARNERS = {role: f"{fn.__module__}:{fn.__qualname__}"
+            for role, fn in (("debugger", debugger_session), ("evolve", evolve_session))}
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def hermit_config() -> dict[str, Any]:
         "judge": {"kind": "answer", "mode": "numeric", "tolerance": 0.001},
         "data": {"train": TRAIN_ROWS, "test": TEST_ROWS},
         "agent": {"backend": "scripted", "scripted": {"policy": AGENT_POLICY}},
-        "evolver": {"name": EVOLVER, "base": "scripted",
+        "evolver": {"name": EVOLVER, "base": "scripted", "scripted": dict(LEARNERS),
                     "params": {"k": K, "rollback": "auto", "target_pass_rate": 0.95}},
     }
 

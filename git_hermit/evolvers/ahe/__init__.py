@@ -12,8 +12,5 @@ SPEC = EvolverSpec(
     roles=("debugger", "evolve"),
     summary="Agent Debugger + Evolve Agent with a change manifest, verdicts, rollbacks and a best-ever tag",
     aliases=("ahe_adapter",),
-    # the demo's simulated learners stand in when evolver.base is scripted and names none
-    scripted={"debugger": "git_hermit.demo.learners:debugger_session",
-              "evolve": "git_hermit.demo.learners:evolve_session"},
     manifest_check="git_hermit.evolvers.ahe.groups:manifest_overlaps",
 )
