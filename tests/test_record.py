@@ -186,6 +186,24 @@ def test_step_and_train_on_a_finished_run_say_so_and_rewrite_nothing(demo):
     assert (all_refs(demo), notes_snapshot(demo)) == once
 
 
+def test_a_finished_run_says_so_before_the_preflight_asks_for_credentials(demo, tmp_path):
+    # the machine that merely looks at a finished run may lack what a step would need: the
+    # answer is still "finished", exit 0, not the preflight's list of what is missing
+    config = yaml.safe_load((demo / "hermit.yaml").read_text())
+    config["agent"] = {"backend": "codex", "model": "gpt-5.6-luna"}
+    (demo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    git(demo, "commit", "-qam", "the agent is codex now")
+    env = {"HOME": str(tmp_path / "empty-home"), "CODEX_HOME": str(tmp_path / "no-codex"),
+           "OPENAI_API_KEY": ""}
+    assert hermit(demo, "check", env=env).code != 0            # the preflight does refuse a step
+    heads = lambda: [line for line in all_refs(demo).splitlines() if not line.startswith("refs/notes/")]
+    before = heads()
+    r = hermit(demo, "step", env=env)
+    assert r.code == 0, r.out + r.err
+    assert "finished" in r.out and "reached target_pass_rate" in r.out
+    assert heads() == before
+
+
 # --- 10. one step numbering ------------------------------------------------------------------------
 def test_step_output_log_show_and_notes_agree_on_step_numbers(demo, demo_master):
     out = demo_master[1].out

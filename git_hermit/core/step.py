@@ -164,6 +164,7 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
              on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> StepOutcome:
     ctx = open_run(repo, run)
+    _refuse_if_stopped(repo, ctx)            # a finished run says so, whatever this machine lacks
     preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
     spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     check_budget_config(ctx.config)          # a USD budget over an unpriced model: refused, never unbounded
@@ -172,6 +173,15 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
         _check_publishable(repo, ctx.run)
         clean_stale()                        # workspaces and login copies of a killed run
         return _step_locked(repo, ctx, say=say, on_progress=on_progress)
+
+
+def _refuse_if_stopped(repo: Repo, ctx: RunContext) -> None:
+    """RunFinished when a step already evaluated the tip and stopped training: a rerun would only
+    rewrite notes. (A spent stream is found once the tasks are read, under the lock.)"""
+    n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
+    stopped = read_scores(repo, evaluated)
+    if stopped is not None and stopped.split == "train" and stopped.stop and ctx.config.allow_early_stop:
+        raise RunFinished(f"step {stopped.step} evaluated H_{n - 1} and stopped training ({stopped.stop})")
 
 
 def _keepalive_base(run: str) -> str:
@@ -192,10 +202,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
-    stopped = read_scores(repo, evaluated)
-    if stopped is not None and stopped.split == "train" and stopped.stop and config.allow_early_stop:
-        # a step already evaluated the tip and stopped training: a rerun would only rewrite notes
-        raise RunFinished(f"step {stopped.step} evaluated H_{n - 1} and stopped training ({stopped.stop})")
+    _refuse_if_stopped(repo, ctx)            # again under the lock: another step may have stopped it
     if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
         evolver.check_config(config)
     bench = load_benchmark(config, "train")       # parsed once: a window is cut from it below
