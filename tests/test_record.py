@@ -204,6 +204,25 @@ def test_a_finished_run_says_so_before_the_preflight_asks_for_credentials(demo, 
     assert heads() == before
 
 
+def test_a_rerun_whose_rows_all_have_results_asks_nothing_of_the_machine(repo):
+    # every row of the split already ran on this commit: `rollout` again reruns nothing, so a
+    # missing agent program is no reason to refuse (the preflight stands for rollouts to come)
+    control = make_run(repo, {"t1": "5", "t2": "7"}, k=1)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the benchmark")
+    first = hermit(repo, "rollout", env=env_for(control))
+    assert first.code == 0, first.err
+    agent = control / "agent.py"
+    agent.rename(control / "agent-moved.py")
+    again = hermit(repo, "rollout", env=env_for(control))
+    assert again.code == 0, again.err
+    assert "pass@1" in again.out
+    # one row without its result: the preflight names the missing program before anything runs
+    shutil.rmtree(next((repo / ".hermit").rglob("t2/1")))
+    missing = hermit(repo, "rollout", env=env_for(control))
+    assert missing.code != 0 and "agent-moved" not in missing.err and "agent.py" in missing.err, missing.err
+
+
 # --- 10. one step numbering ------------------------------------------------------------------------
 def test_step_output_log_show_and_notes_agree_on_step_numbers(demo, demo_master):
     out = demo_master[1].out

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
 from git_hermit.core.runs import RunContext, open_run, run_dir
-from git_hermit.errors import ConfigError, InputError
+from git_hermit.errors import ConfigError, HermitError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.hosts import registry
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
@@ -29,7 +29,7 @@ from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
-from git_hermit.rollouts.runner import Progress, run_jobs
+from git_hermit.rollouts.runner import Progress, finished_result, run_jobs
 from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
 from git_hermit.rollouts.worker import RolloutJob
 
@@ -96,6 +96,13 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
     return bench
 
 
+def all_finished(config: RunConfig, bench: Benchmark, out_dirs: dict[str, Path]) -> bool:
+    """Whether every row of the split already has its result for each commit (→ its directory):
+    then nothing runs, and nothing a rollout needs (a login, a binary) is asked for."""
+    return all(finished_result(job, out_dir) is not None
+               for commit, out_dir in out_dirs.items() for job in make_jobs(config, bench, commit))
+
+
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
     agent_cfg = dict(config.agent) or {"backend": registry.DEFAULT}
     judge = make_judge(config.judge, base_dir=bench.base_dir)
@@ -118,7 +125,8 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     happened (a step passes its ``budget``, checked before each rollout starts). The results
     handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike."""
     jobs = make_jobs(config, bench, commit)
-    make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available()   # before the first rollout
+    if not all_finished(config, bench, {commit: out_dir}):
+        make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available()   # before the first rollout
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}
@@ -274,12 +282,26 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
                     only_tasks: list[str] | None,
                     on_progress: Callable[[Progress], None] | None) -> tuple[EvalRun, Scores]:
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
-    preflight.require(ctx.config, splits=(split,), learners=False)
-    bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
+    bench = _benchmark_after_preflight(ctx, split, k=k, only_tasks=only_tasks, commits=(commit,))
     ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
     scores = scores_record(ctx.run, step_of(ctx, commit), ev)
     write_scores(ctx.repo, scores)
     return ev, scores
+
+
+def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, commits: tuple[str, ...],
+                               only_tasks: list[str] | None = None) -> Benchmark:
+    """The split's benchmark, once the preflight found everything its rollouts need; when every
+    row already has its result (a re-run, `train`'s held-out test of a finished run) nothing
+    runs, so nothing is asked for. A benchmark that cannot be read goes to the preflight, which
+    names every problem at once."""
+    try:
+        bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
+    except HermitError:
+        bench = None
+    if bench is None or not all_finished(ctx.config, bench, {c: eval_dir(ctx, c, split) for c in commits}):
+        preflight.require(ctx.config, splits=(split,), learners=False)
+    return bench if bench is not None else load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
 
 
 @dataclass(frozen=True)
@@ -301,11 +323,10 @@ def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
 def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None,
                  on_progress: Callable[[str], Callable[[Progress], None]] | None) -> EvalReport:
     runs: dict[str, EvalRun] = {}
-    preflight.require(ctx.config, splits=(split,), learners=False)
-    bench = load_benchmark(ctx.config, split, k=k)
     targets = [("candidate", ctx.repo.resolve_commit(rev))]
     if baseline:
         targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
+    bench = _benchmark_after_preflight(ctx, split, k=k, commits=tuple(commit for _, commit in targets))
     for role, commit in targets:
         callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
         runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),

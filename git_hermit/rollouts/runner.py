@@ -124,6 +124,12 @@ class Progress:
             self.on_change(self)
 
 
+def finished_result(job: RolloutJob, out_dir: Path) -> RolloutResult | None:
+    """The stored result of ``job`` under ``out_dir``, or None when it must (re)run. A result of
+    another acting agent (hermit.yaml changed) is not this job's result."""
+    return read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
+
+
 def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *,
              slots: dict[str, int] | None = None, progress: Progress | None = None,
              budget: Budget | None = None) -> dict[str, list[RolloutResult]]:
@@ -137,8 +143,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
     results: dict[tuple[str, int], RolloutResult] = {}
     pending: list[RolloutJob] = []
     for job in jobs:
-        # a result of another acting agent (hermit.yaml changed) is not this job's result
-        finished = read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
+        finished = finished_result(job, out_dir)
         if finished is not None:
             results[(job.task.id, job.attempt)] = finished
             progress.reused += 1
