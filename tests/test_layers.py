@@ -42,3 +42,43 @@ def test_import_contracts_hold() -> None:
     proc = subprocess.run([lint, "--no-cache"], cwd=Path(__file__).resolve().parents[1],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
+
+
+# A declared distribution → the top-level module it is imported as (where the names differ).
+IMPORT_NAME = {"pyyaml": "yaml", "jsonschema-rs": "jsonschema_rs", "gitpython": "git", "types-pyyaml": None,
+               "import-linter": None, "mypy": None, "pytest-xdist": None}   # None: a tool or plugin, run not imported
+
+
+def _imported_modules(root: Path) -> set[str]:
+    import ast
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        if ".venv" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def test_no_declared_dependency_goes_unused() -> None:
+    # issue 14.7: the run-time dependencies and the extras are imported by the package, the
+    # `dev` extra by the tests (or run as tools), `bench` by the benchmarks
+    top = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((top / "pyproject.toml").read_text())["project"]
+    where = {"dev": top / "tests", "bench": top / "bench"}
+    groups = {"": project["dependencies"], **project["optional-dependencies"]}
+    imported = {root: _imported_modules(root) for root in {top / "git_hermit", *where.values()}}
+    unused = []
+    for group, requirements in groups.items():
+        for requirement in requirements:
+            name = re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0].lower()
+            module = IMPORT_NAME.get(name, name.replace("-", "_"))
+            if module is None:
+                continue
+            root = where.get(group, top / "git_hermit")
+            if module not in imported[root]:
+                unused.append(f"{requirement} ({group or 'dependencies'}): {module} is not imported under {root.name}/")
+    assert unused == []
