@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -300,16 +301,21 @@ if task != "t3":
 """
 
 
-def test_feedback_false_hides_every_outcome_from_every_refiner_pass(repo):
+def _step_with_planting_judge(repo: Path, **params: Any) -> tuple[Path, Any]:
+    """A 3-task run whose judge prints a planted verdict (JUDGE), stepped once with ``params``."""
     control = _make_run(repo, tasks=3)
     judge = control / "judge.py"
     judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
     judge.chmod(0o755)
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
-    config["evolver"]["params"]["feedback"] = False
+    config["evolver"]["params"].update(params)
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    r = _hermit(repo, control, "step")
+    return control, _hermit(repo, control, "step")
+
+
+def test_feedback_false_hides_every_outcome_from_every_refiner_pass(repo):
+    control, r = _step_with_planting_judge(repo, feedback=False)
     assert r.returncode == 0, r.stderr + r.stdout
     scores = json.loads(git(repo, "notes", "--ref=refs/notes/hermit/scores", "show", "refs/heads/hermit/r/step-0000"))
     assert {t: s["outcome"] for t, s in scores["tasks"].items()} == {"t1": "pass", "t2": "fail", "t3": "exception"}
@@ -325,14 +331,7 @@ def test_feedback_false_hides_every_outcome_from_every_refiner_pass(repo):
 
 
 def test_feedback_true_shows_the_verdict_of_tasks_below_one(repo):
-    control = _make_run(repo, tasks=3)
-    judge = control / "judge.py"
-    judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
-    judge.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["judge"] = {"kind": "command", "command": [str(judge)], "timeout_s": 30}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    r = _hermit(repo, control, "step")
+    control, r = _step_with_planting_judge(repo)
     assert r.returncode == 0, r.stderr + r.stdout
     text = (control / "prompt-step-1-skills.md").read_text()
     assert "### Task t2, attempt 1: fail" in text and f"{PLANTED} verdict on t2" in text

@@ -189,10 +189,9 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return _note_json(path.read_text())
+    except OSError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
