@@ -36,6 +36,14 @@ def _set_note(repo, kind, rev, data):
     git(repo, "notes", f"--ref=hermit/{kind}", "add", "-f", "-F", str(path), rev)
 
 
+def _add_split(repo, rev, split, pass_at_1, tasks) -> dict:
+    """Add a split's score to the scores note on ``rev`` in ``repo``; returns the note written."""
+    scores = _note(repo, "scores", rev)
+    scores["splits"] = {**scores.get("splits", {}), split: {"k": 1, "pass_at_1": pass_at_1, "tasks": tasks}}
+    _set_note(repo, "scores", rev, scores)
+    return scores
+
+
 def test_push_says_what_moved_and_sends_branches_tags_notes(shared):
     origin, remote = shared
     refs = git(remote, "for-each-ref", "--format=%(refname)").split()
@@ -75,13 +83,9 @@ def test_fetch_fast_forwards_a_step_and_merges_notes_on_different_commits(shared
     # the origin adds a note on a commit; the teammate one on another; both survive
     seed = git(origin, "rev-parse", "hermit/demo/step-0000").strip()
     tip = git(origin, "rev-parse", "hermit/demo/step-0004").strip()
-    scores = _note(origin, "scores", seed)
-    scores["splits"] = {**scores.get("splits", {}), "valid": {"k": 1, "pass_at_1": 0.5, "tasks": 2}}
-    _set_note(origin, "scores", seed, scores)
+    _add_split(origin, seed, "valid", 0.5, 2)
     assert hermit(origin, "push").code == 0
-    theirs = _note(other, "scores", tip)
-    theirs["splits"] = {**theirs.get("splits", {}), "extra": {"k": 1, "pass_at_1": 1.0, "tasks": 2}}
-    _set_note(other, "scores", tip, theirs)
+    _add_split(other, tip, "extra", 1.0, 2)
     pushed = hermit(other, "push")
     assert pushed.code == 0, pushed.err
     assert "merged origin's refs/notes/hermit/scores (merged)" in pushed.out
@@ -97,13 +101,9 @@ def test_same_note_changed_on_both_sides_merges_field_wise(shared, tmp_path):
     other = clone(remote, tmp_path / "teammate")
     assert hermit(other, "fetch").code == 0
     seed = git(origin, "rev-parse", "hermit/demo/step-0000").strip()
-    mine = _note(origin, "scores", seed)
-    mine["splits"] = {**mine.get("splits", {}), "a": {"k": 1, "pass_at_1": 0.25, "tasks": 4}}
-    _set_note(origin, "scores", seed, mine)
+    mine = _add_split(origin, seed, "a", 0.25, 4)
     assert hermit(origin, "push").code == 0
-    yours = _note(other, "scores", seed)
-    yours["splits"] = {**yours.get("splits", {}), "b": {"k": 1, "pass_at_1": 0.75, "tasks": 4}}
-    _set_note(other, "scores", seed, yours)
+    _add_split(other, seed, "b", 0.75, 4)
     assert hermit(other, "push").code == 0
     merged = json.loads(git(remote, "notes", "--ref=hermit/scores", "show", seed))
     assert merged["splits"]["a"]["pass_at_1"] == 0.25 and merged["splits"]["b"]["pass_at_1"] == 0.75
