@@ -125,13 +125,12 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     happened (a step passes its ``budget``, checked before each rollout starts). The results
     handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike."""
     jobs = make_jobs(config, bench, commit)
-    if not all_finished(config, bench, {commit: out_dir}):
-        make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available()   # before the first rollout
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}
     with open_executor(repo, config.executor, config.concurrency) as handle:
-        results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget)
+        results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
+                           before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available)
     results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
     prices = load_prices(config.prices)
     ledger = Ledger(prices)

@@ -132,8 +132,10 @@ def finished_result(job: RolloutJob, out_dir: Path) -> RolloutResult | None:
 
 def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *,
              slots: dict[str, int] | None = None, progress: Progress | None = None,
-             budget: Budget | None = None) -> dict[str, list[RolloutResult]]:
+             budget: Budget | None = None,
+             before_start: Callable[[], None] | None = None) -> dict[str, list[RolloutResult]]:
     """Run every job not already finished; results grouped by task, attempts in order.
+    ``before_start`` runs once before the first rollout starts (never when all are reused).
 
     With a ``budget`` (a step's), the batch is refused when its estimate would cross it, and
     no rollout starts once it would: the finished ones are stored, then BudgetReached."""
@@ -156,6 +158,8 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         for result in results.values():     # reused: billed by this step's ledger all the same
             budget.add_rollout(result)
         budget.start_step(len(pending))
+    if pending and before_start is not None:
+        before_start()
     limits = dict(slots or {})
     in_flight: dict[Future[RolloutOutput], RolloutJob] = {}
     per_host: dict[str, int] = {}
