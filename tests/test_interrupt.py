@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from cli_helpers import GIT_HERMIT, hermit
@@ -58,3 +59,37 @@ def test_ctrl_c_kills_agents_and_the_rerun_resumes(repo):
     assert json.loads(r.out)["reused"] == 1                 # t0 was finished: reused, not re-run
     starts = [line.split()[0] for line in log.read_text().splitlines() if " start " in line]
     assert starts.count("t0#1") == 1 and starts.count("t1#1") == 2 and starts.count("t2#1") == 2
+
+
+VERIFIER = """import os, subprocess, sys, time
+pids = {pids!r}
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+with open(os.path.join(pids, str(os.getpid())), "w") as handle:
+    handle.write(str(child.pid))
+time.sleep(60)
+"""
+
+
+def test_ctrl_c_kills_a_running_verifier_and_its_children(repo, tmp_path):
+    # issue 14.2: verifiers go through the one process runner, so Ctrl-C ends them as it ends agents
+    pids = tmp_path / "verifier-pids"
+    pids.mkdir()
+    verifier = tmp_path / "verifier.py"
+    verifier.write_text(VERIFIER.format(pids=str(pids)))
+    make_project(repo, 'print(task_id[1:])\n', n_tasks=2, k=1,
+                 judge={"kind": "command", "command": [sys.executable, str(verifier)], "timeout_s": 120})
+    proc = subprocess.Popen([*GIT_HERMIT, "rollout"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=os.environ.copy())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(pids.iterdir())) < 2:   # both verifiers running
+        time.sleep(0.1)
+    running = [(int(p.name), int(p.read_text() or 0)) for p in pids.iterdir()]
+    assert len(running) == 2 and all(child for _, child in running), running
+    interrupted_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - interrupted_at < 10          # did not wait for the 60 s verifiers
+    time.sleep(0.2)
+    alive = [pid for pair in running for pid in pair if _alive(pid)]
+    assert alive == [], f"still running after Ctrl-C: {alive}"
