@@ -186,3 +186,51 @@ def test_log_json_passes_cached_notes_through_without_making_records(runs, monke
     finally:
         repo.close()
     assert json.dumps(data, sort_keys=True, default=str) == expected.rstrip("\n")
+
+
+def test_text_log_makes_no_change_or_verdict_record(runs, monkeypatch):
+    """The text `log` shows a change's id, description and verdict: read from the notes cache's data,
+    not made into Change and VerdictNote records (a 1,000-step run: 2,000 records), byte for byte
+    the CLI's output."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.gitio import Repo
+    from git_hermit.model import records
+    from git_hermit.render.views import log_lines
+
+    expected = hermit(runs[N], "log", "--run", "a").out   # fills the cache
+    assert "HARMFUL (rolled back by" in expected and "EFFECTIVE  tweak memory" in expected
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the text log made a record of data it only shows")
+    monkeypatch.setattr(records.Change, "from_dict", classmethod(refuse))
+    monkeypatch.setattr(records.VerdictNote, "from_dict", classmethod(refuse))
+    repo = Repo.discover(runs[N])
+    try:
+        lines = log_lines(load_history(open_run(repo, "a")))
+    finally:
+        repo.close()
+    assert "\n".join(lines) + "\n" == expected
+
+
+# What `log` does not need: the notes writer's retry jitter (random), temporary directories (tempfile),
+# and the rollout results' record module.
+NOT_FOR_LOG = {"random", "tempfile", "git_hermit.model.rollout"}
+
+
+@pytest.mark.parametrize("args", [("log",), ("log", "--json")])
+def test_a_warm_log_imports_only_what_it_needs(runs, args):
+    """`log` is meant to cost little more than the CLI's start-up: a warm one (its caches filled)
+    imports none of the modules only writing commands use."""
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules))))\n"
+             "from git_hermit.launcher import main\nmain()\n")
+    import subprocess
+    import sys
+    for _ in range(2):   # the first fills the caches
+        r = subprocess.run([sys.executable, "-c", probe, *args, "--run", "a"], cwd=runs[N], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+    imported = set(r.stderr.rsplit("MODULES ", 1)[1].split())
+    assert "git_hermit.core.history" in imported            # the probe sees the log's own modules
+    assert not NOT_FOR_LOG & imported, sorted(NOT_FOR_LOG & imported)

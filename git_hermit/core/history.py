@@ -49,6 +49,30 @@ class ChangeView:
             return self.made_verdict
         return VerdictNote.from_dict(self.verdict_data)
 
+    # What the text `log` shows of a change, read from the data when there is some, without making
+    # the records (from_dict keeps these fields as the data has them)
+    @property
+    def change_id(self) -> str:
+        return self.change_data["id"] if self.change_data is not None else self.change.id
+
+    @property
+    def description(self) -> str:
+        return self.change_data["description"] if self.change_data is not None else self.change.description
+
+    @property
+    def verdict_name(self) -> str | None:
+        """The verdict (EFFECTIVE, HARMFUL, ...), None while it is pending."""
+        if self.verdict_data is not None:
+            return str(self.verdict_data["verdict"])
+        return self.made_verdict.verdict if self.made_verdict is not None else None
+
+    @property
+    def rollback_commit(self) -> str | None:
+        """The rollback commit the verdict note names."""
+        if self.verdict_data is not None:
+            return self.verdict_data.get("rollback_commit")
+        return self.made_verdict.rollback_commit if self.made_verdict is not None else None
+
 
 def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, Any] | None,
                   note: VerdictNote | None, note_data: dict[str, Any] | None, rolled_back_by: str | None,

@@ -148,11 +148,11 @@ def log_lines(history: RunHistory) -> list[str]:
             head += f"  (learners: {learners})"
         lines.append(head)
         for change in view.changes:
-            verdict = change.verdict.verdict if change.verdict else "pending"
-            by = change.rolled_back_by or (change.verdict.rollback_commit if change.verdict else None)
+            verdict = change.verdict_name or "pending"
+            by = change.rolled_back_by or change.rollback_commit
             rolled = f" (rolled back by {by[:10]})" if by else ""
             rolled += "".join(f" (lines removed by rollback {sha[:10]})" for sha in change.lines_removed_by)
-            lines.append(f"    {change.commit[:10]} {change.change.id}: {verdict}{rolled}  {change.change.description[:70]}")
+            lines.append(f"    {change.commit[:10]} {change.change_id}: {verdict}{rolled}  {change.description[:70]}")
         for commit in view.commits:
             if commit.undeclared:
                 lines.append(f"    {commit.sha[:10]} undeclared edits")
