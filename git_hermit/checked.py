@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +44,63 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
     except (OSError, TypeError, ValueError):
         with contextlib.suppress(OSError):
             os.unlink(temp)
+
+
+class Fragments:
+    """Encoded output kept by content: ``key`` (a note's blob id, which names its content) → a
+    one-line text fragment, under ``format`` (naming the code that encoded it). The file is plain
+    text: ``format`` (as a JSON string) on its first line, the CRC-32 of the rest on the second, then
+    one ``key fragment`` line each, so reading it is a split per line, not a JSON decoding. Best
+    effort like load/save: a missing, broken, damaged (its checksum) or unwritable file only means
+    encoding again. ``save`` keeps the keys used since loading, so the entries of rewritten notes go."""
+
+    def __init__(self, path: Path, format: str) -> None:
+        self.path, self.format = path, json.dumps(format)   # one line, whatever the format's text
+        self.entries: dict[str, str] = {}
+        self.used: dict[str, str] = {}
+        self.changed = False
+        try:
+            head, crc, body = path.read_text(encoding="utf-8").split("\n", 2)
+        except (OSError, ValueError):
+            return
+        if head != self.format or crc != _crc(body):
+            return
+        for line in body.split("\n"):
+            key, sep, fragment = line.partition(" ")
+            if sep:
+                self.entries[key] = fragment
+
+    def get(self, key: str) -> str | None:
+        found = self.entries.get(key)
+        if found is not None:
+            self.used[key] = found
+        return found
+
+    def put(self, key: str, fragment: str) -> None:
+        if "\n" in fragment or " " in key or "\n" in key:   # not one line: not kept
+            return
+        self.used[key] = fragment
+        self.changed = True
+
+    def save(self) -> None:
+        """Rewrite the file atomically when an entry was added, or one went unused."""
+        if not self.changed and len(self.used) == len(self.entries):
+            return
+        import tempfile   # only when writing: a warm read writes nothing
+        body = "\n".join(f"{key} {text}" for key, text in sorted(self.used.items()))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}-")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(f"{self.format}\n{_crc(body)}\n{body}")
+            os.replace(temp, self.path)
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+
+
+def _crc(text: str) -> str:
+    return f"{zlib.crc32(text.encode()):08x}"

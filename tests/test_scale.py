@@ -234,3 +234,71 @@ def test_a_warm_log_imports_only_what_it_needs(runs, args):
     imported = set(r.stderr.rsplit("MODULES ", 1)[1].split())
     assert "git_hermit.core.history" in imported            # the probe sees the log's own modules
     assert not NOT_FOR_LOG & imported, sorted(NOT_FOR_LOG & imported)
+
+
+def _slow_log_json(repo_dir, run: str) -> str:
+    """`log --json` as _echo_json writes it to a pipe: the whole log built as data, then json.dumps."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.gitio import Repo
+    from git_hermit.render.views import log_json
+    repo = Repo.discover(repo_dir)
+    try:
+        data = log_json(load_history(open_run(repo, run)))
+    finally:
+        repo.close()
+    return json.dumps(data, sort_keys=True, default=str, check_circular=False) + "\n"
+
+
+def test_log_json_joins_kept_fragments_into_the_json_built_whole(tmp_path, monkeypatch):
+    """`log --json` encodes each note's part once and keeps it by blob id: a warm one encodes no
+    step's scores, yet prints byte for byte the JSON of the whole log built as data; a rewritten
+    note (a new blob) is encoded again, never read stale."""
+    from git_hermit.render import views
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", N)
+    cold = hermit(repo, "log", "--json")
+    assert cold.code == 0, cold.err
+    assert cold.out == _slow_log_json(repo, "a")
+    assert (repo / ".git" / "hermit" / "cache" / "log-json.txt").is_file()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a warm log --json encoded a step's scores again")
+    with monkeypatch.context() as patch:
+        patch.setattr(views, "_step_scores", refuse)
+        patch.setattr(views, "_change_template", refuse)
+        warm = hermit(repo, "log", "--json")
+    assert warm.code == 0, warm.err
+    assert warm.out == cold.out
+    # a verdict rewritten: its note is a new blob, so its fragment is made again
+    note = json.loads(git(repo, "notes", "--ref=hermit/verdicts", "show", "hermit/a/step-0001"))
+    path = tmp_path / "note.json"
+    path.write_text(json.dumps({**note, "verdict": "PARTIALLY_EFFECTIVE"}))
+    git(repo, "notes", "--ref=hermit/verdicts", "add", "-f", "-F", str(path), "hermit/a/step-0001")
+    changed = hermit(repo, "log", "--json").out
+    assert changed != cold.out and '"verdict": "PARTIALLY_EFFECTIVE"' in changed
+    assert changed == _slow_log_json(repo, "a")
+
+
+def test_a_damaged_or_unwritable_fragment_cache_is_only_encoded_again(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 3)
+    expected = hermit(repo, "log", "--json").out
+    cache = repo / ".git" / "hermit" / "cache" / "log-json.txt"
+    text = cache.read_text()
+    damaged = text.replace('"pass_at_1": ', '"pass_at_1": 9', 1)    # a fragment's bytes changed
+    assert damaged != text
+    cache.write_text(damaged)
+    assert hermit(repo, "log", "--json").out == expected
+    assert cache.read_text() == text                                  # rewritten whole
+    cache.write_text(text.split("\n", 1)[0] + "\nnot a checksum")    # cut short
+    assert hermit(repo, "log", "--json").out == expected
+    cache.unlink()
+    cache.mkdir()                                                     # neither readable nor replaceable
+    r = hermit(repo, "log", "--json")
+    assert r.code == 0 and r.out == expected, r.err
+    assert cache.is_dir() and not list(cache.iterdir())

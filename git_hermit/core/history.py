@@ -35,6 +35,7 @@ class ChangeView:
     verdict_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     made_change: Change | None = field(default=None, compare=False, repr=False)   # when there is no data
     made_verdict: VerdictNote | None = field(default=None, compare=False, repr=False)
+    position: int | None = None   # its index in the manifest note's data, when change_data is from there
 
     @cached_property
     def change(self) -> Change:
@@ -79,21 +80,22 @@ def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, 
                   lines_removed_by: tuple[str, ...]) -> tuple[ChangeView, ...]:
     """One commit's changes: from the cached data when there is some (a note's data is there unless
     to_dict does not give it back), else from the records made of the note."""
-    listed: list[tuple[str, dict[str, Any] | None, Change | None]]
+    listed: list[tuple[str, dict[str, Any] | None, Change | None, int | None]]
     if manifest_data is not None:
-        listed = [(data["id"], data, None) for data in manifest_data["changes"]]
+        listed = [(data["id"], data, None, i) for i, data in enumerate(manifest_data["changes"])]
     else:
-        listed = [(ch.id, None, ch) for ch in manifest.changes] if manifest else []
+        listed = [(ch.id, None, ch, None) for ch in manifest.changes] if manifest else []
     if note is None and note_data is not None and note_data.get("also"):
         note = VerdictNote.from_dict(note_data)   # a change group's note: its members' verdicts come from it
     views = []
-    for change_id, data, made in listed:
+    for change_id, data, made, position in listed:
         if note_data is not None and note_data.get("change_id") == change_id:
             views.append(ChangeView(sha, rolled_back_by, lines_removed_by, change_data=data, made_change=made,
-                                    verdict_data=note_data))
+                                    verdict_data=note_data, position=position))
         else:
             views.append(ChangeView(sha, rolled_back_by, lines_removed_by, change_data=data, made_change=made,
-                                    made_verdict=note.for_change(change_id) if note is not None else None))
+                                    made_verdict=note.for_change(change_id) if note is not None else None,
+                                    position=position))
     return tuple(views)
 
 
@@ -135,6 +137,8 @@ class RunHistory:
     best: str | None
     final: str | None
     extra: dict[str, Any] = field(default_factory=dict)
+    # {kind: {commit: note blob}}: the blob ids name the notes' contents (`log --json`'s fragments)
+    blobs: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _trailer(info: CommitInfo, key: str) -> str | None:
@@ -148,10 +152,10 @@ _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 
 
 def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
-                                                     dict[str, str]]:
+                                                     dict[str, dict[str, str]]]:
     """({kind: {commit: record}} of the analysis notes and of the manifest and verdicts notes whose
     data to_dict does not give back, {kind: {commit: the record's to_dict()}} of the other manifest and
-    verdicts notes, {commit: blob} of the scores notes); a note that fails its schema is reported, not
+    verdicts notes, {kind: {commit: blob}} of every notes ref); a note that fails its schema is reported, not
     fatal. Each valid manifest and verdicts note is in exactly one of the first two.
 
     A note is read from git and validated once: its data is kept under its blob id (checked.py),
@@ -211,7 +215,7 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
     dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
                     if blob in kept[kind] and blob not in as_read[kind]}
              for kind in ("manifest", "verdicts")}
-    return records, dicts, entries["scores"]
+    return records, dicts, entries
 
 
 # The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
@@ -268,10 +272,10 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
-    notes, dicts, scores_notes = _read_notes(repo, bad)
+    notes, dicts, blobs = _read_notes(repo, bad)
     manifests: dict[str, Manifest] = notes["manifest"]
     verdicts: dict[str, VerdictNote] = notes["verdicts"]
-    scores: dict[str, Scores] = _read_scores(repo, bad, scores_notes)
+    scores: dict[str, Scores] = _read_scores(repo, bad, blobs["scores"])
     analyses: dict[str, Analysis] = notes["analysis"]
 
     seed = ctx.steps[0][1]
@@ -318,7 +322,16 @@ def load_history(ctx: RunContext) -> RunHistory:
                  analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())
         for n, sha in ctx.steps)
     return RunHistory(run=ctx.run, steps=views, best=repo.read_ref(best_tag(ctx.run)),
-                      final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name})
+                      final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
+                      blobs=blobs)
+
+
+def json_fragments(repo: Repo) -> checked.Fragments:
+    """`log --json`'s encoded notes, kept by blob id in ``<git dir>/hermit/cache/log-json.txt``; the
+    format names git-hermit's version and the records' schemas, as the notes cache's does."""
+    format = "log-json/1:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0])
+                                                          for k in ("manifest", "verdicts", "scores", "analysis"))
+    return checked.Fragments(repo.common_dir / "hermit" / "cache" / "log-json.txt", format)
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from git_hermit.core.history import CommitRecords, RunHistory, StepView
+from git_hermit.core.history import ChangeView, CommitRecords, RunHistory, StepView
 from git_hermit.model.records import Scores, TaskScore, TaskScores
+
+if TYPE_CHECKING:
+    from git_hermit.checked import Fragments
 
 
 def _usage_bits(usage: dict[str, Any] | None) -> str:
@@ -254,6 +258,124 @@ def log_json(history: RunHistory) -> dict[str, Any]:
         out["stream"] = {**(stream[max(stream)] if stream else {"pass_at_1": None, "tasks": 0}),
                          "windows": len(stream), "note": STREAM_NOTE}
     return out
+
+
+# json.dumps(data, sort_keys=True, default=str, check_circular=False) as one reusable encoder: the
+# `--json` output of a pipe, and each fragment of it log_json_text keeps
+_encode = json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
+
+# A change's entry in `log --json` is its manifest data with four values of its own (its commit,
+# verdict, rollbacks) between the data's keys: kept as a %-template, these marked where they go
+_MARKS = {"commit": "\0hermit:commit\0", "lines_removed_by": "\0hermit:lines\0",
+          "rolled_back_by": "\0hermit:rolled\0", "verdict": "\0hermit:verdict\0"}   # in sorted-key order
+_STEP = ('{"analysis": %s, "changes": [%s], "commit": %s, "pass_at_1": %s, "rollbacks": %s, "scores": %s, '
+         '"step": %s, "undeclared": %s, "warnings": %s}')
+
+
+def _value(value: Any) -> str:
+    """_encode(value), without the encoder's call for the values a step has most: None, a commit id,
+    an int, a finite float."""
+    kind = type(value)
+    if value is None:
+        return "null"
+    if kind is str and value.isascii() and value.isalnum():
+        return f'"{value}"'
+    if kind is int:
+        return str(value)
+    if kind is float and value - value == 0:   # finite: NaN and the infinities are the encoder's
+        return repr(value)
+    return _encode(value)
+
+
+def _change_template(data: dict[str, Any]) -> str:
+    """The change's entry with its four own values as %s (a literal % doubled); "" when the data
+    holds a marker's text, so the entry is encoded whole instead."""
+    text = _encode({"commit": _MARKS["commit"], **data, "verdict": _MARKS["verdict"],
+                    "rolled_back_by": _MARKS["rolled_back_by"], "lines_removed_by": _MARKS["lines_removed_by"]})
+    text = text.replace("%", "%%")
+    for mark in _MARKS.values():
+        encoded = _encode(mark)
+        if text.count(encoded) != 1:
+            return ""
+        text = text.replace(encoded, "%s")
+    return text
+
+
+def _change_entry(change: ChangeView, blobs: dict[str, dict[str, str]], fragments: Fragments) -> str:
+    """A change's entry of log_json, as _encode writes it (see log_json_text)."""
+    manifest_blob = blobs["manifest"].get(change.commit)
+    verdict = change.verdict.to_dict() if change.verdict_data is None and change.verdict else change.verdict_data
+    if change.change_data is None or change.position is None or not manifest_blob:   # made from records
+        return _encode({"commit": change.commit, **change.change.to_dict(), "verdict": verdict,
+                        "rolled_back_by": change.rolled_back_by, "lines_removed_by": list(change.lines_removed_by)})
+    key = f"change:{manifest_blob}:{change.position}"
+    template = fragments.get(key)
+    if template is None:
+        template = _change_template(change.change_data)
+        fragments.put(key, template)
+    if not template:
+        return _encode({"commit": change.commit, **change.change_data, "verdict": verdict,
+                        "rolled_back_by": change.rolled_back_by, "lines_removed_by": list(change.lines_removed_by)})
+    verdict_text = None
+    if change.verdict_data is not None and (verdict_blob := blobs["verdicts"].get(change.commit)):
+        key = f"verdict:{verdict_blob}"
+        verdict_text = fragments.get(key)
+        if verdict_text is None:
+            verdict_text = _encode(verdict)
+            fragments.put(key, verdict_text)
+    # commit ids are git's hex names: quoted as they are
+    by = change.rolled_back_by
+    return template % (f'"{change.commit}"', _encode(list(change.lines_removed_by)) if change.lines_removed_by
+                       else "[]", f'"{by}"' if by else "null", verdict_text or _encode(verdict))
+
+
+def log_json_text(history: RunHistory, fragments: Fragments) -> str:
+    """``_encode(log_json(history))``, byte for byte, without encoding every note on every `log`: a
+    note's part (a step's scores and analysis, a change's entry and its verdict) is encoded once and
+    kept in ``fragments`` under the note's blob id, which names its content; the rest is joined
+    around them. A streaming run's log (cumulative scores across steps) is encoded whole."""
+    if _streaming(history.extra.get("evolver")):
+        return _encode(log_json(history))
+    blobs = {kind: history.blobs.get(kind, {}) for kind in ("manifest", "verdicts", "scores", "analysis")}
+    scores_blobs, analysis_blobs = blobs["scores"], blobs["analysis"]
+    get, put = fragments.get, fragments.put
+    steps = []
+    for view in history.steps:
+        scores, analysis = view.scores, view.analysis
+        if scores is None:
+            scores_text = "null"
+        elif blob := scores_blobs.get(view.commit):
+            scores_text = get("scores:" + blob) or ""
+            if not scores_text:
+                scores_text = _encode(_step_scores(scores))
+                put("scores:" + blob, scores_text)
+        else:
+            scores_text = _encode(_step_scores(scores))
+        if analysis is None:
+            analysis_text = "null"
+        elif blob := analysis_blobs.get(view.commit):
+            analysis_text = get("analysis:" + blob) or ""
+            if not analysis_text:
+                analysis_text = _encode(analysis.to_dict())
+                put("analysis:" + blob, analysis_text)
+        else:
+            analysis_text = _encode(analysis.to_dict())
+        rollbacks = [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
+                     for c in view.commits if c.reverts]
+        undeclared = [c.sha for c in view.commits if c.undeclared]
+        steps.append(_STEP % (
+            analysis_text,
+            ", ".join([_change_entry(c, blobs, fragments) for cv in view.commits for c in cv.changes]),
+            f'"{view.commit}"',
+            _value(scores.pass_at_1) if scores is not None and scores.split == "train" else "null",
+            _encode(rollbacks) if rollbacks else "[]",
+            scores_text,
+            str(view.step),
+            _encode(undeclared) if undeclared else "[]",
+            _encode(list(view.bad_notes)) if view.bad_notes else "[]"))
+    return (f'{{"best": {_value(history.best)}, "final": {_value(history.final)}, '
+            f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
+            f'"run": {_encode(history.run)}, "steps": [{", ".join(steps)}]}}')
 
 
 def show_json(records: CommitRecords) -> dict[str, Any]:
