@@ -117,9 +117,17 @@ class StepView:
     step: int
     commit: str                      # the step branch's tip (H_N)
     commits: tuple[CommitView, ...]  # the step's own commits, oldest first
-    scores: Scores | None            # scores of H_N (written by step N+1's rollouts)
     analysis: Analysis | None
     bad_notes: tuple[str, ...] = ()
+    # H_N's scores note (written by step N+1's rollouts) as its cached summary, Scores.to_dict(tasks=False),
+    # and what makes its record when `scores` is first read: `log --json` passes the data through
+    scores_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    make_scores: Callable[[], Scores] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def scores(self) -> Scores | None:
+        """Scores of H_N, None when it has no (valid) scores note."""
+        return self.make_scores() if self.make_scores is not None else None
 
     @property
     def changes(self) -> list[ChangeView]:
@@ -226,8 +234,10 @@ def _summary_cache(repo: Repo) -> Any:
     return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
 
 
-def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None) -> dict[str, Scores]:
-    """Every scores note, its per-task outcomes read from git only when asked for (TaskScores.deferred).
+def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None
+                 ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores]]]:
+    """Every scores note as (its summary data, what makes its record): the record's per-task outcomes
+    read from git only when asked for (TaskScores.deferred).
 
     A note's blob id names its content, so a summary cached under it never goes stale; notes not in
     the cache yet are read, validated and summarised in one batch, and the cache rewritten.
@@ -259,13 +269,17 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
             return json.loads(found[2])["tasks"]
         return load
 
+    def maker(summary: dict[str, Any], blob: str) -> Callable[[], Scores]:
+        def make() -> Scores:
+            tasks = TaskScores.deferred(summary["tasks"], summary["outcomes"], loader(blob))
+            return Scores.from_dict(summary["data"], tasks=tasks)
+        return make
+
     out = {}
     for commit, blob in entries.items():
         summary = cached.get(blob)
-        if summary is None:
-            continue
-        tasks = TaskScores.deferred(summary["tasks"], summary["outcomes"], loader(blob))
-        out[commit] = Scores.from_dict(summary["data"], tasks=tasks)
+        if summary is not None:
+            out[commit] = (summary["data"], maker(summary, blob))
     return out
 
 
@@ -275,7 +289,7 @@ def load_history(ctx: RunContext) -> RunHistory:
     notes, dicts, blobs = _read_notes(repo, bad)
     manifests: dict[str, Manifest] = notes["manifest"]
     verdicts: dict[str, VerdictNote] = notes["verdicts"]
-    scores: dict[str, Scores] = _read_scores(repo, bad, blobs["scores"])
+    scores = _read_scores(repo, bad, blobs["scores"])
     analyses: dict[str, Analysis] = notes["analysis"]
 
     seed = ctx.steps[0][1]
@@ -317,11 +331,12 @@ def load_history(ctx: RunContext) -> RunHistory:
             info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
             reverts_verdict=trailers.get("hermit-verdict"),
             undeclared=(trailers.get("hermit-change") == "undeclared")))
-    views = tuple(
-        StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), scores=scores.get(sha),
-                 analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())
-        for n, sha in ctx.steps)
-    return RunHistory(run=ctx.run, steps=views, best=repo.read_ref(best_tag(ctx.run)),
+    views = []
+    for n, sha in ctx.steps:
+        data, make = scores.get(sha) or (None, None)
+        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis=analyses.get(sha),
+                              bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make))
+    return RunHistory(run=ctx.run, steps=tuple(views), best=repo.read_ref(best_tag(ctx.run)),
                       final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
                       blobs=blobs)
 

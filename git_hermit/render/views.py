@@ -60,9 +60,12 @@ def _train(view: StepView) -> Scores | None:
 
 
 def _split(view: StepView, name: str) -> dict[str, Any] | None:
-    if view.scores is None:
+    data = view.scores_data   # the note's data, as its record holds it: no record made to look for a split
+    if data is None:
         return None
-    return view.scores.split_summary() if view.scores.split == name else view.scores.splits.get(name)
+    if data["split"] == name:
+        return view.scores.split_summary() if view.scores else None
+    return (data.get("splits") or {}).get(name)
 
 
 def stream_scores(history: RunHistory) -> dict[int, dict[str, Any]]:
@@ -187,7 +190,7 @@ def _pct(value: float | None) -> str:
 def run_predictions(history: RunHistory) -> dict[str, Any] | None:
     """The run's prediction precision/recall, as the latest evaluation sums them."""
     for view in reversed(history.steps):
-        evaluation = (view.scores.evaluation or {}) if view.scores else {}
+        evaluation = (view.scores_data.get("evaluation") or {}) if view.scores_data else {}
         run = (evaluation.get("precision_recall") or {}).get("run")
         if run:
             return run
@@ -341,16 +344,16 @@ def log_json_text(history: RunHistory, fragments: Fragments) -> str:
     get, put = fragments.get, fragments.put
     steps = []
     for view in history.steps:
-        scores, analysis = view.scores, view.analysis
+        scores, analysis = view.scores_data, view.analysis   # the record of the scores is made on a miss only
         if scores is None:
             scores_text = "null"
         elif blob := scores_blobs.get(view.commit):
             scores_text = get("scores:" + blob) or ""
             if not scores_text:
-                scores_text = _encode(_step_scores(scores))
+                scores_text = _encode(_step_scores(view.scores)) if view.scores else "null"
                 put("scores:" + blob, scores_text)
         else:
-            scores_text = _encode(_step_scores(scores))
+            scores_text = _encode(_step_scores(view.scores)) if view.scores else "null"
         if analysis is None:
             analysis_text = "null"
         elif blob := analysis_blobs.get(view.commit):
@@ -367,7 +370,7 @@ def log_json_text(history: RunHistory, fragments: Fragments) -> str:
             analysis_text,
             ", ".join([_change_entry(c, blobs, fragments) for cv in view.commits for c in cv.changes]),
             f'"{view.commit}"',
-            _value(scores.pass_at_1) if scores is not None and scores.split == "train" else "null",
+            _value(scores["pass_at_1"]) if scores is not None and scores["split"] == "train" else "null",
             _encode(rollbacks) if rollbacks else "[]",
             scores_text,
             str(view.step),
