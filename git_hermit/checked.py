@@ -60,12 +60,16 @@ class Fragments:
         self.used: dict[str, str] = {}
         self.changed = False
         try:
-            head, crc, body = path.read_text(encoding="utf-8").split("\n", 2)
+            data = path.read_bytes()
+            start = data.index(b"\n", data.index(b"\n") + 1) + 1
+            lines = data.decode("utf-8").split("\n")
         except (OSError, ValueError):
             return
-        if head != self.format or crc != _crc(body):
+        # the checksum over the bytes as read (a memoryview: no copy of a file of ~1 MB)
+        if len(lines) < 3 or lines[0] != self.format or lines[1] != f"{zlib.crc32(memoryview(data)[start:]):08x}":
             return
-        for line in body.split("\n"):
+        del data
+        for line in lines[2:]:
             key, sep, fragment = line.partition(" ")
             if sep:
                 self.entries[key] = fragment

@@ -333,12 +333,17 @@ def _change_entry(change: ChangeView, blobs: dict[str, dict[str, str]], fragment
 
 
 def log_json_text(history: RunHistory, fragments: Fragments) -> str:
-    """``_encode(log_json(history))``, byte for byte, without encoding every note on every `log`: a
+    """``_encode(log_json(history))``, byte for byte (see log_json_parts)."""
+    return "".join(log_json_parts(history, fragments))
+
+
+def log_json_parts(history: RunHistory, fragments: Fragments) -> list[str]:
+    """``_encode(log_json(history))``, byte for byte, in parts, without encoding every note on every `log`: a
     note's part (a step's scores and analysis, a change's entry and its verdict) is encoded once and
     kept in ``fragments`` under the note's blob id, which names its content; the rest is joined
     around them. A streaming run's log (cumulative scores across steps) is encoded whole."""
     if _streaming(history.extra.get("evolver")):
-        return _encode(log_json(history))
+        return [_encode(log_json(history))]
     blobs = {kind: history.blobs.get(kind, {}) for kind in ("manifest", "verdicts", "scores", "analysis")}
     scores_blobs, analysis_blobs = blobs["scores"], blobs["analysis"]
     get, put = fragments.get, fragments.put
@@ -376,9 +381,14 @@ def log_json_text(history: RunHistory, fragments: Fragments) -> str:
             str(view.step),
             _encode(undeclared) if undeclared else "[]",
             _encode(list(view.bad_notes)) if view.bad_notes else "[]"))
-    return (f'{{"best": {_value(history.best)}, "final": {_value(history.final)}, '
-            f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
-            f'"run": {_encode(history.run)}, "steps": [{", ".join(steps)}]}}')
+    # the parts in order, for the caller to write one after another (no second copy of the whole)
+    steps[0:0] = [f'{{"best": {_value(history.best)}, "final": {_value(history.final)}, '
+                  f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
+                  f'"run": {_encode(history.run)}, "steps": [']
+    for i in range(2, len(steps)):
+        steps[i] = ", " + steps[i]
+    steps.append("]}")
+    return steps
 
 
 def show_json(records: CommitRecords) -> dict[str, Any]:
