@@ -267,10 +267,10 @@ def log_json(history: RunHistory) -> dict[str, Any]:
 # `--json` output of a pipe, and each fragment of it log_json_text keeps
 _encode = json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
 
-# A change's entry in `log --json` is its manifest data with four values of its own (its commit,
-# verdict, rollbacks) between the data's keys: kept as a %-template, these marked where they go
+# A change's entry in `log --json` is its manifest data and its verdict with three values of its own
+# (its commit and rollbacks) between the data's keys: kept as a %-template, these marked where they go
 _MARKS = {"commit": "\0hermit:commit\0", "lines_removed_by": "\0hermit:lines\0",
-          "rolled_back_by": "\0hermit:rolled\0", "verdict": "\0hermit:verdict\0"}   # in sorted-key order
+          "rolled_back_by": "\0hermit:rolled\0"}   # in sorted-key order
 _STEP = ('{"analysis": %s, "changes": [%s], "commit": %s, "pass_at_1": %s, "rollbacks": %s, "scores": %s, '
          '"step": %s, "undeclared": %s, "warnings": %s}')
 
@@ -290,10 +290,10 @@ def _value(value: Any) -> str:
     return _encode(value)
 
 
-def _change_template(data: dict[str, Any]) -> str:
-    """The change's entry with its four own values as %s (a literal % doubled); "" when the data
+def _change_template(data: dict[str, Any], verdict: dict[str, Any] | None) -> str:
+    """The change's entry with its three own values as %s (a literal % doubled); "" when the data
     holds a marker's text, so the entry is encoded whole instead."""
-    text = _encode({"commit": _MARKS["commit"], **data, "verdict": _MARKS["verdict"],
+    text = _encode({"commit": _MARKS["commit"], **data, "verdict": verdict,
                     "rolled_back_by": _MARKS["rolled_back_by"], "lines_removed_by": _MARKS["lines_removed_by"]})
     text = text.replace("%", "%%")
     for mark in _MARKS.values():
@@ -305,31 +305,30 @@ def _change_template(data: dict[str, Any]) -> str:
 
 
 def _change_entry(change: ChangeView, blobs: dict[str, dict[str, str]], fragments: Fragments) -> str:
-    """A change's entry of log_json, as _encode writes it (see log_json_text)."""
+    """A change's entry of log_json, as _encode writes it (see log_json_parts): kept by the blob ids
+    of its manifest note and its verdict note, when both are the notes' data as they are."""
     manifest_blob = blobs["manifest"].get(change.commit)
-    verdict = change.verdict.to_dict() if change.verdict_data is None and change.verdict else change.verdict_data
-    if change.change_data is None or change.position is None or not manifest_blob:   # made from records
-        return _encode({"commit": change.commit, **change.change.to_dict(), "verdict": verdict,
+    verdict = change.verdict_data
+    verdict_blob = blobs["verdicts"].get(change.commit) if verdict is not None else "-"
+    if verdict is None and change.verdict is not None:   # a change group member's verdict, made of its note
+        verdict, verdict_blob = change.verdict.to_dict(), None
+    data = change.change_data
+    if data is None or change.position is None or not manifest_blob or not verdict_blob:
+        data = change.change.to_dict() if data is None else data
+        return _encode({"commit": change.commit, **data, "verdict": verdict,
                         "rolled_back_by": change.rolled_back_by, "lines_removed_by": list(change.lines_removed_by)})
-    key = f"change:{manifest_blob}:{change.position}"
+    key = f"change:{manifest_blob}:{change.position}:{verdict_blob}"
     template = fragments.get(key)
     if template is None:
-        template = _change_template(change.change_data)
+        template = _change_template(data, verdict)
         fragments.put(key, template)
-    if not template:
-        return _encode({"commit": change.commit, **change.change_data, "verdict": verdict,
-                        "rolled_back_by": change.rolled_back_by, "lines_removed_by": list(change.lines_removed_by)})
-    verdict_text = None
-    if change.verdict_data is not None and (verdict_blob := blobs["verdicts"].get(change.commit)):
-        key = f"verdict:{verdict_blob}"
-        verdict_text = fragments.get(key)
-        if verdict_text is None:
-            verdict_text = _encode(verdict)
-            fragments.put(key, verdict_text)
-    # commit ids are git's hex names: quoted as they are
     by = change.rolled_back_by
+    if not template:
+        return _encode({"commit": change.commit, **data, "verdict": verdict,
+                        "rolled_back_by": by, "lines_removed_by": list(change.lines_removed_by)})
+    # commit ids are git's hex names: quoted as they are
     return template % (f'"{change.commit}"', _encode(list(change.lines_removed_by)) if change.lines_removed_by
-                       else "[]", f'"{by}"' if by else "null", verdict_text or _encode(verdict))
+                       else "[]", f'"{by}"' if by else "null")
 
 
 def log_json_text(history: RunHistory, fragments: Fragments) -> str:
