@@ -201,13 +201,13 @@ def log(run: str | None, as_json: bool) -> None:
     _reading_only()
     from git_hermit.core.history import json_fragments, load_history
     from git_hermit.core.runs import open_run
-    from git_hermit.render.views import log_json, log_json_parts, log_lines
+    from git_hermit.render.views import FRAGMENTS_ENCODING, log_json, log_json_parts, log_lines
     repo = _repo()
     history = load_history(open_run(repo, run))
     if as_json and sys.stdout.isatty():
         _echo_json(log_json(history))
     elif as_json:   # what _echo_json writes to a pipe, each note's part encoded once (kept by its blob id)
-        fragments = json_fragments(repo)
+        fragments = json_fragments(repo, FRAGMENTS_ENCODING)
         out = sys.stdout
         for part in log_json_parts(history, fragments):   # a step at a time: no copy of the whole output
             out.write(part)

@@ -341,10 +341,11 @@ def load_history(ctx: RunContext) -> RunHistory:
                       blobs=blobs)
 
 
-def json_fragments(repo: Repo) -> checked.Fragments:
+def json_fragments(repo: Repo, encoding: str) -> checked.Fragments:
     """`log --json`'s encoded notes, kept by blob id in ``<git dir>/hermit/cache/log-json.txt``; the
-    format names git-hermit's version and the records' schemas, as the notes cache's does."""
-    format = "log-json/1:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0])
+    format names ``encoding`` (the encoder's own version), git-hermit's version and the records'
+    schemas, as the notes cache's does."""
+    format = encoding + ":" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0])
                                                           for k in ("manifest", "verdicts", "scores", "analysis"))
     return checked.Fragments(repo.common_dir / "hermit" / "cache" / "log-json.txt", format)
 

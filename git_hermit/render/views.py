@@ -263,6 +263,10 @@ def log_json(history: RunHistory) -> dict[str, Any]:
     return out
 
 
+# Names what log_json_parts keeps of each note (the parts _step_scores, _change_template and
+# Analysis.to_dict encode): a change to them bumps it, so no fragment of the old form is read
+FRAGMENTS_ENCODING = "log-json/1"
+
 # json.dumps(data, sort_keys=True, default=str, check_circular=False) as one reusable encoder: the
 # `--json` output of a pipe, and each fragment of it log_json_text keeps
 _encode = json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
