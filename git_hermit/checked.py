@@ -49,10 +49,11 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
 class Fragments:
     """Encoded output kept by content: ``key`` (a note's blob id, which names its content) → a
     one-line text fragment, under ``format`` (naming the code that encoded it). The file is plain
-    text: ``format`` (as a JSON string) on its first line, the CRC-32 of the rest on the second, then
-    one ``key fragment`` line each, so reading it is a split per line, not a JSON decoding. Best
-    effort like load/save: a missing, broken, damaged (its checksum) or unwritable file only means
-    encoding again. ``save`` keeps the keys used since loading, so the entries of rewritten notes go."""
+    text: ``format`` (as a JSON string) on its first line, the CRC-32 of the rest on the second, the
+    keys on the third (space-separated), then each key's fragment on a line of its own, so reading
+    it is one split, not a JSON decoding. Best effort like load/save: a missing, broken, damaged
+    (its checksum) or unwritable file only means encoding again. ``save`` keeps the keys used since
+    loading, so the entries of rewritten notes go."""
 
     def __init__(self, path: Path, format: str) -> None:
         self.path, self.format = path, json.dumps(format)   # one line, whatever the format's text
@@ -68,11 +69,9 @@ class Fragments:
         # the checksum over the bytes as read (a memoryview: no copy of a file of ~1 MB)
         if len(lines) < 3 or lines[0] != self.format or lines[1] != f"{zlib.crc32(memoryview(data)[start:]):08x}":
             return
-        del data
-        for line in lines[2:]:
-            key, sep, fragment = line.partition(" ")
-            if sep:
-                self.entries[key] = fragment
+        keys = lines[2].split(" ") if lines[2] else []
+        if len(keys) == len(lines) - 3:
+            self.entries = dict(zip(keys, lines[3:]))
 
     def get(self, key: str) -> str | None:
         found = self.entries.get(key)
@@ -81,7 +80,7 @@ class Fragments:
         return found
 
     def put(self, key: str, fragment: str) -> None:
-        if "\n" in fragment or " " in key or "\n" in key:   # not one line: not kept
+        if "\n" in fragment or " " in key or "\n" in key or not key:   # not one line, or not one word
             return
         self.used[key] = fragment
         self.changed = True
@@ -91,7 +90,7 @@ class Fragments:
         if not self.changed and len(self.used) == len(self.entries):
             return
         import tempfile   # only when writing: a warm read writes nothing
-        body = "\n".join(f"{key} {text}" for key, text in sorted(self.used.items()))
+        body = "\n".join([" ".join(self.used), *self.used.values()])
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}-")
