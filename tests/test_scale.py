@@ -234,6 +234,14 @@ def test_a_warm_log_imports_only_what_it_needs(runs, args):
     imported = set(r.stderr.rsplit("MODULES ", 1)[1].split())
     assert "git_hermit.core.history" in imported            # the probe sees the log's own modules
     assert not NOT_FOR_LOG & imported, sorted(NOT_FOR_LOG & imported)
+    # --json passes the notes' data through: it makes no record, so it does not import their module
+    assert ("git_hermit.model.records" in imported) == ("--json" not in args)
+
+
+def test_the_caches_name_each_notes_refs_schema_as_the_records_do():
+    from git_hermit.core import history
+    from git_hermit.model.records import RECORD_KINDS
+    assert history._SCHEMAS == {kind: RECORD_KINDS[kind][0] for kind in history._SCHEMAS}
 
 
 def _slow_log_json(repo_dir, run: str) -> str:

@@ -9,16 +9,16 @@ blob id, so a long run's notes are parsed once, not on every `log`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
-from git_hermit.model.records import (RECORD_KINDS, Analysis, Change, Manifest, Scores, TaskScores, VerdictNote,
-                                      loads)
+if TYPE_CHECKING:   # the records module is imported where a record is made: a warm `log --json` makes none
+    from git_hermit.model.records import Analysis, Change, Manifest, Scores, VerdictNote
 from git_hermit.model.schema import fingerprint
 
 
@@ -42,12 +42,14 @@ class ChangeView:
         if self.made_change is not None:
             return self.made_change
         assert self.change_data is not None, "a ChangeView needs its change's record or data"
+        from git_hermit.model.records import Change
         return Change.from_dict(self.change_data)
 
     @cached_property
     def verdict(self) -> VerdictNote | None:
         if self.verdict_data is None:
             return self.made_verdict
+        from git_hermit.model.records import VerdictNote
         return VerdictNote.from_dict(self.verdict_data)
 
     # What the text `log` shows of a change, read from the data when there is some, without making
@@ -86,6 +88,7 @@ def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, 
     else:
         listed = [(ch.id, None, ch, None) for ch in manifest.changes] if manifest else []
     if note is None and note_data is not None and note_data.get("also"):
+        from git_hermit.model.records import VerdictNote
         note = VerdictNote.from_dict(note_data)   # a change group's note: its members' verdicts come from it
     views = []
     for change_id, data, made, position in listed:
@@ -117,12 +120,19 @@ class StepView:
     step: int
     commit: str                      # the step branch's tip (H_N)
     commits: tuple[CommitView, ...]  # the step's own commits, oldest first
-    analysis: Analysis | None
     bad_notes: tuple[str, ...] = ()
     # H_N's scores note (written by step N+1's rollouts) as its cached summary, Scores.to_dict(tasks=False),
     # and what makes its record when `scores` is first read: `log --json` passes the data through
     scores_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     make_scores: Callable[[], Scores] | None = field(default=None, compare=False, repr=False)
+    analysis_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)   # H_N's analysis note
+
+    @cached_property
+    def analysis(self) -> Analysis | None:
+        if self.analysis_data is None:
+            return None
+        from git_hermit.model.records import Analysis
+        return Analysis.from_dict(self.analysis_data)
 
     @cached_property
     def scores(self) -> Scores | None:
@@ -157,21 +167,24 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
 
 
 _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
+# Each notes ref's schema (records.RECORD_KINDS says the same; tests/test_scale.py checks): the caches'
+# formats name them without importing the records
+_SCHEMAS = {"manifest": "manifest", "verdicts": "verdict", "scores": "scores", "analysis": "analysis"}
 
 
 def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
                                                      dict[str, dict[str, str]]]:
-    """({kind: {commit: record}} of the analysis notes and of the manifest and verdicts notes whose
-    data to_dict does not give back, {kind: {commit: the record's to_dict()}} of the other manifest and
-    verdicts notes, {kind: {commit: blob}} of every notes ref); a note that fails its schema is reported, not
-    fatal. Each valid manifest and verdicts note is in exactly one of the first two.
+    """({kind: {commit: record}} of the manifest and verdicts notes whose data to_dict does not give
+    back, {kind: {commit: the record's to_dict()}} of the other manifest and verdicts notes and of the
+    analysis notes, {kind: {commit: blob}} of every notes ref); a note that fails its schema is reported,
+    not fatal. Each valid manifest and verdicts note is in exactly one of the first two.
 
     A note is read from git and validated once: its data is kept under its blob id (checked.py),
     which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
     is kept under the notes commit it was listed from, so an unchanged ref's tree is not read again.
     """
     file = repo.common_dir / "hermit" / "cache" / "notes.json"
-    format = "notes/3:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
+    format = "notes/3:" + __version__ + ":" + ",".join(fingerprint(_SCHEMAS[k]) for k in _CHECKED_KINDS)
     known = checked.load(file, format)
     def part(name: str, kind: str, empty: type) -> Any:   # a part of another shape is ignored
         value = known.get(name)
@@ -194,6 +207,8 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
             changed = True
     missing = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()
                if blob not in kept[kind]]
+    if missing:
+        from git_hermit.model.records import RECORD_KINDS, loads
     for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
         if found is None:
             raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
@@ -212,22 +227,27 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
                 for kind in _CHECKED_KINDS}
         raw = {kind: sorted(set(raw[kind]) & set(data[kind])) for kind in _CHECKED_KINDS}
         checked.save(file, format, {"trees": trees, "data": data, "raw": raw})
-    # Records only of the analysis notes and of the notes whose cached data is not to_dict's: the
-    # others' changes and verdicts are made from their data when first read (ChangeView)
-    as_read = {kind: set(raw[kind]) for kind in _CHECKED_KINDS}
-    records = {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
-                      for commit, blob in entries[kind].items()
-                      if blob in kept[kind] and (kind == "analysis" or blob in as_read[kind])}
-               for kind in _CHECKED_KINDS}
-    # {commit: to_dict()} of the manifest and verdict notes whose cached data is that
+    # Records only of the notes whose cached data is not to_dict's: the others' changes and verdicts
+    # are made from their data when first read (ChangeView), and an analysis too (StepView)
+    as_read = {kind: set(raw[kind]) for kind in ("manifest", "verdicts")}
+    records: dict[str, dict[str, Any]] = {kind: {} for kind in ("manifest", "verdicts")}
+    for kind in ("manifest", "verdicts"):
+        for commit, blob in entries[kind].items():
+            if blob in as_read[kind] and blob in kept[kind]:
+                from git_hermit.model.records import RECORD_KINDS
+                records[kind][commit] = RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
+    # {commit: to_dict()} of the manifest and verdict notes whose cached data is that, and the analyses' data
     dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
-                    if blob in kept[kind] and blob not in as_read[kind]}
-             for kind in ("manifest", "verdicts")}
+                    if blob in kept[kind] and blob not in as_read.get(kind, ())}
+             for kind in _CHECKED_KINDS}
     return records, dicts, entries
 
 
-# The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
-_SUMMARY_FORMAT = "scores-summary/2:" + ",".join(f.name for f in fields(Scores))
+def _summary_format() -> str:
+    """The summaries are Scores.to_dict(tasks=False), whose shape follows the scores schema: a changed
+    schema or git-hermit version makes a new cache. (Named without importing the records module: a
+    warm `log --json` makes no record.)"""
+    return "scores-summary/3:" + __version__ + ":" + fingerprint(_SCHEMAS["scores"])
 
 
 def _summary_cache(repo: Repo) -> Any:
@@ -245,9 +265,11 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
     if entries is None:   # {commit: blob}
         entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))
     path = _summary_cache(repo)
-    cached = checked.load(path, _SUMMARY_FORMAT)
+    format = _summary_format()
+    cached = checked.load(path, format)
     missing = [commit for commit, blob in entries.items() if blob not in cached]
     if missing:
+        from git_hermit.model.records import TaskScores, loads
         for commit, found in zip(missing, repo.read_objects([entries[c] for c in missing])):
             if found is None:
                 raise GitStateError(f"note blob for {commit} in {NOTES_REFS['scores']} is missing")
@@ -259,7 +281,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
             cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
                                        else {}}
-        checked.save(path, _SUMMARY_FORMAT, {blob: cached[blob] for blob in entries.values() if blob in cached})
+        checked.save(path, format, {blob: cached[blob] for blob in entries.values() if blob in cached})
 
     def loader(blob: str) -> Callable[[], Any]:
         def load() -> Any:
@@ -271,6 +293,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
 
     def maker(summary: dict[str, Any], blob: str) -> Callable[[], Scores]:
         def make() -> Scores:
+            from git_hermit.model.records import Scores, TaskScores
             tasks = TaskScores.deferred(summary["tasks"], summary["outcomes"], loader(blob))
             return Scores.from_dict(summary["data"], tasks=tasks)
         return make
@@ -290,7 +313,7 @@ def load_history(ctx: RunContext) -> RunHistory:
     manifests: dict[str, Manifest] = notes["manifest"]
     verdicts: dict[str, VerdictNote] = notes["verdicts"]
     scores = _read_scores(repo, bad, blobs["scores"])
-    analyses: dict[str, Analysis] = notes["analysis"]
+    analyses: dict[str, dict[str, Any]] = dicts["analysis"]
 
     seed = ctx.steps[0][1]
     tip = ctx.tip[1]
@@ -334,7 +357,7 @@ def load_history(ctx: RunContext) -> RunHistory:
     views = []
     for n, sha in ctx.steps:
         data, make = scores.get(sha) or (None, None)
-        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis=analyses.get(sha),
+        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis_data=analyses.get(sha),
                               bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make))
     return RunHistory(run=ctx.run, steps=tuple(views), best=repo.read_ref(best_tag(ctx.run)),
                       final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
@@ -345,7 +368,7 @@ def json_fragments(repo: Repo, encoding: str) -> checked.Fragments:
     """`log --json`'s encoded notes, kept by blob id in ``<git dir>/hermit/cache/log-json.txt``; the
     format names ``encoding`` (the encoder's own version), git-hermit's version and the records'
     schemas, as the notes cache's does."""
-    format = encoding + ":" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0])
+    format = encoding + ":" + __version__ + ":" + ",".join(fingerprint(_SCHEMAS[k])
                                                           for k in ("manifest", "verdicts", "scores", "analysis"))
     return checked.Fragments(repo.common_dir / "hermit" / "cache" / "log-json.txt", format)
 
@@ -368,6 +391,7 @@ def records_for(repo: Repo, commit: str) -> CommitRecords:
     found: dict[str, Any] = {}
     for kind in ("manifest", "verdicts", "scores", "analysis"):
         text = store.read(NOTES_REFS[kind], info.sha)
+        from git_hermit.model.records import loads
         found[kind] = loads(kind, text, where=info.sha[:12]) if text else None
     return CommitRecords(info=info, step=parse_step_name(_trailer(info, "Hermit-Step") or ""),
                          manifest=found["manifest"], verdict=found["verdicts"], scores=found["scores"],

@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from git_hermit.core.history import ChangeView, CommitRecords, RunHistory, StepView
-from git_hermit.model.records import Scores, TaskScore, TaskScores
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
     from git_hermit.checked import Fragments
+    from git_hermit.model.records import Scores, TaskScore
 
 
 def _usage_bits(usage: dict[str, Any] | None) -> str:
@@ -209,6 +208,7 @@ def prediction_line(history: RunHistory) -> str | None:
 
 
 def _outcomes(tasks: Mapping[str, TaskScore] | dict[str, Any] | None) -> dict[str, int]:
+    from git_hermit.model.records import TaskScore, TaskScores
     if isinstance(tasks, TaskScores):
         return tasks.outcomes()
     counts = {"pass": 0, "fail": 0, "exception": 0}
@@ -352,7 +352,8 @@ def log_json_parts(history: RunHistory, fragments: Fragments) -> list[str]:
     get, put = fragments.get, fragments.put
     steps = []
     for view in history.steps:
-        scores, analysis = view.scores_data, view.analysis   # the record of the scores is made on a miss only
+        # the notes' data: a record of the scores or the analysis is made on a miss only
+        scores, analysis = view.scores_data, view.analysis_data
         if scores is None:
             scores_text = "null"
         elif blob := scores_blobs.get(view.commit):
@@ -367,10 +368,10 @@ def log_json_parts(history: RunHistory, fragments: Fragments) -> list[str]:
         elif blob := analysis_blobs.get(view.commit):
             analysis_text = get("analysis:" + blob) or ""
             if not analysis_text:
-                analysis_text = _encode(analysis.to_dict())
+                analysis_text = _encode(view.analysis.to_dict()) if view.analysis else "null"
                 put("analysis:" + blob, analysis_text)
         else:
-            analysis_text = _encode(analysis.to_dict())
+            analysis_text = _encode(view.analysis.to_dict()) if view.analysis else "null"
         rollbacks = [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
                      for c in view.commits if c.reverts]
         undeclared = [c.sha for c in view.commits if c.undeclared]
