@@ -25,7 +25,7 @@ def _usage_bits(usage: dict[str, Any] | None) -> str:
 
 def _learner_usage(view: StepView) -> str:
     """Tokens and cost of this step's learner sessions (Debugger, Evolve Agent)."""
-    ledger = (view.analysis.body.get("ledger") or {}) if view.analysis else {}
+    ledger = (view.analysis_data.get("ledger") or {}) if view.analysis_data is not None else {}
     roles = [usage for role, usage in ledger.items() if role not in ("acting", "judge")]
     tokens = sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in roles)
     if not tokens:
@@ -111,13 +111,15 @@ def _held_out_line(held: dict[str, Any]) -> str:
 
 
 def _score_bits(view: StepView) -> str:
-    train = _train(view)
+    # from the note's data (Scores.to_dict(tasks=False)), as the record would give it: the text log
+    # makes no Scores record
+    train = view.scores_data if view.scores_data is not None and view.scores_data["split"] == "train" else None
     if train is None:
         return "pass@1 —    "
-    text = f"pass@1 {train.pass_at_1:.3f}"
-    ci = train.ci
-    if ci is not None:
-        text += f" ({ci.delta:+.1f} [{ci.low:+.1f}, {ci.high:+.1f}])"
+    text = f"pass@1 {train['pass_at_1']:.3f}"
+    ci = train.get("ci")
+    if ci:
+        text += f" ({ci['delta']:+.1f} [{ci['low']:+.1f}, {ci['high']:+.1f}])"
     return text
 
 
@@ -143,10 +145,11 @@ def log_lines(history: RunHistory) -> list[str]:
             head += f" ({cum['window_tasks']} tasks)  stream pass@1 {cum['pass_at_1']:.3f} ({cum['tasks']} tasks)"
         if marks:
             head += "  [" + ", ".join(marks) + "]"
-        flips = ((view.scores.evaluation or {}) if view.scores else {}).get("flips")
+        scores = view.scores_data or {}   # the note's data, as the Scores record holds it
+        flips = (scores.get("evaluation") or {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
-        usage = _usage_bits((view.scores.usage if view.scores else None))
+        usage = _usage_bits(scores.get("usage"))
         if usage and not usage.startswith("tokens 0 "):
             head += "  " + usage
         learners = _learner_usage(view)
@@ -165,8 +168,8 @@ def log_lines(history: RunHistory) -> list[str]:
             if commit.reverts:
                 why = f" ({commit.reverts_verdict})" if commit.reverts_verdict else ""
                 lines.append(f"    {commit.sha[:10]} rollback of {commit.reverts[:10]}{why}")
-        if view.scores is not None and view.scores.stop:
-            lines.append(f"    stop: step {view.scores.step} stopped training: {view.scores.stop}")
+        if scores.get("stop"):
+            lines.append(f"    stop: step {scores['step']} stopped training: {scores['stop']}")
         for problem in view.bad_notes:
             lines.append(f"    warning: {problem}")
     footer = prediction_line(history)
