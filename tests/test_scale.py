@@ -259,9 +259,9 @@ def _slow_log_json(repo_dir, run: str) -> str:
 
 
 def test_log_json_joins_kept_fragments_into_the_json_built_whole(tmp_path, monkeypatch):
-    """`log --json` encodes each note's part once and keeps it by blob id: a warm one encodes no
-    step's scores, yet prints byte for byte the JSON of the whole log built as data; a rewritten
-    note (a new blob) is encoded again, never read stale."""
+    """`log --json` encodes each step once and keeps it under the ids of the commits and note blobs
+    it is made of: a warm one encodes no step, yet prints byte for byte the JSON of the whole log
+    built as data; a rewritten note (a new blob) makes its step encoded again, never read stale."""
     from git_hermit.render import views
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -273,10 +273,9 @@ def test_log_json_joins_kept_fragments_into_the_json_built_whole(tmp_path, monke
     assert (repo / ".git" / "hermit" / "cache" / "log-json.txt").is_file()
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a warm log --json encoded a step's scores again")
+        raise AssertionError("a warm log --json encoded a step again")
     with monkeypatch.context() as patch:
-        patch.setattr(views, "_step_scores", refuse)
-        patch.setattr(views, "_change_template", refuse)
+        patch.setattr(views, "_step_json", refuse)
         warm = hermit(repo, "log", "--json")
     assert warm.code == 0, warm.err
     assert warm.out == cold.out

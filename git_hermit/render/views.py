@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from git_hermit.core.history import ChangeView, CommitRecords, RunHistory, StepView
+from git_hermit.core.history import CommitRecords, RunHistory, StepView
 if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
     from git_hermit.checked import Fragments
     from git_hermit.model.records import Scores, TaskScore
@@ -235,29 +235,32 @@ def _step_scores(scores: Scores) -> dict[str, Any]:
     return data
 
 
+def _step_json(view: StepView, streaming: bool, stream: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """One step of log_json."""
+    train = _train(view)
+    return {
+        "step": view.step, "commit": view.commit,
+        "pass_at_1": train.pass_at_1 if train else None,
+        **({"stream": stream.get(view.step)} if streaming else {}),
+        "scores": _step_scores(view.scores) if view.scores else None,
+        # the notes' cached data as it is (c.change and c.verdict would make records of it)
+        "changes": [{"commit": c.commit, **(c.change.to_dict() if c.change_data is None else c.change_data),
+                     "verdict": c.verdict_data if c.verdict_data is not None
+                     else c.verdict.to_dict() if c.verdict else None,
+                     "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}
+                    for c in view.changes],
+        "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
+                      for c in view.rollbacks],
+        "undeclared": [c.sha for c in view.commits if c.undeclared],
+        "analysis": view.analysis.to_dict() if view.analysis else None,
+        "warnings": list(view.bad_notes),
+    }
+
+
 def log_json(history: RunHistory) -> dict[str, Any]:
-    steps = []
     streaming = _streaming(history.extra.get("evolver"))
     stream = stream_scores(history) if streaming else {}
-    for view in history.steps:
-        train = _train(view)
-        steps.append({
-            "step": view.step, "commit": view.commit,
-            "pass_at_1": train.pass_at_1 if train else None,
-            **({"stream": stream.get(view.step)} if streaming else {}),
-            "scores": _step_scores(view.scores) if view.scores else None,
-            # the notes' cached data as it is (c.change and c.verdict would make records of it)
-            "changes": [{"commit": c.commit, **(c.change.to_dict() if c.change_data is None else c.change_data),
-                         "verdict": c.verdict_data if c.verdict_data is not None
-                         else c.verdict.to_dict() if c.verdict else None,
-                         "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}
-                        for c in view.changes],
-            "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
-                          for c in view.rollbacks],
-            "undeclared": [c.sha for c in view.commits if c.undeclared],
-            "analysis": view.analysis.to_dict() if view.analysis else None,
-            "warnings": list(view.bad_notes),
-        })
+    steps = [_step_json(view, streaming, stream) for view in history.steps]
     out = {"run": history.run, "best": history.best, "final": history.final,
            "predictions": run_predictions(history), "steps": steps, "held_out": held_out(history)}
     if streaming:
@@ -266,76 +269,31 @@ def log_json(history: RunHistory) -> dict[str, Any]:
     return out
 
 
-# Names what log_json_parts keeps of each note (the parts _step_scores, _change_template and
-# Analysis.to_dict encode): a change to them bumps it, so no fragment of the old form is read
-FRAGMENTS_ENCODING = "log-json/1"
+# Names what log_json_parts keeps of a step (_step_json's encoding): a change to what it encodes
+# bumps it, so no step of the old form is read
+FRAGMENTS_ENCODING = "log-json/2"
 
 # json.dumps(data, sort_keys=True, default=str, check_circular=False) as one reusable encoder: the
-# `--json` output of a pipe, and each fragment of it log_json_text keeps
+# `--json` output of a pipe, and each step of it log_json_parts keeps
 _encode = json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
 
-# A change's entry in `log --json` is its manifest data and its verdict with three values of its own
-# (its commit and rollbacks) between the data's keys: kept as a %-template, these marked where they go
-_MARKS = {"commit": "\0hermit:commit\0", "lines_removed_by": "\0hermit:lines\0",
-          "rolled_back_by": "\0hermit:rolled\0"}   # in sorted-key order
-_STEP = ('{"analysis": %s, "changes": [%s], "commit": %s, "pass_at_1": %s, "rollbacks": %s, "scores": %s, '
-         '"step": %s, "undeclared": %s, "warnings": %s}')
 
-
-def _value(value: Any) -> str:
-    """_encode(value), without the encoder's call for the values a step has most: None, a commit id,
-    an int, a finite float."""
-    kind = type(value)
-    if value is None:
-        return "null"
-    if kind is str and value.isascii() and value.isalnum():
-        return f'"{value}"'
-    if kind is int:
-        return str(value)
-    if kind is float and value - value == 0:   # finite: NaN and the infinities are the encoder's
-        return repr(value)
-    return _encode(value)
-
-
-def _change_template(data: dict[str, Any], verdict: dict[str, Any] | None) -> str:
-    """The change's entry with its three own values as %s (a literal % doubled); "" when the data
-    holds a marker's text, so the entry is encoded whole instead."""
-    text = _encode({"commit": _MARKS["commit"], **data, "verdict": verdict,
-                    "rolled_back_by": _MARKS["rolled_back_by"], "lines_removed_by": _MARKS["lines_removed_by"]})
-    text = text.replace("%", "%%")
-    for mark in _MARKS.values():
-        encoded = _encode(mark)
-        if text.count(encoded) != 1:
-            return ""
-        text = text.replace(encoded, "%s")
-    return text
-
-
-def _change_entry(change: ChangeView, blobs: dict[str, dict[str, str]], fragments: Fragments) -> str:
-    """A change's entry of log_json, as _encode writes it (see log_json_parts): kept by the blob ids
-    of its manifest note and its verdict note, when both are the notes' data as they are."""
-    manifest_blob = blobs["manifest"].get(change.commit)
-    verdict = change.verdict_data
-    verdict_blob = blobs["verdicts"].get(change.commit) if verdict is not None else "-"
-    if verdict is None and change.verdict is not None:   # a change group member's verdict, made of its note
-        verdict, verdict_blob = change.verdict.to_dict(), None
-    data = change.change_data
-    if data is None or change.position is None or not manifest_blob or not verdict_blob:
-        data = change.change.to_dict() if data is None else data
-        return _encode({"commit": change.commit, **data, "verdict": verdict,
-                        "rolled_back_by": change.rolled_back_by, "lines_removed_by": list(change.lines_removed_by)})
-    key = f"change:{manifest_blob}:{change.position}:{verdict_blob}"
-    template = fragments.get(key)
-    if template is None:
-        template = _change_template(data, verdict)
-        fragments.put(key, template)
-    by = change.rolled_back_by
-    if not template:
-        return _encode({"commit": change.commit, **data, "verdict": verdict,
-                        "rolled_back_by": by, "lines_removed_by": list(change.lines_removed_by)})
-    # commit ids are git's hex names: quoted as they are
-    return template % (f'"{change.commit}"', _encode(list(change.lines_removed_by)) if change.lines_removed_by
-                       else "[]", f'"{by}"' if by else "null")
+def _step_key(view: StepView, blobs: dict[str, dict[str, str]]) -> str | None:
+    """What a step's entry of log_json is made of, by name: its number and tip, the blob ids of the
+    tip's scores and analysis notes, and for each of its commits (whose id names its message and
+    trailers) the blob ids of its manifest and verdict notes and the rollbacks that name it (other
+    commits' trailers). None when the step carries warnings (they are not notes): made each time."""
+    if view.bad_notes:
+        return None
+    tip = view.commit
+    parts = [str(view.step), tip, blobs["scores"].get(tip, "-"), blobs["analysis"].get(tip, "-")]
+    manifests, verdicts = blobs["manifest"], blobs["verdicts"]
+    for cv in view.commits:
+        parts += (cv.sha, manifests.get(cv.sha, "-"), verdicts.get(cv.sha, "-"))
+        if cv.changes:   # a commit's changes share its rollbacks
+            first = cv.changes[0]
+            parts += (first.rolled_back_by or "-", ",".join(first.lines_removed_by) or "-")
+    return ":".join(parts)
 
 
 def log_json_text(history: RunHistory, fragments: Fragments) -> str:
@@ -344,58 +302,28 @@ def log_json_text(history: RunHistory, fragments: Fragments) -> str:
 
 
 def log_json_parts(history: RunHistory, fragments: Fragments) -> list[str]:
-    """``_encode(log_json(history))``, byte for byte, in parts, without encoding every note on every `log`: a
-    note's part (a step's scores and analysis, a change's entry and its verdict) is encoded once and
-    kept in ``fragments`` under the note's blob id, which names its content; the rest is joined
-    around them. A streaming run's log (cumulative scores across steps) is encoded whole."""
-    if _streaming(history.extra.get("evolver")):
+    """``_encode(log_json(history))``, byte for byte, in parts, without encoding every step on every
+    `log`: a step's entry is encoded once and kept in ``fragments`` under the names of everything it is
+    made of (_step_key: commit and note blob ids, which name their contents), so it is never stale; the
+    rest is joined around them. A streaming run's log (cumulative scores across steps) is encoded whole."""
+    streaming = _streaming(history.extra.get("evolver"))
+    if streaming:
         return [_encode(log_json(history))]
     blobs = {kind: history.blobs.get(kind, {}) for kind in ("manifest", "verdicts", "scores", "analysis")}
-    scores_blobs, analysis_blobs = blobs["scores"], blobs["analysis"]
     get, put = fragments.get, fragments.put
-    steps = []
-    for view in history.steps:
-        # the notes' data: a record of the scores or the analysis is made on a miss only
-        scores, analysis = view.scores_data, view.analysis_data
-        if scores is None:
-            scores_text = "null"
-        elif blob := scores_blobs.get(view.commit):
-            scores_text = get("scores:" + blob) or ""
-            if not scores_text:
-                scores_text = _encode(_step_scores(view.scores)) if view.scores else "null"
-                put("scores:" + blob, scores_text)
-        else:
-            scores_text = _encode(_step_scores(view.scores)) if view.scores else "null"
-        if analysis is None:
-            analysis_text = "null"
-        elif blob := analysis_blobs.get(view.commit):
-            analysis_text = get("analysis:" + blob) or ""
-            if not analysis_text:
-                analysis_text = _encode(view.analysis.to_dict()) if view.analysis else "null"
-                put("analysis:" + blob, analysis_text)
-        else:
-            analysis_text = _encode(view.analysis.to_dict()) if view.analysis else "null"
-        rollbacks = [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
-                     for c in view.commits if c.reverts]
-        undeclared = [c.sha for c in view.commits if c.undeclared]
-        steps.append(_STEP % (
-            analysis_text,
-            ", ".join([_change_entry(c, blobs, fragments) for cv in view.commits for c in cv.changes]),
-            f'"{view.commit}"',
-            _value(scores["pass_at_1"]) if scores is not None and scores["split"] == "train" else "null",
-            _encode(rollbacks) if rollbacks else "[]",
-            scores_text,
-            str(view.step),
-            _encode(undeclared) if undeclared else "[]",
-            _encode(list(view.bad_notes)) if view.bad_notes else "[]"))
-    # the parts in order, for the caller to write one after another (no second copy of the whole)
-    steps[0:0] = [f'{{"best": {_value(history.best)}, "final": {_value(history.final)}, '
-                  f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
-                  f'"run": {_encode(history.run)}, "steps": [']
-    for i in range(2, len(steps)):
-        steps[i] = ", " + steps[i]
-    steps.append("]}")
-    return steps
+    parts = [f'{{"best": {_encode(history.best)}, "final": {_encode(history.final)}, '
+             f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
+             f'"run": {_encode(history.run)}, "steps": [']
+    for i, view in enumerate(history.steps):
+        key = _step_key(view, blobs)
+        text = get(key) if key is not None else None
+        if text is None:
+            text = _encode(_step_json(view, False, {}))
+            if key is not None:
+                put(key, text)
+        parts.append(text if i == 0 else ", " + text)
+    parts.append("]}")
+    return parts
 
 
 def show_json(records: CommitRecords) -> dict[str, Any]:
