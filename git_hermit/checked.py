@@ -47,40 +47,41 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
 
 
 class Fragments:
-    """Encoded output kept by content: ``key`` (a note's blob id, which names its content) → a
-    one-line text fragment, under ``format`` (naming the code that encoded it). The file is plain
-    text: ``format`` (as a JSON string) on its first line, the CRC-32 of the rest on the second, the
-    keys on the third (space-separated), then each key's fragment on a line of its own, so reading
-    it is one split, not a JSON decoding. Best effort like load/save: a missing, broken, damaged
-    (its checksum) or unwritable file only means encoding again. ``save`` keeps the keys used since
-    loading, so the entries of rewritten notes go."""
+    """Encoded output kept by content: ``key`` (naming what the fragment is made of by content ids,
+    such as commit and note blob ids) → a one-line fragment of bytes, under ``format`` (naming the
+    code that encoded it). The file is plain text: ``format`` (as a JSON string) on its first line,
+    the CRC-32 of the rest on the second, the keys on the third (space-separated), then each key's
+    fragment on a line of its own, so reading it is one split, not a JSON decoding, and its
+    fragments are written out as read. Best effort like load/save: a missing, broken, damaged (its
+    checksum) or unwritable file only means encoding again. ``save`` keeps the keys used since
+    loading, so entries no longer asked for go."""
 
     def __init__(self, path: Path, format: str) -> None:
-        self.path, self.format = path, json.dumps(format)   # one line, whatever the format's text
-        self.entries: dict[str, str] = {}
-        self.used: dict[str, str] = {}
+        self.path, self.format = path, json.dumps(format).encode()   # one line, whatever the format's text
+        self.entries: dict[str, bytes] = {}
+        self.used: dict[str, bytes] = {}
         self.changed = False
         try:
             data = path.read_bytes()
             start = data.index(b"\n", data.index(b"\n") + 1) + 1
-            lines = data.decode("utf-8").split("\n")
-        except (OSError, ValueError):
+            lines = data.split(b"\n")
+            keys = lines[2].decode("ascii").split(" ") if lines[2] else []
+        except (OSError, ValueError, IndexError):
             return
         # the checksum over the bytes as read (a memoryview: no copy of a file of ~1 MB)
-        if len(lines) < 3 or lines[0] != self.format or lines[1] != f"{zlib.crc32(memoryview(data)[start:]):08x}":
+        if lines[0] != self.format or lines[1] != b"%08x" % zlib.crc32(memoryview(data)[start:]):
             return
-        keys = lines[2].split(" ") if lines[2] else []
         if len(keys) == len(lines) - 3:
             self.entries = dict(zip(keys, lines[3:]))
 
-    def get(self, key: str) -> str | None:
+    def get(self, key: str) -> bytes | None:
         found = self.entries.get(key)
         if found is not None:
             self.used[key] = found
         return found
 
-    def put(self, key: str, fragment: str) -> None:
-        if "\n" in fragment or " " in key or "\n" in key or not key:   # not one line, or not one word
+    def put(self, key: str, fragment: bytes) -> None:
+        if b"\n" in fragment or not key.isascii() or " " in key or "\n" in key or not key:   # one line, one word
             return
         self.used[key] = fragment
         self.changed = True
@@ -90,15 +91,15 @@ class Fragments:
         if not self.changed and len(self.used) == len(self.entries):
             return
         import tempfile   # only when writing: a warm read writes nothing
-        body = "\n".join([" ".join(self.used), *self.used.values()])
+        body = b"\n".join([" ".join(self.used).encode(), *self.used.values()])
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}-")
         except OSError:
             return
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(f"{self.format}\n{_crc(body)}\n{body}")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(b"%s\n%08x\n%s" % (self.format, zlib.crc32(body), body))
             os.replace(temp, self.path)
         except (OSError, ValueError):
             with contextlib.suppress(OSError):

@@ -289,40 +289,39 @@ def _step_key(view: StepView, blobs: dict[str, dict[str, str]]) -> str | None:
     parts = [str(view.step), tip, blobs["scores"].get(tip, "-"), blobs["analysis"].get(tip, "-")]
     manifests, verdicts = blobs["manifest"], blobs["verdicts"]
     for cv in view.commits:
-        parts += (cv.sha, manifests.get(cv.sha, "-"), verdicts.get(cv.sha, "-"))
+        sha = cv.info.sha
+        parts += (sha, manifests.get(sha, "-"), verdicts.get(sha, "-"))
         if cv.changes:   # a commit's changes share its rollbacks
             first = cv.changes[0]
             parts += (first.rolled_back_by or "-", ",".join(first.lines_removed_by) or "-")
     return ":".join(parts)
 
 
-def log_json_text(history: RunHistory, fragments: Fragments) -> str:
-    """``_encode(log_json(history))``, byte for byte (see log_json_parts)."""
-    return "".join(log_json_parts(history, fragments))
-
-
-def log_json_parts(history: RunHistory, fragments: Fragments) -> list[str]:
-    """``_encode(log_json(history))``, byte for byte, in parts, without encoding every step on every
+def log_json_parts(history: RunHistory, fragments: Fragments) -> list[bytes]:
+    """``_encode(log_json(history))`` and a newline, UTF-8, byte for byte, in parts to join, without
+    encoding every step on every
     `log`: a step's entry is encoded once and kept in ``fragments`` under the names of everything it is
     made of (_step_key: commit and note blob ids, which name their contents), so it is never stale; the
     rest is joined around them. A streaming run's log (cumulative scores across steps) is encoded whole."""
     streaming = _streaming(history.extra.get("evolver"))
     if streaming:
-        return [_encode(log_json(history))]
+        return [_encode(log_json(history)).encode(), b"\n"]
     blobs = {kind: history.blobs.get(kind, {}) for kind in ("manifest", "verdicts", "scores", "analysis")}
     get, put = fragments.get, fragments.put
     parts = [f'{{"best": {_encode(history.best)}, "final": {_encode(history.final)}, '
              f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
-             f'"run": {_encode(history.run)}, "steps": [']
+             f'"run": {_encode(history.run)}, "steps": ['.encode()]
     for i, view in enumerate(history.steps):
         key = _step_key(view, blobs)
         text = get(key) if key is not None else None
         if text is None:
-            text = _encode(_step_json(view, False, {}))
+            text = _encode(_step_json(view, False, {})).encode()   # ASCII: the encoder escapes the rest
             if key is not None:
                 put(key, text)
-        parts.append(text if i == 0 else ", " + text)
-    parts.append("]}")
+        if i:
+            parts.append(b", ")
+        parts.append(text)
+    parts.append(b"]}\n")
     return parts
 
 
