@@ -254,3 +254,50 @@ def test_eval_spending_counts_toward_the_budget_and_not_toward_a_steps_forecast(
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and "step 2 would cross" in r.err, r.out + r.err
     assert len(calls(control, "agent")) == agent_calls
+
+
+def _eval_dir_files(repo: Path) -> list[str]:
+    root = repo / ".hermit" / "runs" / RUN / "evals"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.is_dir() else []
+
+
+def test_rollout_and_eval_refuse_at_a_reached_budget_and_stop_mid_run(repo):
+    control = _run(repo, None)
+    _add_test_split(repo)
+    seed = f"hermit/{RUN}/step-0000"
+    r = hermit(repo, "rollout", seed, "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    held_out = len(ANSWERS) * ROLLOUT_USD                      # $0.08 spent
+    _edit(repo, budget={"max_usd": held_out})
+    before, files, agent_calls = refs(repo), _eval_dir_files(repo), len(calls(control, "agent"))
+    for command in ("rollout", "eval"):
+        r = hermit(repo, command, seed, "--split", "train", env=env_for(control))
+        assert r.code == BUDGET_EXIT, (command, r.out + r.err)
+        assert "error: budget reached" in r.err and "spent $0.08" in r.err and "$0.00 left" in r.err, r.err
+        assert "hint:" in r.err and "budget.max_usd" in r.err
+        assert refs(repo) == before and _eval_dir_files(repo) == files
+        assert len(calls(control, "agent")) == agent_calls
+    # a re-run whose rows all have results spends nothing: it still just reports
+    for command in ("rollout", "eval"):
+        r = hermit(repo, command, seed, "--split", "test", env=env_for(control))
+        assert r.code == 0, (command, r.out + r.err)
+
+    # room for two more rollouts: the train split (8 rows) stops after two, which are kept
+    _edit(repo, budget={"max_usd": round(held_out + 2.5 * ROLLOUT_USD, 4)})
+    r = hermit(repo, "rollout", seed, "--split", "train", env=env_for(control))
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    assert "2 of its 8 rollout(s) finished" in r.err and "left" in r.err
+    assert len(calls(control, "agent")) == agent_calls + 2 and len(_finished(repo, 1)) == 2
+    spent = _estimate(repo, control)["spent"]["cost_usd"]
+    assert spent == pytest.approx(held_out + 2 * ROLLOUT_USD)
+    r = hermit(repo, "eval", seed, "--split", "train", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "budget reached" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + 2
+
+    # raised: the rest runs once, the two finished rollouts are reused
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "eval", seed, "--split", "train", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    log = calls(control, "agent")
+    assert len(log) == agent_calls + ROWS and len(set(log[agent_calls:])) == ROWS
+    assert _estimate(repo, control)["spent"]["cost_usd"] == pytest.approx(held_out + ROWS * ROLLOUT_USD)

@@ -168,7 +168,8 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
         local.add(path.parent.name)
         for item in data.get("entries", []):
             entry = LedgerEntry.from_dict(item)
-            ledger.add(replace(entry, step=None))
+            # keyed by directory too: the same row of two commits or splits is two rollouts
+            ledger.add(replace(entry, key=f"{path.parent.name}/{entry.key}", step=None))
     model = (ctx.config.agent or {}).get("model")
     for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
         note = _note_json(text)
@@ -239,6 +240,21 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
                   prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside],
                   history_rollouts=rollout_usages(entries), learner_per_step=learner_mean, prices=prices,
                   model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"))
+
+
+def open_evaluation_budget(ctx: RunContext, what: str = "the rollouts") -> Budget | None:
+    """The budget of a `git hermit rollout`/`eval` (None: hermit.yaml sets none). Everything the run
+    spent is its prior: the steps', the evaluations', and a stopped step's finished rollouts."""
+    config = ctx.config
+    max_usd, max_tokens = budget_limits(config)
+    if max_usd is None and max_tokens is None:
+        return None
+    entries = [e for step_entries in step_ledgers(ctx).values() for e in step_entries]
+    every = [*entries, *eval_ledgers(ctx), *unfinished_step(ctx)[1]]
+    return Budget(step=None, max_usd=max_usd, max_tokens=max_tokens, prior=sum_usage(e.usage for e in every),
+                  prior_entries=every, history_rollouts=rollout_usages(every), prices=load_prices(config.prices),
+                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
+                  evaluation=True, what=what)
 
 
 @dataclass(frozen=True)
