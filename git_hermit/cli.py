@@ -624,9 +624,13 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
         return
     running = (f" (with {result.unfinished[1]} finished rollout(s) of the unfinished step {result.unfinished[0]})"
                if result.unfinished else "")
+    spent = "cost unknown" if result.spent.cost_usd is None else usd(result.spent.cost_usd)
+    roles = ", ".join(f"{role} {'cost unknown' if u.cost_usd is None else usd(u.cost_usd)}"
+                      for role, u in result.spent_by_role.items())
+    spent = f"spent {result.spent.total_tokens:,} tokens, {spent}" + (f" ({roles})" if roles else "") + running
     if not result.steps_seen or result.next_tokens is None:     # the one is None exactly when the other is 0
         click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
-                   + (f"; spent {result.spent.total_tokens:,} tokens{running}" if running else ""))
+                   + (f"; {spent}" if result.spent.total_tokens else ""))
         click.echo("next: `git hermit step` once; its ledger gives the first estimate")
         return
 
@@ -635,9 +639,7 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
             return "cost unknown"
         return f"{usd(spread.mean)} ± {usd(spread.sd)} ({usd(spread.min)}–{usd(spread.max)})"
 
-    spent = "cost unknown" if result.spent.cost_usd is None else usd(result.spent.cost_usd)
-    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; "
-               f"spent {result.spent.total_tokens:,} tokens, {spent}{running}")
+    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; {spent}")
     click.echo("per step, by role (mean ± sd, min–max):")
     width = max(len(role) for role in result.per_step)
     for role, forecast in result.per_step.items():

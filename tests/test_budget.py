@@ -301,3 +301,50 @@ def test_rollout_and_eval_refuse_at_a_reached_budget_and_stop_mid_run(repo):
     log = calls(control, "agent")
     assert len(log) == agent_calls + ROWS and len(set(log[agent_calls:])) == ROWS
     assert _estimate(repo, control)["spent"]["cost_usd"] == pytest.approx(held_out + ROWS * ROLLOUT_USD)
+
+
+def _scores_note(repo: Path, rev: str) -> dict:
+    return json.loads(git(repo, "notes", "--ref", "refs/notes/hermit/scores", "show", rev))
+
+
+def test_notes_carry_usage_by_role_so_a_clone_prices_and_splits_it_as_the_origin_does(repo, tmp_path):
+    pytest.importorskip("openai", reason="the llm judge needs the optional openai extra")
+    from test_judges import FakeChatServer
+    control = _run(repo, None, prices={})                  # no prices yet: the notes hold no cost
+    _add_test_split(repo)
+    seed = f"hermit/{RUN}/step-0000"
+    env = {**env_for(control), "JUDGE_KEY": "judge-" + "key" * 3}
+    with FakeChatServer('Looks right.\n{"reward": 1, "reason": "ok"}') as server:
+        _edit(repo, judge={"kind": "llm", "model": "grader-1", "base_url": server.base_url, "env_key": "JUDGE_KEY",
+                           "rubric": "The answer must be right.", "max_retries": 0})
+        r = hermit(repo, "eval", seed, "--split", "test", env=env)
+    assert r.code == 0, r.out + r.err
+    by_role = _scores_note(repo, seed)["usage_by_role"]
+    assert by_role["acting"]["input_tokens"] == len(ANSWERS) * 1000
+    assert by_role["judge"]["input_tokens"] == len(ANSWERS) * 1000 and by_role["judge"]["output_tokens"] == len(ANSWERS) * 200
+
+    remote = bare_remote(tmp_path / "remote.git")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert hermit(repo, "push").code == 0
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    # prices given afterwards: each role's tokens are priced at its own model's price
+    for place in (repo, other):
+        if place is other:
+            for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt"):
+                (other / name).parent.mkdir(parents=True, exist_ok=True)
+                (other / name).write_text((repo / name).read_text())
+        _edit(place, prices={"fake-model": PRICE, "grader-1": {"input": 1.0, "output": 2.0},
+                             "scripted": {"input": 1.0, "output": 1.0}}, budget={"max_usd": 5.0})
+    agent_usd, judge_usd = len(ANSWERS) * ROLLOUT_USD, len(ANSWERS) * (1000 * 1.0 + 200 * 2.0) / 1e6
+    seen = {}
+    for place in (repo, other):
+        spent = _estimate(place, control)["spent"]
+        assert spent["cost_usd"] == pytest.approx(agent_usd + judge_usd), place
+        assert spent["by_role"]["judge"]["cost_usd"] == pytest.approx(judge_usd)
+        assert spent["by_role"]["acting"]["cost_usd"] == pytest.approx(agent_usd)
+        seen[place] = spent
+    assert _close(seen[repo], seen[other])
+    text = hermit(other, "estimate", env=env_for(control)).out
+    assert "judge" in text and "acting" in text, text

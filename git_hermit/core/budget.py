@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -125,10 +125,9 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
         analysis = _note_json(analyses.get(tips[n])) if n in tips else None
         by_role: dict[str, Usage] = {}
         if analysis is not None and isinstance(analysis.get("ledger"), dict):
-            by_role = {str(role): Usage.from_dict(usage) for role, usage in analysis["ledger"].items()
-                       if isinstance(usage, dict)}
-        elif record is not None and record.get("stop") and isinstance(record.get("usage"), dict):
-            by_role = {"acting": Usage.from_dict(record["usage"])}     # its agents and judges together
+            by_role = _by_role(analysis["ledger"])
+        elif record is not None and record.get("stop"):
+            by_role = noted_usage(record)
         if not by_role:
             continue
         entries = []
@@ -140,6 +139,18 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
                     for i in range(2, rollouts + 1)]
         found[n] = entries
     return found
+
+
+def _by_role(data: dict[str, Any]) -> dict[str, Usage]:
+    return {str(role): Usage.from_dict(usage) for role, usage in data.items() if isinstance(usage, dict)}
+
+
+def noted_usage(record: dict[str, Any]) -> dict[str, Usage]:
+    """A scores record's usage by role; a note older than ``usage_by_role`` holds its agents' and
+    judges' usage together, read as the agents' (role ``acting``)."""
+    if isinstance(record.get("usage_by_role"), dict):
+        return _by_role(record["usage_by_role"])
+    return {"acting": Usage.from_dict(record["usage"])} if isinstance(record.get("usage"), dict) else {}
 
 
 def _note_json(text: str | None) -> dict[str, Any] | None:
@@ -170,7 +181,6 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
             entry = LedgerEntry.from_dict(item)
             # keyed by directory too: the same row of two commits or splits is two rollouts
             ledger.add(replace(entry, key=f"{path.parent.name}/{entry.key}", step=None))
-    model = (ctx.config.agent or {}).get("model")
     for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
         note = _note_json(text)
         if note is None or note.get("run") != ctx.run:
@@ -180,11 +190,10 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
             splits = {}
         for split, record in [(note.get("split"), note), *splits.items()]:
             name = f"{commit[:12]}-{split}"
-            usage = record.get("usage") if isinstance(record, dict) else None
-            if name in in_steps or name in local or not isinstance(usage, dict):
+            if name in in_steps or name in local or not isinstance(record, dict):
                 continue
-            # its agents' and judges' usage together: priced as the agent's when the note has no cost
-            ledger.add(LedgerEntry("acting", name, model, Usage.from_dict(usage)))
+            for role, usage in noted_usage(record).items():      # priced at the role's model when it has no cost
+                ledger.add(LedgerEntry(role, name, _role_model(ctx.config, role), usage))
     return list(ledger.entries)
 
 
@@ -280,6 +289,7 @@ class Estimate:
     max_usd: float | None
     max_tokens: int | None
     unfinished: tuple[int, int] | None = None   # (step, its finished rollouts) of a stopped step
+    spent_by_role: dict[str, Usage] = field(default_factory=dict)
 
     @property
     def left_usd(self) -> float | None:
@@ -304,7 +314,9 @@ class Estimate:
         def pair(value: tuple[float, float] | None) -> dict[str, float] | None:
             return None if value is None else {"mean": value[0], "sd": value[1]}
         return {"run": self.run, "steps": self.steps, "steps_seen": self.steps_seen,
-                "spent": {"tokens": self.spent.total_tokens, "cost_usd": self.spent.cost_usd},
+                "spent": {"tokens": self.spent.total_tokens, "cost_usd": self.spent.cost_usd,
+                          "by_role": {role: {"tokens": u.total_tokens, "cost_usd": u.cost_usd}
+                                      for role, u in self.spent_by_role.items()}},
                 "unfinished": (None if self.unfinished is None else
                                {"step": self.unfinished[0], "rollouts": self.unfinished[1]}),
                 "per_step": {role: f.to_dict() for role, f in self.per_step.items()},
@@ -339,9 +351,10 @@ def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
             next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
     step, running = unfinished_step(ctx)
     rollouts = len(rollout_usages(running))
-    outside = eval_ledgers(ctx)
-    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in [*entries, *running, *outside]), per_step,
-                    next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None)
+    every = [*entries, *running, *eval_ledgers(ctx)]
+    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in every), per_step,
+                    next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None,
+                    Ledger(entries=every).totals("role"))
 
 
 def _spread(values: Iterable[float]) -> Spread:

@@ -184,7 +184,8 @@ def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = N
     usage = sum_usage(e.usage for e in ev.ledger.entries)
     return Scores(run=run, step=step, commit=ev.commit, split=ev.split, k=ev.k, pass_at_1=round(ev.pass_at_1, 6),
                   tasks=tasks, pass_at={str(i): round(v, 6) for i, v in ev.pass_at().items()}, ci=ci,
-                  usage=usage.to_dict(), duration_s=round(ev.duration_s, 3))
+                  usage=usage.to_dict(), duration_s=round(ev.duration_s, 3),
+                  usage_by_role={role: u.to_dict() for role, u in ev.ledger.totals("role").items()})
 
 
 def merged_scores_text(repo: Repo, scores: Scores) -> str:
