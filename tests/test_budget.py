@@ -348,3 +348,27 @@ def test_notes_carry_usage_by_role_so_a_clone_prices_and_splits_it_as_the_origin
     assert _close(seen[repo], seen[other])
     text = hermit(other, "estimate", env=env_for(control)).out
     assert "judge" in text and "acting" in text, text
+
+    # a note written before usage_by_role: its agents' and judges' usage reads as the agents'
+    note = _scores_note(other, seed)
+    del note["usage_by_role"]
+    git(other, "notes", "--ref", "refs/notes/hermit/scores", "add", "-f", "-m", json.dumps(note), seed)
+    spent = _estimate(other, control)["spent"]
+    assert spent["tokens"] == seen[repo]["tokens"] and list(spent["by_role"]) == ["acting"]
+    assert spent["cost_usd"] == pytest.approx(len(ANSWERS) * (1000 * 2 * 10.0 + 300 * 100.0) / 1e6)
+
+
+def test_log_shows_the_judges_share_of_a_steps_rollout_usage(repo):
+    pytest.importorskip("openai", reason="the llm judge needs the optional openai extra")
+    from test_judges import FakeChatServer
+    control = _run(repo, None, prices={"fake-model": PRICE, "grader-1": {"input": 1.0, "output": 2.0}})
+    env = {**env_for(control), "JUDGE_KEY": "judge-" + "key" * 3}
+    with FakeChatServer('Looks right.\n{"reward": 1, "reason": "ok"}') as server:
+        _edit(repo, judge={"kind": "llm", "model": "grader-1", "base_url": server.base_url, "env_key": "JUDGE_KEY",
+                           "rubric": "The answer must be right.", "max_retries": 0})
+        r = hermit(repo, "step", env=env)
+    assert r.code == 0, r.out + r.err
+    judge_usd = ROWS * (1000 * 1.0 + 200 * 2.0) / 1e6
+    line = next(x for x in hermit(repo, "log").out.splitlines() if x.startswith("step    0"))
+    # the rollouts' usage (agents and judges), then the judges' part of it
+    assert f"tokens 18.4k ${ROWS * ROLLOUT_USD + judge_usd:.2f} (judge 9.6k ${judge_usd:.2f})" in line, line
