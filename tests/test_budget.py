@@ -43,6 +43,10 @@ def _edit(repo: Path, **keys) -> None:
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+def _without_scores(refs_text: str) -> str:
+    return "".join(line for line in refs_text.splitlines(keepends=True) if "notes/hermit/scores" not in line)
+
+
 def _finished(repo: Path, step: int) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(rollouts_dir(repo, step).glob("*/*/result.json"))]
 
@@ -60,12 +64,17 @@ def test_budget_stops_mid_step_within_one_rollout_and_resumes_after_raising_it(r
     assert "error: budget reached" in r.err and "$0.06" in r.err and "$0.01 left" in r.err
     assert "budget.max_usd" in r.err and "hint:" in r.err
     assert calls(control, "debugger") == [] and calls(control, "evolve") == []
-    assert refs(repo) == before                                # no step ref, no note
+    # no step ref; the scores note of H_0 records the finished rollouts and what they cost
+    assert _without_scores(refs(repo)) == _without_scores(before)
+    note = _scores_note(repo, f"hermit/{RUN}/step-0000")
+    assert note["step"] == 1 and sum(len(t["attempts"]) for t in note["tasks"].values()) == 3
+    assert note["usage_by_role"]["acting"]["cost_usd"] == pytest.approx(spent) and "stop" not in note
     stopped = json.loads(hermit(repo, "estimate", "--json", env=env_for(control)).out)
     assert stopped["steps_seen"] == 0 and stopped["unfinished"] == {"step": 1, "rollouts": 3}
     assert abs(stopped["spent"]["cost_usd"] - spent) < 1e-9 and abs(stopped["budget"]["left_usd"] - 0.01) < 1e-9
 
     # the same budget: the rest of the step would cross it, so nothing starts
+    before = refs(repo)
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and "would cross" in r.err, r.err
     assert len(calls(control, "agent")) == 3 and refs(repo) == before
@@ -372,3 +381,61 @@ def test_log_shows_the_judges_share_of_a_steps_rollout_usage(repo):
     line = next(x for x in hermit(repo, "log").out.splitlines() if x.startswith("step    0"))
     # the rollouts' usage (agents and judges), then the judges' part of it
     assert f"tokens 18.4k ${ROWS * ROLLOUT_USD + judge_usd:.2f} (judge 9.6k ${judge_usd:.2f})" in line, line
+
+
+def _share(repo: Path, tmp_path: Path) -> Path:
+    """Push the run to a bare remote and clone it with the same (uncommitted) config; the clone
+    has the run's refs and notes, none of ``.hermit/``."""
+    remote = bare_remote(tmp_path / "remote.git")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert hermit(repo, "push").code == 0
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt"):
+        (other / name).parent.mkdir(parents=True, exist_ok=True)
+        (other / name).write_text((repo / name).read_text())
+    assert not (other / ".hermit" / "runs").exists()
+    return other
+
+
+def test_a_clone_counts_what_a_step_the_budget_stopped_spent(repo, tmp_path):
+    control = _run(repo, {"max_usd": 0.07})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and len(_finished(repo, 1)) == 3, r.out + r.err
+    origin = _estimate(repo, control)
+    other = _share(repo, tmp_path)
+    seen = _estimate(other, control)
+    assert seen["unfinished"] == origin["unfinished"] == {"step": 1, "rollouts": 3}
+    assert _close(seen["spent"], origin["spent"]) and seen["spent"]["cost_usd"] == pytest.approx(3 * ROLLOUT_USD)
+
+    # the clone's step counts it: the same budget refuses the rest of the step, as at the origin
+    agent_calls = len(calls(control, "agent"))
+    r = hermit(other, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "spent $0.06" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls
+    # room for the step's 8 rollouts and about one Debugger session: the clone runs the rollouts
+    # again (their files are not here) and stops before a session; its note adds what it spent
+    for place in (repo, other):
+        _edit(place, budget={"max_usd": round(3 * ROLLOUT_USD + ROWS * ROLLOUT_USD + 0.0015, 4)},
+              evolver={**yaml.safe_load((place / "hermit.yaml").read_text())["evolver"],
+                       "params": {"k": 2, "target_pass_rate": 1.0,
+                                  "debugger": {"retries": 1, "backoff_s": 0.0, "concurrency": 1}}})
+    r = hermit(other, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "before a debugger session" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + ROWS and calls(control, "debugger")
+    spent = _estimate(other, control)["spent"]
+    assert spent["by_role"]["acting"]["cost_usd"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
+    assert spent["by_role"]["debugger"]["cost_usd"] > 0
+    assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
+    assert _close(_estimate(repo, control)["spent"], spent)       # the origin counts the clone's spending
+
+    # raised: the clone finishes the step; its ledger (the analysis note) keeps the origin's part
+    _edit(other, budget={"max_usd": 10.0})
+    r = hermit(other, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    finished = _estimate(other, control)
+    assert finished["steps_seen"] == 1 and finished["unfinished"] is None
+    assert finished["per_step"]["acting"]["cost_usd"]["mean"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
+    assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
+    assert _close(_estimate(repo, control)["spent"], finished["spent"])

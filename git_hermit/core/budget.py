@@ -222,6 +222,61 @@ def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
     return n, list(ledger.entries)
 
 
+def noted_unfinished(ctx: RunContext) -> tuple[dict[str, Usage], int]:
+    """What the scores note on the tip says the unfinished step spent, by role, and how many
+    rollouts it finished: a step the budget stopped writes it there (so does a `rollout` of the
+    tip's training rows). ({}, 0): no such note."""
+    n, commit = ctx.tip[0] + 1, ctx.tip[1]
+    record = _note_json(NotesStore(ctx.repo).read(NOTES_REFS["scores"], commit))
+    if (record is None or record.get("run") != ctx.run or record.get("split") != "train"
+            or record.get("step") != n or record.get("stop")):
+        return {}, 0
+    tasks = record.get("tasks") if isinstance(record.get("tasks"), dict) else {}
+    return noted_usage(record), sum(len(t.get("attempts", [])) for t in tasks.values() if isinstance(t, dict))
+
+
+def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = False) -> list[LedgerEntry]:
+    """The unfinished step's spending its note records beyond this machine's finished rollouts
+    (``local``): in a fresh clone all of it, on the machine that stopped it nothing of its rollouts.
+    ``resuming`` (the step's own budget) leaves out the learners' part where the rollouts are here:
+    their sessions are kept here too, and billed again by the resumed step's ledger.
+
+    One entry per rollout not here (the first carries the role's total, so the mean is exact) and
+    one per other role, keyed ``notes/…``."""
+    noted, count = noted_unfinished(ctx)
+    mine = Ledger(entries=local).totals("role")
+    count -= len(rollout_usages(local))
+    ledger = Ledger(load_prices(ctx.config.prices))
+    n = ctx.tip[0] + 1
+    for role, usage in noted.items():
+        if role not in ROLLOUT_ROLES and resuming and local:
+            continue
+        left = _minus(usage, mine.get(role))
+        if not (left.total_tokens or left.cost_usd):
+            continue
+        model = _role_model(ctx.config, role)
+        ledger.add(LedgerEntry(role, "notes/1" if role in ROLLOUT_ROLES else f"notes/{role}", model, left, n))
+        if role == "acting":
+            for i in range(2, count + 1):
+                ledger.add(LedgerEntry(role, f"notes/{i}", model, Usage(cost_usd=0.0), n))
+    return list(ledger.entries)
+
+
+def _per(total: Usage, count: int) -> Usage:
+    """The mean of ``count`` usages that sum to ``total``."""
+    return Usage(round(total.input_tokens / count), round(total.cached_input_tokens / count),
+                 round(total.output_tokens / count), round(total.reasoning_tokens / count),
+                 None if total.cost_usd is None else total.cost_usd / count)
+
+
+def _minus(a: Usage, b: Usage | None) -> Usage:
+    if b is None:
+        return a
+    cost = None if a.cost_usd is None else max(a.cost_usd - (b.cost_usd or 0.0), 0.0)
+    return Usage(max(a.input_tokens - b.input_tokens, 0), max(a.cached_input_tokens - b.cached_input_tokens, 0),
+                 max(a.output_tokens - b.output_tokens, 0), max(a.reasoning_tokens - b.reasoning_tokens, 0), cost)
+
+
 def _learner_usage(entries: list[LedgerEntry]) -> Usage:
     return sum_usage(e.usage for e in entries if e.role not in ROLLOUT_ROLES)
 
@@ -237,18 +292,17 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     past = step_ledgers(ctx, before=step)
     entries = [e for step_entries in past.values() for e in step_entries]
     outside = eval_ledgers(ctx)
+    carried: list[LedgerEntry] = []
+    if step == ctx.tip[0] + 1:    # what other machines spent on this step before it stopped: this step's
+        carried = carried_over(ctx, unfinished_step(ctx)[1], resuming=True)
     learners = [_learner_usage(step_entries) for step_entries in past.values()]
-    learner_mean = None
-    if learners:
-        total = sum_usage(learners)
-        count = len(learners)
-        learner_mean = Usage(round(total.input_tokens / count), 0, round(total.output_tokens / count), 0,
-                             None if total.cost_usd is None else total.cost_usd / count)
+    learner_mean = _per(sum_usage(learners), len(learners)) if learners else None
     prices = load_prices(config.prices)
     return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
-                  prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside],
-                  history_rollouts=rollout_usages(entries), learner_per_step=learner_mean, prices=prices,
-                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"))
+                  prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside, *carried],
+                  history_rollouts=rollout_usages([*entries, *carried]), learner_per_step=learner_mean, prices=prices,
+                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
+                  carried=carried)
 
 
 def open_evaluation_budget(ctx: RunContext, what: str = "the rollouts") -> Budget | None:
@@ -259,7 +313,8 @@ def open_evaluation_budget(ctx: RunContext, what: str = "the rollouts") -> Budge
     if max_usd is None and max_tokens is None:
         return None
     entries = [e for step_entries in step_ledgers(ctx).values() for e in step_entries]
-    every = [*entries, *eval_ledgers(ctx), *unfinished_step(ctx)[1]]
+    running = unfinished_step(ctx)[1]
+    every = [*entries, *eval_ledgers(ctx), *running, *carried_over(ctx, running)]
     return Budget(step=None, max_usd=max_usd, max_tokens=max_tokens, prior=sum_usage(e.usage for e in every),
                   prior_entries=every, history_rollouts=rollout_usages(every), prices=load_prices(config.prices),
                   model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
@@ -350,8 +405,8 @@ def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
             cost_spread = _spread(u.cost_usd or 0.0 for u in totals)
             next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
     step, running = unfinished_step(ctx)
-    rollouts = len(rollout_usages(running))
-    every = [*entries, *running, *eval_ledgers(ctx)]
+    rollouts = max(len(rollout_usages(running)), noted_unfinished(ctx)[1])
+    every = [*entries, *running, *carried_over(ctx, running), *eval_ledgers(ctx)]
     return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in every), per_step,
                     next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None,
                     Ledger(entries=every).totals("role"))

@@ -71,7 +71,8 @@ class Budget:
                  prior: Usage = Usage(cost_usd=0.0), prior_entries: Iterable[LedgerEntry] = (),
                  history_rollouts: Iterable[Usage] = (), learner_per_step: Usage | None = None,
                  prices: Mapping[str, Price] | None = None, model: str | None = None,
-                 judge_model: str | None = None, evaluation: bool = False, what: str | None = None):
+                 judge_model: str | None = None, evaluation: bool = False, what: str | None = None,
+                 carried: Iterable[LedgerEntry] = ()):
         self.step = step
         # `git hermit rollout`/`eval`: the user asked for that measurement, so only a reached
         # budget refuses it, and its reused rollouts are in ``prior`` already
@@ -89,7 +90,10 @@ class Budget:
         # running sums, so that each check costs the same whatever the number of rollouts
         self._rollouts_total = sum_usage(history)
         self._rollouts_count = len(history)
-        self._step_rollouts = Usage(cost_usd=0.0)  # this step's rollouts, finished or reused
+        # this step's spending on other machines (from its note: core/budget.carried_over), then
+        # its rollouts here, finished or reused; the step's ledger starts with it too
+        self.carried = list(carried)
+        self._step_rollouts = sum_usage(e.usage for e in self.carried)
         self._step_ledger: Ledger | None = None    # once the learners run: the step's whole ledger
         self.stopped = False                       # set when a rollout was not started
 
