@@ -297,6 +297,9 @@ def test_rollout_and_eval_refuse_at_a_reached_budget_and_stop_mid_run(repo):
     assert r.code == BUDGET_EXIT, r.out + r.err
     assert "2 of its 8 rollout(s) finished" in r.err and "left" in r.err
     assert len(calls(control, "agent")) == agent_calls + 2 and len(_finished(repo, 1)) == 2
+    note = _scores_note(repo, seed)          # kept in the note too, which a clone's budget reads
+    assert sum(len(t["attempts"]) for t in note["tasks"].values()) == 2
+    assert note["usage_by_role"]["acting"]["cost_usd"] == pytest.approx(2 * ROLLOUT_USD)
     spent = _estimate(repo, control)["spent"]["cost_usd"]
     assert spent == pytest.approx(held_out + 2 * ROLLOUT_USD)
     r = hermit(repo, "eval", seed, "--split", "train", env=env_for(control))

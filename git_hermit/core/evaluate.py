@@ -304,11 +304,23 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
     bench = _benchmark_after_preflight(ctx, split, k=k, only_tasks=only_tasks, commits=(commit,))
     budget = open_evaluation_budget(ctx, f"the rollouts of {commit[:12]} on {split}")
-    ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress,
-                   budget=budget)
+    try:
+        ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress,
+                       budget=budget)
+    except BudgetReached as stopped:
+        _note_partial(ctx, stopped)
+        raise
     scores = scores_record(ctx.run, step_of(ctx, commit), ev)
     write_scores(ctx.repo, scores)
     return ev, scores
+
+
+def _note_partial(ctx: RunContext, stopped: BudgetReached) -> None:
+    """The rollouts a reached budget left finished go to the commit's scores note, as a `--tasks`
+    re-run's would: they were spent, and a clone's budget reads what was spent from the notes."""
+    partial: EvalRun | None = getattr(stopped, "partial", None)
+    if partial is not None:
+        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, partial.commit), partial))
 
 
 def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, commits: tuple[str, ...],
@@ -355,8 +367,14 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
         callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
         if budget is not None:
             budget.what = f"the rollouts of {commit[:12]} on {split}"
-        runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
-                               on_progress=callback, budget=budget)
+        try:
+            runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
+                                   on_progress=callback, budget=budget)
+        except BudgetReached as stopped:
+            for finished in runs.values():
+                write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished))
+            _note_partial(ctx, stopped)
+            raise
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None
