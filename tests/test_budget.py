@@ -131,7 +131,7 @@ def test_estimate_forecasts_the_next_steps_from_the_ledger(repo):
 def test_usd_budget_with_an_unpriced_model_is_refused_and_max_tokens_works_without_prices(repo):
     control = _run(repo, {"max_usd": 1.0}, prices={"scripted": {"input": 1.0, "output": 1.0}})
     before = refs(repo)
-    for command in ("step", "train"):
+    for command in ("step", "train", "rollout"):
         r = hermit(repo, command, env=env_for(control))
         assert r.code == 5, (command, r.out + r.err)
         assert "fake-model" in r.err and "no price" in r.err and "hint:" in r.err and "prices" in r.err

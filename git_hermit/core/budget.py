@@ -231,8 +231,9 @@ def noted_unfinished(ctx: RunContext) -> tuple[dict[str, Usage], int]:
     if (record is None or record.get("run") != ctx.run or record.get("split") != "train"
             or record.get("step") != n or record.get("stop")):
         return {}, 0
-    tasks = record.get("tasks") if isinstance(record.get("tasks"), dict) else {}
-    return noted_usage(record), sum(len(t.get("attempts", [])) for t in tasks.values() if isinstance(t, dict))
+    tasks = record.get("tasks")
+    attempts = [t.get("attempts") for t in tasks.values() if isinstance(t, dict)] if isinstance(tasks, dict) else []
+    return noted_usage(record), sum(len(a) for a in attempts if isinstance(a, list))
 
 
 def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = False) -> list[LedgerEntry]:

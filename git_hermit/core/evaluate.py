@@ -318,8 +318,8 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
 def _note_partial(ctx: RunContext, stopped: BudgetReached) -> None:
     """The rollouts a reached budget left finished go to the commit's scores note, as a `--tasks`
     re-run's would: they were spent, and a clone's budget reads what was spent from the notes."""
-    partial: EvalRun | None = getattr(stopped, "partial", None)
-    if partial is not None:
+    partial = stopped.partial
+    if isinstance(partial, EvalRun):
         write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, partial.commit), partial))
 
 

@@ -221,7 +221,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     try:
         ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget)
     except BudgetReached as stopped:
-        _note_stopped(repo, ctx, n, getattr(stopped, "partial", None), None, budget)
+        _note_stopped(repo, ctx, n, stopped.partial if isinstance(stopped.partial, EvalRun) else None, None, budget)
         raise
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
