@@ -467,9 +467,10 @@ class FinalizeOutcome:
     warning: str
 
 
-def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None) -> FinalizeOutcome:
+def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None, wait: bool = False,
+             on_wait: Callable[[str], None] | None = None) -> FinalizeOutcome:
     ctx = open_run(repo, run)
-    with RunLock(repo, ctx.run, "git hermit finalize"):
+    with RunLock(repo, ctx.run, "git hermit finalize", wait=wait, on_wait=on_wait):
         return _finalize_locked(repo, open_run(repo, ctx.run), archive)
 
 
