@@ -3,9 +3,11 @@
 Each step writes its ledger (rollouts, judge calls, learner sessions, by role) to
 ``.hermit/runs/<run>/step-NNNN/ledger.json`` and its totals by role to its analysis note; a step
 without the local file (a fresh clone) is read from its notes. `rollout`/`eval` ledgers outside
-steps (``evals/<commit>-<split>/ledger.json``) count too. Here they are summed into what the run
-spent, ``open_budget`` builds the cap the step driver checks, ``check_budget_config`` refuses a USD
-cap over a model without a price, and ``estimate`` forecasts the next steps (`git hermit estimate`).
+steps (``evals/<commit>-<split>/ledger.json``) count too, and so does a step the budget stopped,
+from its files or (another machine's) from the scores note it wrote (``carried_over``). Here they
+are summed into what the run spent, ``open_budget``/``open_evaluation_budget`` build the caps the
+step driver and `rollout`/`eval` check, ``check_budget_config`` refuses a USD cap over a model
+without a price, and ``estimate`` forecasts the next steps (`git hermit estimate`).
 """
 
 from __future__ import annotations

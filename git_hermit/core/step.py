@@ -19,8 +19,8 @@ from git_hermit.adapter.templates import load_template
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
-from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
-                                     run_split, scores_record)
+from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text,
+                                     read_scores, run_split, scores_record)
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import BudgetReached, ConfigError, GitStateError, RefConflict
@@ -283,7 +283,7 @@ def _note_stopped(repo: Repo, ctx: RunContext, n: int, ev: EvalRun | None, ledge
     this machine, the note travels, so a clone's budget counts what was spent."""
     if ev is None:                           # nothing finished (refused at start): nothing to note
         return
-    spent = ledger or Ledger(entries=[*budget.carried, *ev.ledger.entries])
+    spent = ledger if ledger is not None else Ledger(entries=[*budget.carried, *ev.ledger.entries])
     scores = replace(scores_record(ctx.run, n, ev), usage=spent.total().to_dict(),
                      usage_by_role={role: u.to_dict() for role, u in spent.totals("role").items()})
     store = NotesStore(repo)
