@@ -442,3 +442,25 @@ def test_a_clone_counts_what_a_step_the_budget_stopped_spent(repo, tmp_path):
     assert finished["per_step"]["acting"]["cost_usd"]["mean"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
     assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
     assert _close(_estimate(repo, control)["spent"], finished["spent"])
+
+
+def test_eval_with_a_baseline_keeps_both_runs_finished_rollouts_when_the_budget_stops_it(repo):
+    control = _run(repo, None)
+    _add_test_split(repo)
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    spent = _estimate(repo, control)["spent"]["cost_usd"]
+    # room for the candidate's 4 held-out rollouts and two and a half of the baseline's
+    _edit(repo, budget={"max_usd": round(spent + 6.5 * ROLLOUT_USD, 6)})
+    agent_calls = len(calls(control, "agent"))
+    candidate, baseline = f"hermit/{RUN}/step-0001", f"hermit/{RUN}/step-0000"
+    r = hermit(repo, "eval", candidate, "--baseline", baseline, "--split", "test", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "2 of its 4 rollout(s) finished" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + 6
+    assert len(_scores_note(repo, candidate)["tasks"]) == len(ANSWERS)          # the candidate's run, whole
+    assert len(_scores_note(repo, baseline)["splits"]["test"]["tasks"]) == 2     # the baseline's, as far as it got
+    assert _estimate(repo, control)["spent"]["cost_usd"] == pytest.approx(spent + 6 * ROLLOUT_USD)
+
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "eval", candidate, "--baseline", baseline, "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + 8 and _scores_note(repo, candidate)["ci"]
