@@ -65,7 +65,7 @@ def unpriced_models(entries: Iterable[LedgerEntry]) -> list[str]:
 
 
 class Budget:
-    """The cap of one step. Without limits every check passes (the ledger still carries over)."""
+    """The cap of one step (or one `rollout`/`eval`). Without limits every check passes."""
 
     def __init__(self, *, step: int | None, max_usd: float | None = None, max_tokens: int | None = None,
                  prior: Usage = Usage(cost_usd=0.0), prior_entries: Iterable[LedgerEntry] = (),
