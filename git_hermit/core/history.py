@@ -105,10 +105,19 @@ def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, 
 @dataclass(frozen=True)
 class CommitView:
     info: CommitInfo
-    changes: tuple[ChangeView, ...]
     reverts: str | None              # Hermit-Reverts target
     reverts_verdict: str | None      # Hermit-Verdict on a rollback commit
     undeclared: bool
+    rolled_back_by: str | None = None              # the rollback commit that reverted its changes
+    lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
+    # what makes its ChangeViews from its notes' data when `changes` is first read (`log --json` reads
+    # a kept step's entry instead)
+    make_changes: Callable[[], tuple[ChangeView, ...]] = field(default=tuple, compare=False, repr=False)
+
+    @cached_property
+    def changes(self) -> tuple[ChangeView, ...]:
+        """The changes this commit declared, with their verdicts."""
+        return self.make_changes()
 
     @property
     def sha(self) -> str:
@@ -344,16 +353,18 @@ def load_history(ctx: RunContext) -> RunHistory:
         step = parse_step_name(trailers.get("hermit-step") or "")
         if step is None:
             continue
-        manifest = manifests.get(info.sha)
-        note = verdicts.get(info.sha)
-        manifest_data = dicts["manifest"].get(info.sha)
-        note_data = dicts["verdicts"].get(info.sha)
-        changes = _change_views(info.sha, manifest, manifest_data, note, note_data, rolled_back_by.get(info.sha),
-                                tuple(lines_removed_by.get(info.sha, ())))
+        sha = info.sha
+        by = rolled_back_by.get(sha)
+        removed = tuple(lines_removed_by.get(sha, ()))
+
+        def changes(sha: str = sha, by: str | None = by, removed: tuple[str, ...] = removed
+                    ) -> tuple[ChangeView, ...]:
+            return _change_views(sha, manifests.get(sha), dicts["manifest"].get(sha), verdicts.get(sha),
+                                 dicts["verdicts"].get(sha), by, removed)
         by_step.setdefault(step, []).append(CommitView(
-            info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
-            reverts_verdict=trailers.get("hermit-verdict"),
-            undeclared=(trailers.get("hermit-change") == "undeclared")))
+            info=info, reverts=trailers.get("hermit-reverts"), reverts_verdict=trailers.get("hermit-verdict"),
+            undeclared=(trailers.get("hermit-change") == "undeclared"), rolled_back_by=by,
+            lines_removed_by=removed, make_changes=changes))
     views = []
     for n, sha in ctx.steps:
         data, make = scores.get(sha) or (None, None)

@@ -292,12 +292,10 @@ def _step_key(view: StepView, blobs: dict[str, dict[str, str]]) -> str | None:
     tip = view.commit
     parts = [str(view.step), tip, blobs["scores"].get(tip, "-"), blobs["analysis"].get(tip, "-")]
     manifests, verdicts = blobs["manifest"], blobs["verdicts"]
-    for cv in view.commits:
+    for cv in view.commits:   # (its changes are not made: the commit's rollbacks are theirs)
         sha = cv.info.sha
-        parts += (sha, manifests.get(sha, "-"), verdicts.get(sha, "-"))
-        if cv.changes:   # a commit's changes share its rollbacks
-            first = cv.changes[0]
-            parts += (first.rolled_back_by or "-", ",".join(first.lines_removed_by) or "-")
+        parts += (sha, manifests.get(sha, "-"), verdicts.get(sha, "-"), cv.rolled_back_by or "-",
+                  ",".join(cv.lines_removed_by) or "-")
     return ":".join(parts)
 
 
