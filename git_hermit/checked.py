@@ -14,7 +14,7 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def load(path: Path, format: str) -> dict[str, Any]:
@@ -108,3 +108,48 @@ class Fragments:
 
 def _crc(text: str) -> str:
     return f"{zlib.crc32(text.encode()):08x}"
+
+
+def load_split(path: Path, format: str) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
+    """Like load, for a file saved by save_split: its entries, and what decodes its body when first
+    called ({} when absent, broken, damaged or of another format). A reader that needs only the
+    entries (`log --json`, ~half of the notes cache) does not decode the body."""
+    try:
+        data = path.read_bytes()
+        cut = data.index(b"\n")
+        head = json.loads(data[:cut])
+    except (OSError, ValueError):
+        return {}, dict
+    if (not isinstance(head, dict) or head.get("format") != format or not isinstance(head.get("entries"), dict)
+            or head.get("crc") != f"{zlib.crc32(memoryview(data)[cut + 1:]):08x}"):   # the body as written
+        return {}, dict
+    body = data[cut + 1:]
+
+    def decode() -> dict[str, Any]:
+        try:
+            value = json.loads(body)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return head["entries"], decode
+
+
+def save_split(path: Path, format: str, entries: dict[str, Any], body: dict[str, Any]) -> None:
+    """Save ``entries`` and ``body`` in one file (atomically, so the two always match): the entries
+    on its first line, the body (with its CRC-32 in the first) on its second; errors are ignored."""
+    import tempfile   # only when writing: a warm read writes nothing
+    try:
+        text = json.dumps(body, separators=(",", ":")).encode()
+        head = json.dumps({"format": format, "crc": f"{zlib.crc32(text):08x}", "entries": entries},
+                          separators=(",", ":")).encode()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    except (OSError, TypeError, ValueError):
+        return
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(head + b"\n" + text)
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)

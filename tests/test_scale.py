@@ -260,8 +260,10 @@ def _slow_log_json(repo_dir, run: str) -> str:
 
 def test_log_json_joins_kept_fragments_into_the_json_built_whole(tmp_path, monkeypatch):
     """`log --json` encodes each step once and keeps it under the ids of the commits and note blobs
-    it is made of: a warm one encodes no step, yet prints byte for byte the JSON of the whole log
-    built as data; a rewritten note (a new blob) makes its step encoded again, never read stale."""
+    it is made of: a warm one encodes no step and reads no note's data, yet prints byte for byte the
+    JSON of the whole log built as data; a rewritten note (a new blob) makes its step encoded again,
+    never read stale."""
+    from git_hermit.core import history
     from git_hermit.render import views
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -276,6 +278,7 @@ def test_log_json_joins_kept_fragments_into_the_json_built_whole(tmp_path, monke
         raise AssertionError("a warm log --json encoded a step again")
     with monkeypatch.context() as patch:
         patch.setattr(views, "_step_json", refuse)
+        patch.setattr(history._Notes, "dicts", property(refuse))      # nor decodes the notes' data
         warm = hermit(repo, "log", "--json")
     assert warm.code == 0, warm.err
     assert warm.out == cold.out

@@ -134,7 +134,12 @@ class StepView:
     # and what makes its record when `scores` is first read: `log --json` passes the data through
     scores_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     make_scores: Callable[[], Scores] | None = field(default=None, compare=False, repr=False)
-    analysis_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)   # H_N's analysis note
+    # what gives H_N's analysis note's data when first read (a kept `log --json` step reads none)
+    make_analysis: Callable[[], dict[str, Any] | None] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def analysis_data(self) -> dict[str, Any] | None:
+        return self.make_analysis() if self.make_analysis is not None else None
 
     @cached_property
     def analysis(self) -> Analysis | None:
@@ -181,27 +186,56 @@ _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
 _SCHEMAS = {"manifest": "manifest", "verdicts": "verdict", "scores": "scores", "analysis": "analysis"}
 
 
-def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
-                                                     dict[str, dict[str, str]]]:
-    """({kind: {commit: record}} of the manifest and verdicts notes whose data to_dict does not give
-    back, {kind: {commit: the record's to_dict()}} of the other manifest and verdicts notes and of the
-    analysis notes, {kind: {commit: blob}} of every notes ref); a note that fails its schema is reported,
-    not fatal. Each valid manifest and verdicts note is in exactly one of the first two.
+class _Notes:
+    """The manifest, verdicts and analysis notes' data, by commit, decoded from the notes cache when
+    first asked for: a kept `log --json` step needs only the blob ids."""
+
+    def __init__(self, entries: dict[str, dict[str, str]], kept: Callable[[], dict[str, dict[str, Any]]],
+                 raw: dict[str, set[str]]) -> None:
+        self.entries, self._kept, self._raw = entries, kept, raw
+
+    @cached_property
+    def dicts(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """{kind: {commit: to_dict()}} of the manifest and verdicts notes whose cached data is that,
+        and of every analysis note."""
+        kept = self._kept()
+        return {kind: {commit: kept[kind][blob] for commit, blob in self.entries[kind].items()
+                       if blob in kept[kind] and blob not in self._raw.get(kind, ())}
+                for kind in _CHECKED_KINDS}
+
+    @cached_property
+    def records(self) -> dict[str, dict[str, Any]]:
+        """{kind: {commit: record}} of the manifest and verdicts notes whose data to_dict does not give
+        back (their cached data is the note as read)."""
+        kept = self._kept()
+        records: dict[str, dict[str, Any]] = {kind: {} for kind in ("manifest", "verdicts")}
+        for kind in ("manifest", "verdicts"):
+            for commit, blob in self.entries[kind].items():
+                if blob in self._raw[kind] and blob in kept[kind]:
+                    from git_hermit.model.records import RECORD_KINDS
+                    records[kind][commit] = RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
+        return records
+
+
+def _read_notes(repo: Repo, bad: list[str]) -> _Notes:
+    """The manifest, verdicts and analysis notes (_Notes), with {kind: {commit: blob}} of every notes
+    ref; a note that fails its schema is reported, not fatal.
 
     A note is read from git and validated once: its data is kept under its blob id (checked.py),
     which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
     is kept under the notes commit it was listed from, so an unchanged ref's tree is not read again.
+    The data is the cache's second part, decoded only when a note's data is read.
     """
     file = repo.common_dir / "hermit" / "cache" / "notes.json"
-    format = "notes/3:" + __version__ + ":" + ",".join(fingerprint(_SCHEMAS[k]) for k in _CHECKED_KINDS)
-    known = checked.load(file, format)
+    format = "notes/4:" + __version__ + ":" + ",".join(fingerprint(_SCHEMAS[k]) for k in _CHECKED_KINDS)
+    known, load_kept = checked.load_split(file, format)
     def part(name: str, kind: str, empty: type) -> Any:   # a part of another shape is ignored
         value = known.get(name)
         value = value.get(kind) if isinstance(value, dict) else None
         return value if isinstance(value, empty) else empty()
 
     trees: dict[str, Any] = {kind: part("trees", kind, list) for kind in (*_CHECKED_KINDS, "scores")}
-    kept: dict[str, dict[str, Any]] = {kind: part("data", kind, dict) for kind in _CHECKED_KINDS}
+    kept_ids = {kind: set(part("kept", kind, list)) for kind in _CHECKED_KINDS}   # the blobs the data holds
     raw: dict[str, list[str]] = {kind: part("raw", kind, list) for kind in _CHECKED_KINDS}
     entries: dict[str, dict[str, str]] = {}
     changed = False
@@ -215,7 +249,8 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
             trees[kind] = [tip, entries[kind]]
             changed = True
     missing = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()
-               if blob not in kept[kind]]
+               if blob not in kept_ids[kind]]
+    new: dict[str, dict[str, Any]] = {kind: {} for kind in _CHECKED_KINDS}
     if missing:
         from git_hermit.model.records import RECORD_KINDS, loads
     for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
@@ -228,28 +263,29 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
             bad.append(exc.message)
             continue
         data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
-        kept[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
-        if kept[kind][blob] is not data:
+        new[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
+        if new[kind][blob] is not data:
             raw[kind].append(blob)
+
+    merged: list[dict[str, dict[str, Any]]] = []
+
+    def part_of(loaded: dict[str, Any], kind: str) -> dict[str, Any]:
+        value = loaded.get(kind)
+        return value if isinstance(value, dict) else {}
+
+    def kept() -> dict[str, dict[str, Any]]:   # the cached data and the notes checked now, decoded once
+        if not merged:
+            loaded = load_kept()
+            merged.append({kind: {**(part_of(loaded, kind)), **new[kind]} for kind in _CHECKED_KINDS})
+        return merged[0]
+
     if missing or changed:   # the blobs the refs hold now, and no others
-        data = {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
+        data = {kind: {blob: kept()[kind][blob] for blob in entries[kind].values() if blob in kept()[kind]}
                 for kind in _CHECKED_KINDS}
         raw = {kind: sorted(set(raw[kind]) & set(data[kind])) for kind in _CHECKED_KINDS}
-        checked.save(file, format, {"trees": trees, "data": data, "raw": raw})
-    # Records only of the notes whose cached data is not to_dict's: the others' changes and verdicts
-    # are made from their data when first read (ChangeView), and an analysis too (StepView)
-    as_read = {kind: set(raw[kind]) for kind in ("manifest", "verdicts")}
-    records: dict[str, dict[str, Any]] = {kind: {} for kind in ("manifest", "verdicts")}
-    for kind in ("manifest", "verdicts"):
-        for commit, blob in entries[kind].items():
-            if blob in as_read[kind] and blob in kept[kind]:
-                from git_hermit.model.records import RECORD_KINDS
-                records[kind][commit] = RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
-    # {commit: to_dict()} of the manifest and verdict notes whose cached data is that, and the analyses' data
-    dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
-                    if blob in kept[kind] and blob not in as_read.get(kind, ())}
-             for kind in _CHECKED_KINDS}
-    return records, dicts, entries
+        checked.save_split(file, format, {"trees": trees, "raw": raw,
+                                          "kept": {kind: sorted(data[kind]) for kind in _CHECKED_KINDS}}, data)
+    return _Notes(entries, kept, {kind: set(raw[kind]) for kind in _CHECKED_KINDS})
 
 
 def _summary_format() -> str:
@@ -315,14 +351,16 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
     return out
 
 
+def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | None]:
+    return lambda: notes.dicts["analysis"].get(commit)
+
+
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
-    notes, dicts, blobs = _read_notes(repo, bad)
-    manifests: dict[str, Manifest] = notes["manifest"]
-    verdicts: dict[str, VerdictNote] = notes["verdicts"]
+    notes = _read_notes(repo, bad)
+    blobs = notes.entries
     scores = _read_scores(repo, bad, blobs["scores"])
-    analyses: dict[str, dict[str, Any]] = dicts["analysis"]
 
     seed = ctx.steps[0][1]
     tip = ctx.tip[1]
@@ -359,8 +397,9 @@ def load_history(ctx: RunContext) -> RunHistory:
 
         def changes(sha: str = sha, by: str | None = by, removed: tuple[str, ...] = removed
                     ) -> tuple[ChangeView, ...]:
-            return _change_views(sha, manifests.get(sha), dicts["manifest"].get(sha), verdicts.get(sha),
-                                 dicts["verdicts"].get(sha), by, removed)
+            records, dicts = notes.records, notes.dicts
+            return _change_views(sha, records["manifest"].get(sha), dicts["manifest"].get(sha),
+                                 records["verdicts"].get(sha), dicts["verdicts"].get(sha), by, removed)
         by_step.setdefault(step, []).append(CommitView(
             info=info, reverts=trailers.get("hermit-reverts"), reverts_verdict=trailers.get("hermit-verdict"),
             undeclared=(trailers.get("hermit-change") == "undeclared"), rolled_back_by=by,
@@ -368,7 +407,8 @@ def load_history(ctx: RunContext) -> RunHistory:
     views = []
     for n, sha in ctx.steps:
         data, make = scores.get(sha) or (None, None)
-        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis_data=analyses.get(sha),
+        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())),
+                              make_analysis=_analysis_of(notes, sha) if sha in blobs["analysis"] else None,
                               bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make))
     return RunHistory(run=ctx.run, steps=tuple(views), best=repo.read_ref(best_tag(ctx.run)),
                       final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
