@@ -298,6 +298,7 @@ def test_a_damaged_or_unwritable_fragment_cache_is_only_encoded_again(tmp_path):
     git(repo, "init", "-q")
     build_run(repo, "a", 3)
     expected = hermit(repo, "log", "--json").out
+    plain = hermit(repo, "log").out
     cache = repo / ".git" / "hermit" / "cache" / "log-json.txt"
     text = cache.read_text()
     damaged = text.replace('"pass_at_1": ', '"pass_at_1": 9', 1)    # a fragment's bytes changed
@@ -312,3 +313,11 @@ def test_a_damaged_or_unwritable_fragment_cache_is_only_encoded_again(tmp_path):
     r = hermit(repo, "log", "--json")
     assert r.code == 0 and r.out == expected, r.err
     assert cache.is_dir() and not list(cache.iterdir())
+    # the notes cache's data (its second line, decoded when first read) damaged: checked again
+    notes = repo / ".git" / "hermit" / "cache" / "notes.json"
+    text = notes.read_text()
+    head, body = text.split("\n", 1)
+    assert '"description":"tweak memory 2"' in body
+    notes.write_text(head + "\n" + body.replace('"description":"tweak memory 2"', '"description":"tweak memory X"'))
+    assert hermit(repo, "log").out == plain and hermit(repo, "log", "--json").out == expected
+    assert notes.read_text() == text                                  # rewritten whole
