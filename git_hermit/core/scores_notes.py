@@ -42,9 +42,10 @@ def merge_scores_notes(base: dict[str, Any] | None, ours: dict[str, Any] | None,
                        theirs: dict[str, Any] | None) -> dict[str, Any] | None:
     """Two machines' scores notes on one commit (the same run's), given their common ``base``.
 
-    Per split: tasks merge per task (a task both sides changed differently is a conflict, as
-    in ``merge_json``), k and pass@k are recomputed from the merged tasks, usage and duration
-    are the base's plus what each side added; every other field merges field-wise. The
+    Per split: when both sides ran rows, tasks merge per task (a task both sides changed
+    differently is a conflict, as in ``merge_json``) and k and pass@k are recomputed from them;
+    usage and duration are the base's plus what each side added; every other field merges
+    field-wise. The
     training split stays the top level, as a `rollout` keeps it."""
     if not (_is_note(ours) and _is_note(theirs)) or ours.get("run") != theirs.get("run"):
         return merge_records(base, ours, theirs)
@@ -76,14 +77,17 @@ def _splits_of(note: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _merge_split(base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any], split: str) -> dict[str, Any]:
     path = "" if split == ours.get("split") else f"splits.{split}"
     base = base or {}
-    tasks = merge_json(base.get("tasks", {}), ours["tasks"], theirs["tasks"], f"{path}.tasks" if path else "tasks")
-    counts = {t: (len(s["attempts"]), sum(a.get("outcome") == "pass" for a in s["attempts"])) for t, s in tasks.items()}
-    ks = sorted({int(k) for k in (*ours.get("pass_at", {}), *theirs.get("pass_at", {}))})
-    derived: dict[str, Any] = {
-        "tasks": tasks, "k": max(int(ours.get("k", 1)), int(theirs.get("k", 1))),
-        "pass_at_1": round(float(stats.exact_pass_at_1(counts)), 6),
-        "pass_at": {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
-                                  / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}}
+    derived: dict[str, Any] = {}
+    if base.get("tasks") != ours["tasks"] != theirs["tasks"] != base.get("tasks"):
+        # both sides ran rows: neither side's pass@k is the merged outcomes' (when one side did,
+        # its figures are, and a field both changed otherwise stays a conflict)
+        tasks = merge_json(base.get("tasks", {}), ours["tasks"], theirs["tasks"], f"{path}.tasks" if path else "tasks")
+        counts = {t: (len(s["attempts"]), sum(a.get("outcome") == "pass" for a in s["attempts"])) for t, s in tasks.items()}
+        ks = sorted({int(k) for k in (*ours.get("pass_at", {}), *theirs.get("pass_at", {}))})
+        derived = {"tasks": tasks, "k": max(int(ours.get("k", 1)), int(theirs.get("k", 1))),
+                   "pass_at_1": round(float(stats.exact_pass_at_1(counts)), 6),
+                   "pass_at": {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
+                                             / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}}
     if "usage" in ours or "usage" in theirs:
         derived["usage"] = _added(base.get("usage"), ours.get("usage"), theirs.get("usage"))
     if "usage_by_role" in ours or "usage_by_role" in theirs:
