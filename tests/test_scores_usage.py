@@ -154,3 +154,40 @@ def test_an_old_note_without_usage_by_role_reads_as_the_agents_and_gains_the_new
     note = _scores_note(repo, SEED)
     _assert_costs(note, 3)
     assert list(note["usage_by_role"]) == ["acting"]
+
+
+def _note(tasks: dict, usage: dict | None, **extra) -> dict:
+    note = {"v": 1, "run": "r", "step": 1, "commit": "c" * 40, "split": "train", "k": 1, "pass_at_1": 0.0,
+            "pass_at": {"1": 0.0}, "tasks": {t: {"outcome": o, "attempts": [{"outcome": o}]} for t, o in tasks.items()},
+            **extra}
+    if usage is not None:
+        note["usage"] = usage
+    return note
+
+
+def _usage(tokens: int, cost: float | None) -> dict:
+    return {"input_tokens": tokens, "cached_input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0, "cost_usd": cost}
+
+
+def test_the_scores_note_merge_adds_each_sides_spending_and_keeps_conflicts_and_unknown_costs():
+    from git_hermit.core.scores_notes import merge_scores_notes
+    from git_hermit.model.merge import FieldConflict
+    base = _note({"a": "pass"}, _usage(100, 1.0))
+    ours = _note({"a": "pass", "b": "fail"}, _usage(150, 1.5), duration_s=2.0)
+    theirs = _note({"a": "pass", "c": "pass"}, _usage(130, 1.25),
+                   usage_by_role={"acting": _usage(100, 1.0), "judge": _usage(30, 0.25)}, duration_s=1.0)
+    merged = merge_scores_notes(base, ours, theirs)
+    assert sorted(merged["tasks"]) == ["a", "b", "c"] and merged["pass_at_1"] == pytest.approx(2 / 3)
+    assert merged["usage"]["input_tokens"] == 180 and merged["usage"]["cost_usd"] == pytest.approx(1.75)
+    # a side older than usage_by_role reads as its agents'
+    assert merged["usage_by_role"]["acting"]["input_tokens"] == 150 and merged["usage_by_role"]["judge"]["input_tokens"] == 30
+    assert merged["duration_s"] == 3.0
+    # no common base (two clones' first rollouts): the sum
+    assert merge_scores_notes(None, ours, theirs)["usage"]["input_tokens"] == 280
+    # a side whose cost is unknown makes the sum's unknown, never a guess
+    assert merge_scores_notes(base, ours, {**theirs, "usage": _usage(130, None)})["usage"]["cost_usd"] is None
+    # the same row run differently on both sides stays a conflict naming it
+    with pytest.raises(FieldConflict) as raised:
+        merge_scores_notes(base, {**ours, "tasks": {**ours["tasks"], "c": {"outcome": "fail", "attempts": [{"outcome": "fail"}]}}},
+                           theirs)
+    assert raised.value.path.startswith("tasks.c")
