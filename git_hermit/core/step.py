@@ -34,7 +34,7 @@ from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
-from git_hermit.rollouts.budget import Budget
+from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices
 from git_hermit.rollouts.runner import Progress, atomic_write
 
@@ -233,6 +233,12 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
             comparison = stats.paired_bootstrap(prev_rates, stats.per_task_pass_at_1(ev.results))
     scores = scores_record(ctx.run, n, ev,
                            ci=comparison_record(history[-1].commit, comparison) if comparison else None)
+    if budget.carried:
+        # rows another machine ran before this one ran them again: the note counts both, as the
+        # step's ledger does (see core.scores_notes)
+        rollouts = Ledger(entries=[*(e for e in budget.carried if e.role in ROLLOUT_ROLES), *ev.ledger.entries])
+        scores = replace(scores, usage=rollouts.total().to_dict(),
+                         usage_by_role={role: u.to_dict() for role, u in rollouts.totals("role").items()})
     say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs H_{history[-1].step - 1})" if comparison else "")
         + (f"; {ev.reused} rollouts reused" if ev.reused else ""))
 
