@@ -174,7 +174,7 @@ def test_an_old_note_without_usage_by_role_reads_as_the_agents_and_gains_the_new
 
 def _note(tasks: dict, usage: dict | None, **extra) -> dict:
     note = {"v": 1, "run": "r", "step": 1, "commit": "c" * 40, "split": "train", "k": 1, "pass_at_1": 0.0,
-            "pass_at": {"1": 0.0}, "tasks": {t: {"outcome": o, "attempts": [{"outcome": o}]} for t, o in tasks.items()},
+            "pass_at": {"1": 0.0}, "tasks": {t: {"outcome": o, "attempts": [{"outcome": o, "reward": float(o == "pass")}]} for t, o in tasks.items()},
             **extra}
     if usage is not None:
         note["usage"] = usage
@@ -207,3 +207,18 @@ def test_the_scores_note_merge_adds_each_sides_spending_and_keeps_conflicts_and_
         merge_scores_notes(base, {**ours, "tasks": {**ours["tasks"], "c": {"outcome": "fail", "attempts": [{"outcome": "fail"}]}}},
                            theirs)
     assert raised.value.path.startswith("tasks.c")
+
+
+def test_a_held_out_split_one_side_moved_under_splits_merges_with_the_others_new_rows():
+    from git_hermit.core.scores_notes import merge_scores_notes
+    base = {**_note({"a": "fail"}, _usage(100, 1.0), duration_s=5.0), "split": "test"}
+    entry = {k: base[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "usage", "step")}
+    ours = {**_note({"a": "pass"}, _usage(40, 0.5), duration_s=1.0), "splits": {"test": entry}}     # ran train
+    theirs = {**_note({"a": "fail", "b": "pass"}, _usage(130, 1.25), duration_s=7.0), "split": "test"}
+    merged = merge_scores_notes(base, ours, theirs)
+    assert merged["split"] == "train" and merged["usage"]["input_tokens"] == 40 and merged["duration_s"] == 1.0
+    test = merged["splits"]["test"]
+    assert sorted(test["tasks"]) == ["a", "b"] and test["usage"]["cost_usd"] == pytest.approx(1.25)
+    assert "duration_s" not in test and "run" not in test
+    from git_hermit.model.records import canonical_json, loads
+    loads("scores", canonical_json(merged), where="test")      # still a valid scores note

@@ -50,17 +50,26 @@ def merge_scores_notes(base: dict[str, Any] | None, ours: dict[str, Any] | None,
     if not (_is_note(ours) and _is_note(theirs)) or ours.get("run") != theirs.get("run"):
         return merge_records(base, ours, theirs)
     old, mine, other = (_splits_of(base) if _is_note(base) else {}), _splits_of(ours), _splits_of(theirs)
+    top = "train" if "train" in mine or "train" in other else ours["split"]
     merged: dict[str, dict[str, Any]] = {}
     for split in [*mine, *(s for s in other if s not in mine)]:
-        if split in mine and split in other:
-            merged[split] = _merge_split(old.get(split), mine[split], other[split], split)
+        # a split that ends up under ``splits`` merges as the entry it will be there
+        versions = [v.get(split) if split == top else _entry(v.get(split)) for v in (old, mine, other)]
+        if versions[1] is not None and versions[2] is not None:
+            merged[split] = _merge_split(*versions, "" if split == top else f"splits.{split}")
         else:
-            merged[split] = mine.get(split) or other[split]
-    top = "train" if "train" in merged else ours["split"]
+            merged[split] = versions[1] if versions[1] is not None else versions[2]
     note = {**{k: ours[k] for k in ("v", "run", "commit") if k in ours}, **merged.pop(top), "split": top}
     if merged:
-        note["splits"] = {s: {k: r[k] for k in _SUMMARY if k in r} for s, r in sorted(merged.items())}
+        note["splits"] = dict(sorted(merged.items()))
     return note
+
+
+def _entry(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A split's record as a ``splits`` entry (a top-level record keeps only the entry's fields)."""
+    if record is None or "split" not in record:
+        return record
+    return {k: record[k] for k in _SUMMARY if k in record}
 
 
 def _is_note(note: Any) -> bool:
@@ -74,8 +83,7 @@ def _splits_of(note: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _merge_split(base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any], split: str) -> dict[str, Any]:
-    path = "" if split == ours.get("split") else f"splits.{split}"
+def _merge_split(base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any], path: str) -> dict[str, Any]:
     base = base or {}
     derived: dict[str, Any] = {}
     if base.get("tasks") != ours["tasks"] != theirs["tasks"] != base.get("tasks"):
