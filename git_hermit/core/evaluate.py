@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
@@ -243,10 +243,10 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
                 added[role] = sum_usage([added[role], usage]) if role in added else usage
     if rows is None:
         added = roles_of(new.usage, new.usage_by_role)
-    spent: dict = {"usage": old.usage, "usage_by_role": old.usage_by_role, "duration_s": old.duration_s}
+    spent: dict[str, Any] = {"usage": old.usage, "usage_by_role": old.usage_by_role, "duration_s": old.duration_s}
     if added:
-        usage, by_role = add_spending(old.usage, old.usage_by_role, added)
-        spent = {"usage": usage, "usage_by_role": by_role,
+        total, roles = add_spending(old.usage, old.usage_by_role, added)
+        spent = {"usage": total, "usage_by_role": roles,
                  "duration_s": None if old.duration_s is None and new.duration_s is None
                  else round((old.duration_s or 0.0) + (new.duration_s or 0.0), 3)}
     tasks = dict(old.tasks)

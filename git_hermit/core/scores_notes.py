@@ -9,7 +9,7 @@ beyond their common base, their outcomes merged per task and pass@k recomputed f
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from git_hermit.model.merge import merge_json, merge_records
 from git_hermit.model.rollout import Usage
@@ -23,7 +23,7 @@ _SUMMARY = ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role"
 def roles_of(usage: Mapping[str, Any] | None, by_role: Mapping[str, Any] | None) -> dict[str, Usage]:
     """A record's usage by role; a note older than ``usage_by_role`` reads as its agents' (``acting``)."""
     if isinstance(by_role, Mapping):
-        return {str(role): Usage.from_dict(u) for role, u in by_role.items() if isinstance(u, Mapping)}
+        return {str(role): Usage.from_dict(dict(u)) for role, u in by_role.items() if isinstance(u, Mapping)}
     return {"acting": Usage.from_dict(dict(usage))} if isinstance(usage, Mapping) else {}
 
 
@@ -45,21 +45,22 @@ def merge_scores_notes(base: dict[str, Any] | None, ours: dict[str, Any] | None,
     Per split: when both sides ran rows, tasks merge per task (a task both sides changed
     differently is a conflict, as in ``merge_json``) and k and pass@k are recomputed from them;
     usage and duration are the base's plus what each side added; every other field merges
-    field-wise. The
-    training split stays the top level, as a `rollout` keeps it."""
-    if not (_is_note(ours) and _is_note(theirs)) or ours.get("run") != theirs.get("run"):
+    field-wise. The training split stays the top level, as a `rollout` keeps it."""
+    if not _is_note(ours) or not _is_note(theirs) or ours.get("run") != theirs.get("run"):
         return merge_records(base, ours, theirs)
-    old, mine, other = (_splits_of(base) if _is_note(base) else {}), _splits_of(ours), _splits_of(theirs)
+    old: dict[str, dict[str, Any]] = _splits_of(base) if _is_note(base) else {}
+    mine, other = _splits_of(ours), _splits_of(theirs)
     top = "train" if "train" in mine or "train" in other else ours["split"]
     merged: dict[str, dict[str, Any]] = {}
     for split in [*mine, *(s for s in other if s not in mine)]:
         # a split that ends up under ``splits`` merges as the entry it will be there
-        versions = [v.get(split) if split == top else _entry(v.get(split)) for v in (old, mine, other)]
-        if versions[1] is not None and versions[2] is not None:
-            merged[split] = _merge_split(*versions, "" if split == top else f"splits.{split}")
-        else:
-            merged[split] = versions[1] if versions[1] is not None else versions[2]
-    note = {**{k: ours[k] for k in ("v", "run", "commit") if k in ours}, **merged.pop(top), "split": top}
+        was, one, two = (v.get(split) if split == top else _entry(v.get(split)) for v in (old, mine, other))
+        if one is not None and two is not None:
+            merged[split] = _merge_split(was, one, two, "" if split == top else f"splits.{split}")
+        elif (only := one if one is not None else two) is not None:
+            merged[split] = only
+    note: dict[str, Any] = {k: ours[k] for k in ("v", "run", "commit") if k in ours}
+    note.update(merged.pop(top), split=top)
     if merged:
         note["splits"] = dict(sorted(merged.items()))
     return note
@@ -72,7 +73,7 @@ def _entry(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: record[k] for k in _SUMMARY if k in record}
 
 
-def _is_note(note: Any) -> bool:
+def _is_note(note: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(note, dict) and isinstance(note.get("split"), str) and isinstance(note.get("tasks"), dict)
 
 
@@ -118,9 +119,9 @@ def _added(base: Any, ours: Any, theirs: Any) -> dict[str, Any] | None:
         if key in ours or key in theirs:
             out[key] = was.get(key, 0) + max(ours.get(key, 0) - was.get(key, 0), 0) + max(theirs.get(key, 0) - was.get(key, 0), 0)
     costs = [side.get("cost_usd") for side in (ours, theirs)]
-    if any(c is None for c in costs) or (was and was.get("cost_usd") is None and "cost_usd" in was):
-        out["cost_usd"] = None
+    if any(c is None for c in costs) or ("cost_usd" in was and was["cost_usd"] is None):
+        out["cost_usd"] = None      # unknown on one side: unknown, never a guess
     else:
-        start = was.get("cost_usd") or 0.0
-        out["cost_usd"] = start + sum(max(c - start, 0.0) for c in costs)
+        start = float(was.get("cost_usd") or 0.0)
+        out["cost_usd"] = start + sum(max(float(c) - start, 0.0) for c in costs if c is not None)
     return out
