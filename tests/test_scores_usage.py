@@ -14,7 +14,6 @@ import yaml
 from budget_support import ROLLOUT_TOKENS, ROLLOUT_USD
 from cli_helpers import hermit
 from conftest import git
-from review_support import bare_remote, clone
 from step_support import RUN, calls, env_for
 from test_budget import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note, _share
 
