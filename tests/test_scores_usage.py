@@ -93,12 +93,13 @@ def test_a_clones_rollout_of_the_tips_rows_keeps_what_the_origin_spent_on_them(r
     assert _close(_estimate(repo, control)["spent"], spent)
 
 
-def test_a_clones_step_on_rows_the_origin_ran_notes_both_machines_rollouts_as_its_ledger_does(repo, tmp_path):
+@pytest.mark.parametrize("budget", [{"max_usd": 10.0}, None], ids=["budget", "no-budget"])
+def test_a_clones_step_on_rows_the_origin_ran_notes_both_machines_rollouts_as_its_ledger_does(repo, tmp_path, budget):
     control = _run(repo, None)
     env = env_for(control)
     assert hermit(repo, "rollout", "--tasks", "t1,t2", env=env).code == 0       # 4 of the step's 8 rows
     other = _share(repo, tmp_path)
-    _edit(other, budget={"max_usd": 10.0})
+    _edit(other, budget=budget)
     r = hermit(other, "step", env=env)          # runs all 8 rows: their files are not here
     assert r.code == 0, r.out + r.err
     assert len(calls(control, "agent")) == 4 + 8

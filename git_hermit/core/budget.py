@@ -263,7 +263,7 @@ def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = 
         if role not in ROLLOUT_ROLES and resuming and local:
             continue
         left = _minus(usage, mine.get(role))
-        if not (left.total_tokens or left.cost_usd):
+        if not left.total_tokens and (left.cost_usd or 0.0) < 1e-9:    # all of it is here (sums' rounding aside)
             continue
         model = _role_model(ctx.config, role)
         ledger.add(LedgerEntry(role, "notes/1" if role in ROLLOUT_ROLES else f"notes/{role}", model, left, n))
