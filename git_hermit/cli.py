@@ -207,7 +207,7 @@ def log(run: str | None, as_json: bool) -> None:
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import FRAGMENTS_ENCODING, log_json, log_json_parts, log_lines
     repo = _repo()
-    history = load_history(open_run(repo, run))
+    history = load_history(open_run(repo, run, with_refs=True))   # reads only: refs listed with the steps
     if as_json and sys.stdout.isatty():
         _echo_json(log_json(history))
     elif as_json:   # what _echo_json writes to a pipe, each note's part encoded once (kept by its blob id)

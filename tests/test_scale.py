@@ -51,6 +51,7 @@ def test_the_synthetic_run_reads_as_a_run(runs):
 def test_read_commands_start_a_fixed_number_of_git_processes(runs, tmp_path, args):
     started = {}
     for steps, repo in runs.items():
+        hermit(repo, *args)   # the caches filled alike (a warm `log` reads no object: one process fewer)
         log = tmp_path / f"git-{steps}.log"
         r = hermit(repo, *args, env=counting_git(tmp_path / "bin", log))
         assert r.code == 0, r.err
@@ -321,3 +322,21 @@ def test_a_damaged_or_unwritable_fragment_cache_is_only_encoded_again(tmp_path):
     notes.write_text(head + "\n" + body.replace('"description":"tweak memory 2"', '"description":"tweak memory X"'))
     assert hermit(repo, "log").out == plain and hermit(repo, "log", "--json").out == expected
     assert notes.read_text() == text                                  # rewritten whole
+
+
+@pytest.mark.parametrize("args", [("log", "--run", "a"), ("log", "--run", "a", "--json")])
+def test_a_warm_log_starts_three_git_processes(runs, tmp_path, args):
+    """A warm `log`: the repository's paths, ONE for-each-ref for the run's step branches, notes refs
+    and tags, and one `git log` of the run's commits (no object reader: nothing to read by id)."""
+    assert hermit(runs[N], *args).code == 0     # fills the caches
+    log = tmp_path / "git.log"
+    r = hermit(runs[N], *args, env=counting_git(tmp_path / "bin", log))
+    assert r.code == 0, r.err
+    started = log.read_text().splitlines()
+
+    def subcommand(line: str) -> str:   # past git's own options (-c name=value)
+        words = line.split()
+        while words[0] == "-c":
+            words = words[2:]
+        return words[0]
+    assert [subcommand(line) for line in started] == ["rev-parse", "for-each-ref", "log"], "\n".join(started)

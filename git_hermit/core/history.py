@@ -217,7 +217,7 @@ class _Notes:
         return records
 
 
-def _read_notes(repo: Repo, bad: list[str]) -> _Notes:
+def _read_notes(repo: Repo, bad: list[str], read_ref: Callable[[str], str | None]) -> _Notes:
     """The manifest, verdicts and analysis notes (_Notes), with {kind: {commit: blob}} of every notes
     ref; a note that fails its schema is reported, not fatal.
 
@@ -240,7 +240,7 @@ def _read_notes(repo: Repo, bad: list[str]) -> _Notes:
     entries: dict[str, dict[str, str]] = {}
     changed = False
     for kind in (*_CHECKED_KINDS, "scores"):
-        tip = repo.read_ref(NOTES_REFS[kind])
+        tip = read_ref(NOTES_REFS[kind])
         listed = trees.get(kind)
         if isinstance(listed, list) and len(listed) == 2 and listed[0] == tip and isinstance(listed[1], dict):
             entries[kind] = listed[1]
@@ -253,7 +253,9 @@ def _read_notes(repo: Repo, bad: list[str]) -> _Notes:
     new: dict[str, dict[str, Any]] = {kind: {} for kind in _CHECKED_KINDS}
     if missing:
         from git_hermit.model.records import RECORD_KINDS, loads
-    for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
+    # (no object reader started when nothing is missing: a warm `log` reads no object)
+    for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])
+                                           if missing else []):
         if found is None:
             raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
         text = found[2].decode("utf-8", "replace")
@@ -358,7 +360,7 @@ def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | No
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
-    notes = _read_notes(repo, bad)
+    notes = _read_notes(repo, bad, ctx.read_ref)
     blobs = notes.entries
     scores = _read_scores(repo, bad, blobs["scores"])
 
@@ -410,8 +412,8 @@ def load_history(ctx: RunContext) -> RunHistory:
         views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())),
                               make_analysis=_analysis_of(notes, sha) if sha in blobs["analysis"] else None,
                               bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make))
-    return RunHistory(run=ctx.run, steps=tuple(views), best=repo.read_ref(best_tag(ctx.run)),
-                      final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
+    return RunHistory(run=ctx.run, steps=tuple(views), best=ctx.read_ref(best_tag(ctx.run)),
+                      final=ctx.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
                       blobs=blobs)
 
 
