@@ -50,12 +50,12 @@ emit({{"type": "turn.completed", "usage": {{"input_tokens": 10, "cached_input_to
 '''
 
 
-def _fake_codex_project(repo: Path, limited: int, retries: int, n_tasks: int = 2) -> Path:
+def _fake_codex_project(repo: Path, limited: int, retries: int, n_tasks: int = 2, script: str = FAKE_CODEX) -> Path:
     make_project(repo, "print('unused')\n", n_tasks=n_tasks, k=1)
     control = repo.parent / "control"
     control.mkdir()
     fake = control / "codex"
-    fake.write_text(FAKE_CODEX.format(python=sys.executable, control=str(control)))
+    fake.write_text(script.format(python=sys.executable, control=str(control)))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     (control / "limited").write_text(str(limited))
     cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
@@ -222,5 +222,41 @@ def test_a_rate_limited_attempt_that_crosses_the_budget_stops_the_step_and_resum
     r = hermit(repo, "step", env=env, timeout=120)
     assert r.code == 0, r.out + r.err
     assert [kind for _, kind in _calls(control)] == ["429", "ok", "ok"]   # nothing ran twice
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
+    assert _acting_tokens(ledger) == LIMITED_TOKENS + 2 * ANSWER_TOKENS, ledger
+
+
+def test_a_rerun_rollout_bills_the_rate_limited_attempt_once_in_its_note_and_ledger(repo):
+    control = _fake_codex_project(repo, limited=2, retries=3, script=FAKE_CODEX_BILLED)
+    billed = 2 * LIMITED_TOKENS + 2 * ANSWER_TOKENS
+    for _ in range(2):                       # the second run reuses every row: it bills nothing more
+        r = hermit(repo, "rollout", "--json", timeout=120)
+        assert r.code == 0, r.err
+        acting = scores_note(repo)["usage_by_role"]["acting"]
+        assert acting["input_tokens"] + acting["output_tokens"] == billed
+        [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
+        assert _acting_tokens(json.loads(ledger.read_text())["entries"]) == billed
+        assert _spent(repo, {}) == billed
+    assert [kind for _, kind in _calls(control)] == ["429", "429", "ok", "ok"]
+
+
+def test_a_killed_step_resumes_and_bills_the_rate_limited_attempt_it_recorded_once(repo):
+    from step_support import env_for, kill_group, rollouts_dir, start_step, step_dir, wait_for
+    control = _billed_codex_step(repo, limited=1)
+    fake = control / "codex"          # answering sessions wait while control/hold exists
+    fake.write_text(fake.read_text().replace('answer = prompt', 'while (control / "hold").exists():\n'
+                                             '    time.sleep(0.05)\nanswer = prompt'))
+    (control / "hold").write_text("")
+    proc = start_step(repo, control)
+    try:
+        # the 429'd attempt recorded, and an answering session (held) under way: then killed
+        wait_for(lambda: any(rollouts_dir(repo, 1).glob("*/*/rate-limited.jsonl"))
+                 and "ok" in [kind for _, kind in _calls(control)], "the re-queued attempt to start", proc)
+    finally:
+        kill_group(proc)
+    (control / "hold").unlink()
+    env = env_for(control)
+    r = hermit(repo, "step", env=env, timeout=120)
+    assert r.code == 0, r.out + r.err
     ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
     assert _acting_tokens(ledger) == LIMITED_TOKENS + 2 * ANSWER_TOKENS, ledger
