@@ -216,7 +216,10 @@ def test_a_rate_limited_attempt_that_crosses_the_budget_stops_the_step_and_resum
     assert "budget reached" in r.err, r.err
     answered = [kind for _, kind in _calls(control)].count("ok")
     assert answered <= 1                         # at most the rollout already in flight finished
-    assert _spent(repo, env) == LIMITED_TOKENS + answered * ANSWER_TOKENS
+    stopped = json.loads(hermit(repo, "estimate", "--json", env=env).out)
+    assert stopped["spent"]["tokens"] == LIMITED_TOKENS + answered * ANSWER_TOKENS
+    # the 429'd attempt is spending, not a finished rollout
+    assert stopped["unfinished"] == ({"step": 1, "rollouts": answered} if answered else None)
     (repo / "hermit.yaml").write_text((repo / "hermit.yaml").read_text().replace("max_tokens: 100",
                                                                                  "max_tokens: 100000"))
     r = hermit(repo, "step", env=env, timeout=120)

@@ -52,12 +52,16 @@ def usd(value: float) -> str:
 
 def rollout_usages(entries: Iterable[LedgerEntry]) -> list[Usage]:
     """One usage per rollout (its agent, its judge, its re-queued rate-limited attempts), from
-    ledger entries of any steps."""
+    ledger entries of any steps. A row with only re-queued attempts is no rollout (yet)."""
     grouped: dict[tuple[Any, str], list[Usage]] = {}
+    finished: set[tuple[Any, str]] = set()
     for entry in entries:
         if entry.role in ROLLOUT_ROLES:
-            grouped.setdefault((entry.step, row_of(entry.key)), []).append(entry.usage)
-    return [sum_usage(usages) for usages in grouped.values()]
+            row = (entry.step, row_of(entry.key))
+            grouped.setdefault(row, []).append(entry.usage)
+            if row[1] == entry.key:
+                finished.add(row)
+    return [sum_usage(usages) for row, usages in grouped.items() if row in finished]
 
 
 def unpriced_models(entries: Iterable[LedgerEntry]) -> list[str]:
