@@ -45,7 +45,7 @@ _cache_lock = threading.Lock()
 _setup_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutJob:
     task: Task
     attempt: int
