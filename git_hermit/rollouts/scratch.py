@@ -106,10 +106,14 @@ def rollout_slot(prefix: str, release: Callable[[Path], None]) -> Iterator[Path]
             _slot_state()[1].add(path)
     try:
         yield path
-        release(path)
     except BaseException:
         _remove_slot(path)
         raise
+    try:
+        release(path)
+    except OSError:         # e.g. a directory the agent made unreadable: not reused
+        _remove_slot(path)
+        return
     with _slots_lock:
         free, every = _slot_state()
         if path in every and len(free) < MAX_FREE_SLOTS:
