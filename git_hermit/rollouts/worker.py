@@ -198,11 +198,14 @@ def _prepare_slot(root: Path) -> tuple[Path, Path]:
     return out, home
 
 
-def _release_slot(root: Path) -> None:
+def _release_slot(root: Path, setup_failed: bool = False) -> None:
     """What must not outlive a rollout goes now: the private home (copied login files), the
     verifier's directory, anything else made beside the workspace. In ``out`` the files every
     agent run opens afresh (``OUT_FILES``) are emptied, not removed, so the next run reuses
-    their inodes; everything else there is removed."""
+    their inodes; everything else there is removed. A directory whose workspace could not be
+    set up (e.g. made unwritable) raises: the slot is removed instead of reused."""
+    if setup_failed:
+        raise OSError(f"{root}: the workspace could not be set up")
     with os.scandir(root) as entries:
         listed = list(entries)
     for entry in listed:
@@ -239,13 +242,15 @@ def _empty(directory: Path, *, truncate: bool) -> None:
 def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutput:
     """Run one rollout in a scratch directory; never raises for the agent's or judge's failures."""
     start = time.monotonic()
-    with rollout_slot("rollout-", _release_slot) as root:
+    setup_failed: list[bool] = []
+    with rollout_slot("rollout-", lambda root: _release_slot(root, bool(setup_failed))) as root:
         out, home = _prepare_slot(root)
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
                              commit=job.commit, agent=job.agent_cfg.get("backend", registry.DEFAULT))
         try:
             workspace = prepare_workspace(job, root, bundle)
         except Exception as exc:
+            setup_failed.append(True)      # this directory is not handed to the next rollout
             result = base.with_(exception_type="WorkspaceSetupError", error=f"{type(exc).__name__}: {exc}",
                                 duration_s=time.monotonic() - start)
             return RolloutOutput(result.to_dict(), {})
