@@ -41,6 +41,10 @@ _WAIT = click.option("--wait", is_flag=True,
                      help="If another git-hermit process holds the run's lock, wait for it instead of exiting 6.")
 
 
+def _say_on_stderr(line: str) -> None:
+    click.echo(line, err=True)
+
+
 def _reading_only() -> None:
     """For commands that read a run's history and exit: turn the cyclic garbage collector off.
 
@@ -323,12 +327,13 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
 @click.option("--force", is_flag=True,
               help="On a conflict with later work: restore the change's files as they were before it.")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
-def rollback(target: str, reason: str, force: bool, run: str | None) -> None:
+@_WAIT
+def rollback(target: str, reason: str, force: bool, run: str | None, wait: bool) -> None:
     """Revert one change (three-way, keeping later work) as a new commit on the run's tip.
 
     TARGET: a change id (chg-2, step-3:chg-2) or a revision. A change group is reverted whole."""
     from git_hermit.core.rollback import rollback as do_rollback
-    result = do_rollback(_repo(), run, target, reason, force=force)
+    result = do_rollback(_repo(), run, target, reason, force=force, wait=wait, on_wait=_say_on_stderr)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
     click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
@@ -624,9 +629,13 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
         return
     running = (f" (with {result.unfinished[1]} finished rollout(s) of the unfinished step {result.unfinished[0]})"
                if result.unfinished else "")
+    spent = "cost unknown" if result.spent.cost_usd is None else usd(result.spent.cost_usd)
+    roles = ", ".join(f"{role} {'cost unknown' if u.cost_usd is None else usd(u.cost_usd)}"
+                      for role, u in result.spent_by_role.items())
+    spent = f"spent {result.spent.total_tokens:,} tokens, {spent}" + (f" ({roles})" if roles else "") + running
     if not result.steps_seen or result.next_tokens is None:     # the one is None exactly when the other is 0
         click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
-                   + (f"; spent {result.spent.total_tokens:,} tokens{running}" if running else ""))
+                   + (f"; {spent}" if result.spent.total_tokens else ""))
         click.echo("next: `git hermit step` once; its ledger gives the first estimate")
         return
 
@@ -635,9 +644,7 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
             return "cost unknown"
         return f"{usd(spread.mean)} ± {usd(spread.sd)} ({usd(spread.min)}–{usd(spread.max)})"
 
-    spent = "cost unknown" if result.spent.cost_usd is None else usd(result.spent.cost_usd)
-    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; "
-               f"spent {result.spent.total_tokens:,} tokens, {spent}{running}")
+    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; {spent}")
     click.echo("per step, by role (mean ± sd, min–max):")
     width = max(len(role) for role in result.per_step)
     for role, forecast in result.per_step.items():
@@ -663,10 +670,11 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--archive", type=click.Path(path_type=Path), help="Also write the adapter as .tar, .tar.gz or .zip.")
-def finalize(run: str | None, archive: Path | None) -> None:
+@_WAIT
+def finalize(run: str | None, archive: Path | None, wait: bool) -> None:
     """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
     from git_hermit.core.step import finalize as do_finalize
-    outcome = do_finalize(_repo(), run, archive=archive)
+    outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr)
     score = f", training pass@1 {outcome.pass_at_1:.3f}" if outcome.pass_at_1 is not None else ""
     click.echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
     if outcome.archive:

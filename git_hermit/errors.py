@@ -103,6 +103,7 @@ class BudgetReached(HermitError):
     rollouts and learner sessions are kept: raising the budget and re-running resumes the step."""
 
     exit_code = 16
+    partial: object = None    # the rollouts a stopped batch finished (core/evaluate.run_split sets it)
 
 
 USAGE_EXIT = 2            # click's own code for a bad command line

@@ -43,6 +43,10 @@ def _edit(repo: Path, **keys) -> None:
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+def _without_scores(refs_text: str) -> str:
+    return "".join(line for line in refs_text.splitlines(keepends=True) if "notes/hermit/scores" not in line)
+
+
 def _finished(repo: Path, step: int) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(rollouts_dir(repo, step).glob("*/*/result.json"))]
 
@@ -60,12 +64,17 @@ def test_budget_stops_mid_step_within_one_rollout_and_resumes_after_raising_it(r
     assert "error: budget reached" in r.err and "$0.06" in r.err and "$0.01 left" in r.err
     assert "budget.max_usd" in r.err and "hint:" in r.err
     assert calls(control, "debugger") == [] and calls(control, "evolve") == []
-    assert refs(repo) == before                                # no step ref, no note
+    # no step ref; the scores note of H_0 records the finished rollouts and what they cost
+    assert _without_scores(refs(repo)) == _without_scores(before)
+    note = _scores_note(repo, f"hermit/{RUN}/step-0000")
+    assert note["step"] == 1 and sum(len(t["attempts"]) for t in note["tasks"].values()) == 3
+    assert note["usage_by_role"]["acting"]["cost_usd"] == pytest.approx(spent) and "stop" not in note
     stopped = json.loads(hermit(repo, "estimate", "--json", env=env_for(control)).out)
     assert stopped["steps_seen"] == 0 and stopped["unfinished"] == {"step": 1, "rollouts": 3}
     assert abs(stopped["spent"]["cost_usd"] - spent) < 1e-9 and abs(stopped["budget"]["left_usd"] - 0.01) < 1e-9
 
     # the same budget: the rest of the step would cross it, so nothing starts
+    before = refs(repo)
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and "would cross" in r.err, r.err
     assert len(calls(control, "agent")) == 3 and refs(repo) == before
@@ -122,7 +131,7 @@ def test_estimate_forecasts_the_next_steps_from_the_ledger(repo):
 def test_usd_budget_with_an_unpriced_model_is_refused_and_max_tokens_works_without_prices(repo):
     control = _run(repo, {"max_usd": 1.0}, prices={"scripted": {"input": 1.0, "output": 1.0}})
     before = refs(repo)
-    for command in ("step", "train"):
+    for command in ("step", "train", "rollout"):
         r = hermit(repo, command, env=env_for(control))
         assert r.code == 5, (command, r.out + r.err)
         assert "fake-model" in r.err and "no price" in r.err and "hint:" in r.err and "prices" in r.err
@@ -254,3 +263,204 @@ def test_eval_spending_counts_toward_the_budget_and_not_toward_a_steps_forecast(
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and "step 2 would cross" in r.err, r.out + r.err
     assert len(calls(control, "agent")) == agent_calls
+
+
+def _eval_dir_files(repo: Path) -> list[str]:
+    root = repo / ".hermit" / "runs" / RUN / "evals"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.is_dir() else []
+
+
+def test_rollout_and_eval_refuse_at_a_reached_budget_and_stop_mid_run(repo):
+    control = _run(repo, None)
+    _add_test_split(repo)
+    seed = f"hermit/{RUN}/step-0000"
+    r = hermit(repo, "rollout", seed, "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    held_out = len(ANSWERS) * ROLLOUT_USD                      # $0.08 spent
+    _edit(repo, budget={"max_usd": held_out})
+    before, files, agent_calls = refs(repo), _eval_dir_files(repo), len(calls(control, "agent"))
+    for command in ("rollout", "eval"):
+        r = hermit(repo, command, seed, "--split", "train", env=env_for(control))
+        assert r.code == BUDGET_EXIT, (command, r.out + r.err)
+        assert "error: budget reached" in r.err and "spent $0.08" in r.err and "$0.00 left" in r.err, r.err
+        assert "hint:" in r.err and "budget.max_usd" in r.err
+        assert refs(repo) == before and _eval_dir_files(repo) == files
+        assert len(calls(control, "agent")) == agent_calls
+    # a re-run whose rows all have results spends nothing: it still just reports
+    for command in ("rollout", "eval"):
+        r = hermit(repo, command, seed, "--split", "test", env=env_for(control))
+        assert r.code == 0, (command, r.out + r.err)
+
+    # room for two more rollouts: the train split (8 rows) stops after two, which are kept
+    _edit(repo, budget={"max_usd": round(held_out + 2.5 * ROLLOUT_USD, 4)})
+    r = hermit(repo, "rollout", seed, "--split", "train", env=env_for(control))
+    assert r.code == BUDGET_EXIT, r.out + r.err
+    assert "2 of its 8 rollout(s) finished" in r.err and "left" in r.err
+    assert len(calls(control, "agent")) == agent_calls + 2 and len(_finished(repo, 1)) == 2
+    note = _scores_note(repo, seed)          # kept in the note too, which a clone's budget reads
+    assert sum(len(t["attempts"]) for t in note["tasks"].values()) == 2
+    assert note["usage_by_role"]["acting"]["cost_usd"] == pytest.approx(2 * ROLLOUT_USD)
+    spent = _estimate(repo, control)["spent"]["cost_usd"]
+    assert spent == pytest.approx(held_out + 2 * ROLLOUT_USD)
+    r = hermit(repo, "eval", seed, "--split", "train", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "budget reached" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + 2
+
+    # raised: the rest runs once, the two finished rollouts are reused
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "eval", seed, "--split", "train", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    log = calls(control, "agent")
+    assert len(log) == agent_calls + ROWS and len(set(log[agent_calls:])) == ROWS
+    assert _estimate(repo, control)["spent"]["cost_usd"] == pytest.approx(held_out + ROWS * ROLLOUT_USD)
+
+
+def _scores_note(repo: Path, rev: str) -> dict:
+    return json.loads(git(repo, "notes", "--ref", "refs/notes/hermit/scores", "show", rev))
+
+
+def test_notes_carry_usage_by_role_so_a_clone_prices_and_splits_it_as_the_origin_does(repo, tmp_path):
+    pytest.importorskip("openai", reason="the llm judge needs the optional openai extra")
+    from test_judges import FakeChatServer
+    control = _run(repo, None, prices={})                  # no prices yet: the notes hold no cost
+    _add_test_split(repo)
+    seed = f"hermit/{RUN}/step-0000"
+    env = {**env_for(control), "JUDGE_KEY": "judge-" + "key" * 3}
+    with FakeChatServer('Looks right.\n{"reward": 1, "reason": "ok"}') as server:
+        _edit(repo, judge={"kind": "llm", "model": "grader-1", "base_url": server.base_url, "env_key": "JUDGE_KEY",
+                           "rubric": "The answer must be right.", "max_retries": 0})
+        r = hermit(repo, "eval", seed, "--split", "test", env=env)
+    assert r.code == 0, r.out + r.err
+    by_role = _scores_note(repo, seed)["usage_by_role"]
+    assert by_role["acting"]["input_tokens"] == len(ANSWERS) * 1000
+    assert by_role["judge"]["input_tokens"] == len(ANSWERS) * 1000 and by_role["judge"]["output_tokens"] == len(ANSWERS) * 200
+
+    remote = bare_remote(tmp_path / "remote.git")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert hermit(repo, "push").code == 0
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    # prices given afterwards: each role's tokens are priced at its own model's price
+    for place in (repo, other):
+        if place is other:
+            for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt"):
+                (other / name).parent.mkdir(parents=True, exist_ok=True)
+                (other / name).write_text((repo / name).read_text())
+        _edit(place, prices={"fake-model": PRICE, "grader-1": {"input": 1.0, "output": 2.0},
+                             "scripted": {"input": 1.0, "output": 1.0}}, budget={"max_usd": 5.0})
+    agent_usd, judge_usd = len(ANSWERS) * ROLLOUT_USD, len(ANSWERS) * (1000 * 1.0 + 200 * 2.0) / 1e6
+    seen = {}
+    for place in (repo, other):
+        spent = _estimate(place, control)["spent"]
+        assert spent["cost_usd"] == pytest.approx(agent_usd + judge_usd), place
+        assert spent["by_role"]["judge"]["cost_usd"] == pytest.approx(judge_usd)
+        assert spent["by_role"]["acting"]["cost_usd"] == pytest.approx(agent_usd)
+        seen[place] = spent
+    assert _close(seen[repo], seen[other])
+    text = hermit(other, "estimate", env=env_for(control)).out
+    assert "judge" in text and "acting" in text, text
+
+    # a note written before usage_by_role: its agents' and judges' usage reads as the agents'
+    note = _scores_note(other, seed)
+    del note["usage_by_role"]
+    git(other, "notes", "--ref", "refs/notes/hermit/scores", "add", "-f", "-m", json.dumps(note), seed)
+    spent = _estimate(other, control)["spent"]
+    assert spent["tokens"] == seen[repo]["tokens"] and list(spent["by_role"]) == ["acting"]
+    assert spent["cost_usd"] == pytest.approx(len(ANSWERS) * (1000 * 2 * 10.0 + 300 * 100.0) / 1e6)
+
+
+def test_log_shows_the_judges_share_of_a_steps_rollout_usage(repo):
+    pytest.importorskip("openai", reason="the llm judge needs the optional openai extra")
+    from test_judges import FakeChatServer
+    control = _run(repo, None, prices={"fake-model": PRICE, "grader-1": {"input": 1.0, "output": 2.0}})
+    env = {**env_for(control), "JUDGE_KEY": "judge-" + "key" * 3}
+    with FakeChatServer('Looks right.\n{"reward": 1, "reason": "ok"}') as server:
+        _edit(repo, judge={"kind": "llm", "model": "grader-1", "base_url": server.base_url, "env_key": "JUDGE_KEY",
+                           "rubric": "The answer must be right.", "max_retries": 0})
+        r = hermit(repo, "step", env=env)
+    assert r.code == 0, r.out + r.err
+    judge_usd = ROWS * (1000 * 1.0 + 200 * 2.0) / 1e6
+    line = next(x for x in hermit(repo, "log").out.splitlines() if x.startswith("step    0"))
+    # the rollouts' usage (agents and judges), then the judges' part of it
+    assert f"tokens 18.4k ${ROWS * ROLLOUT_USD + judge_usd:.2f} (judge 9.6k ${judge_usd:.2f})" in line, line
+
+
+def _share(repo: Path, tmp_path: Path) -> Path:
+    """Push the run to a bare remote and clone it with the same (uncommitted) config; the clone
+    has the run's refs and notes, none of ``.hermit/``."""
+    remote = bare_remote(tmp_path / "remote.git")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert hermit(repo, "push").code == 0
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt"):
+        (other / name).parent.mkdir(parents=True, exist_ok=True)
+        (other / name).write_text((repo / name).read_text())
+    assert not (other / ".hermit" / "runs").exists()
+    return other
+
+
+def test_a_clone_counts_what_a_step_the_budget_stopped_spent(repo, tmp_path):
+    control = _run(repo, {"max_usd": 0.07})
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and len(_finished(repo, 1)) == 3, r.out + r.err
+    origin = _estimate(repo, control)
+    other = _share(repo, tmp_path)
+    seen = _estimate(other, control)
+    assert seen["unfinished"] == origin["unfinished"] == {"step": 1, "rollouts": 3}
+    assert _close(seen["spent"], origin["spent"]) and seen["spent"]["cost_usd"] == pytest.approx(3 * ROLLOUT_USD)
+
+    # the clone's step counts it: the same budget refuses the rest of the step, as at the origin
+    agent_calls = len(calls(control, "agent"))
+    r = hermit(other, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "spent $0.06" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls
+    # room for the step's 8 rollouts and about one Debugger session: the clone runs the rollouts
+    # again (their files are not here) and stops before a session; its note adds what it spent
+    for place in (repo, other):
+        _edit(place, budget={"max_usd": round(3 * ROLLOUT_USD + ROWS * ROLLOUT_USD + 0.0015, 4)},
+              evolver={**yaml.safe_load((place / "hermit.yaml").read_text())["evolver"],
+                       "params": {"k": 2, "target_pass_rate": 1.0,
+                                  "debugger": {"retries": 1, "backoff_s": 0.0, "concurrency": 1}}})
+    r = hermit(other, "step", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "before a debugger session" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + ROWS and calls(control, "debugger")
+    spent = _estimate(other, control)["spent"]
+    assert spent["by_role"]["acting"]["cost_usd"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
+    assert spent["by_role"]["debugger"]["cost_usd"] > 0
+    assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
+    assert _close(_estimate(repo, control)["spent"], spent)       # the origin counts the clone's spending
+
+    # raised: the clone finishes the step; its ledger (the analysis note) keeps the origin's part
+    _edit(other, budget={"max_usd": 10.0})
+    r = hermit(other, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    finished = _estimate(other, control)
+    assert finished["steps_seen"] == 1 and finished["unfinished"] is None
+    assert finished["per_step"]["acting"]["cost_usd"]["mean"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
+    assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
+    assert _close(_estimate(repo, control)["spent"], finished["spent"])
+
+
+def test_eval_with_a_baseline_keeps_both_runs_finished_rollouts_when_the_budget_stops_it(repo):
+    control = _run(repo, None)
+    _add_test_split(repo)
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    spent = _estimate(repo, control)["spent"]["cost_usd"]
+    # room for the candidate's 4 held-out rollouts and two and a half of the baseline's
+    _edit(repo, budget={"max_usd": round(spent + 6.5 * ROLLOUT_USD, 6)})
+    agent_calls = len(calls(control, "agent"))
+    candidate, baseline = f"hermit/{RUN}/step-0001", f"hermit/{RUN}/step-0000"
+    r = hermit(repo, "eval", candidate, "--baseline", baseline, "--split", "test", env=env_for(control))
+    assert r.code == BUDGET_EXIT and "2 of its 4 rollout(s) finished" in r.err, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + 6
+    assert len(_scores_note(repo, candidate)["tasks"]) == len(ANSWERS)          # the candidate's run, whole
+    assert len(_scores_note(repo, baseline)["splits"]["test"]["tasks"]) == 2     # the baseline's, as far as it got
+    assert _estimate(repo, control)["spent"]["cost_usd"] == pytest.approx(spent + 6 * ROLLOUT_USD)
+
+    _edit(repo, budget={"max_usd": 10.0})
+    r = hermit(repo, "eval", candidate, "--baseline", baseline, "--split", "test", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert len(calls(control, "agent")) == agent_calls + 8 and _scores_note(repo, candidate)["ci"]

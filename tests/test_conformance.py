@@ -17,6 +17,7 @@ import pytest
 from git_hermit.hostkit import conformance
 from git_hermit.hosts.locate import cli_version, find_node
 from git_hermit.hosts.registry import find_host_cli
+from git_hermit.rollouts.trajectories import summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
 HOSTS = ("codex", "claude-code")
@@ -52,6 +53,14 @@ def test_seed_table_holds_on_the_installed_cli(host, tmp_path):
             fields = set().union(*(p.keys() for p in json.loads(fixture.read_text())))
             assert fixture.stem in live, f"{host} no longer fires {fixture.stem}"
             assert set().union(*(p.keys() for p in live[fixture.stem])) == fields, fixture.stem
+    # Recording writes each session's output stream, a trajectory rollouts can read, with the
+    # session's private paths replaced.
+    written = conformance.write_payload_fixtures(report, records, tmp_path / "recorded")
+    streams = [p for p in written if p.name.endswith(".stream.jsonl")]
+    assert {p.name.split(".")[0] for p in streams} == {r.name for r in records}
+    for stream in streams:
+        assert str(tmp_path) not in stream.read_text()
+        assert summarize(stream).steps > 0 and summarize(stream).malformed_lines == 0
 
 
 # -- recorded payloads against spec/hosts.md ------------------------------------------------

@@ -56,7 +56,7 @@ def test_live_lock_is_refused(repo):
                     pass
             assert info.value.message == (f"run 'run' is locked by pid {holder.pid} "
                                           "(git hermit step --run run, since 2026-01-01T00:00:00+00:00)")
-            assert info.value.hint.startswith("wait for it or stop that process")
+            assert info.value.hint.startswith("run the command again with --wait to wait for it, or stop that process")
             assert path.read_text() == before  # a refused lock is left alone
     finally:
         holder.kill()

@@ -208,3 +208,43 @@ def test_rollback_takes_the_run_lock_itself_not_the_cli(repo):
     assert rev(repo, step_ref(2)) == before
     result = rollback(store, RUN, "chg-1", "t1 is wrong")     # free again: it runs
     assert rev(repo, step_ref(2)) == result.plan.commit != before
+
+
+def test_rollback_and_finalize_wait_for_a_held_lock_with_wait(repo):
+    """Like step, rollout and eval: with --wait, rollback and finalize wait for the run lock that
+    another process holds (saying so on stderr), then run; without it they exit 6."""
+    import subprocess
+    import time
+
+    from cli_helpers import GIT_HERMIT
+    from git_hermit.gitio import Repo, RunLock
+    _two_memory_steps(repo, _insert_after_header)
+    before = rev(repo, step_ref(2))
+    lock = RunLock(Repo.discover(repo), RUN, "a test holding the lock").acquire()
+    try:
+        refused = hermit(repo, "rollback", "chg-1", "--reason", "t1 is wrong")
+        assert refused.code == 6 and "--wait" in refused.err
+        waiting = subprocess.Popen([*GIT_HERMIT, "rollback", "chg-1", "--reason", "t1 is wrong", "--wait"],
+                                   cwd=repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(2.0)
+        assert waiting.poll() is None and rev(repo, step_ref(2)) == before
+    finally:
+        lock.release()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, out + err
+    assert "waiting for the run lock" in err and "rolled back chg-1" in out
+    assert rev(repo, step_ref(2)) != before
+
+    lock = RunLock(Repo.discover(repo), RUN, "a test holding the lock").acquire()
+    try:
+        waiting = subprocess.Popen([*GIT_HERMIT, "finalize", "--wait"], cwd=repo, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(2.0)
+        assert waiting.poll() is None
+        assert git(repo, "tag", "--list", f"hermit/{RUN}/final").strip() == ""
+    finally:
+        lock.release()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, out + err
+    assert "waiting for the run lock" in err
+    assert git(repo, "tag", "--list", f"hermit/{RUN}/final").strip() == f"hermit/{RUN}/final"

@@ -512,7 +512,7 @@ def test_recorded_claude_stream_and_its_session_agree():
 HOST_STREAMS = sorted(HOST_FIXTURES.glob("*/*/*.jsonl")) if HOST_FIXTURES.is_dir() else []
 
 
-@pytest.mark.skipif(not HOST_STREAMS, reason="no recorded host streams in tests/fixtures/hosts yet")
+@pytest.mark.skipif(not HOST_STREAMS, reason="no recorded host streams in tests/fixtures/hosts (python -m git_hermit.hostkit.conformance tests/fixtures/hosts)")
 @pytest.mark.parametrize("path", HOST_STREAMS, ids=lambda p: "/".join(p.parts[-3:]))
 def test_conformance_recordings_read_cleanly(path):
     try:

@@ -3,16 +3,18 @@
 Each step writes its ledger (rollouts, judge calls, learner sessions, by role) to
 ``.hermit/runs/<run>/step-NNNN/ledger.json`` and its totals by role to its analysis note; a step
 without the local file (a fresh clone) is read from its notes. `rollout`/`eval` ledgers outside
-steps (``evals/<commit>-<split>/ledger.json``) count too. Here they are summed into what the run
-spent, ``open_budget`` builds the cap the step driver checks, ``check_budget_config`` refuses a USD
-cap over a model without a price, and ``estimate`` forecasts the next steps (`git hermit estimate`).
+steps (``evals/<commit>-<split>/ledger.json``) count too, and so does a step the budget stopped,
+from its files or (another machine's) from the scores note it wrote (``carried_over``). Here they
+are summed into what the run spent, ``open_budget``/``open_evaluation_budget`` build the caps the
+step driver and `rollout`/`eval` check, ``check_budget_config`` refuses a USD cap over a model
+without a price, and ``estimate`` forecasts the next steps (`git hermit estimate`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -125,10 +127,9 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
         analysis = _note_json(analyses.get(tips[n])) if n in tips else None
         by_role: dict[str, Usage] = {}
         if analysis is not None and isinstance(analysis.get("ledger"), dict):
-            by_role = {str(role): Usage.from_dict(usage) for role, usage in analysis["ledger"].items()
-                       if isinstance(usage, dict)}
-        elif record is not None and record.get("stop") and isinstance(record.get("usage"), dict):
-            by_role = {"acting": Usage.from_dict(record["usage"])}     # its agents and judges together
+            by_role = _by_role(analysis["ledger"])
+        elif record is not None and record.get("stop"):
+            by_role = noted_usage(record)
         if not by_role:
             continue
         entries = []
@@ -140,6 +141,18 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
                     for i in range(2, rollouts + 1)]
         found[n] = entries
     return found
+
+
+def _by_role(data: dict[str, Any]) -> dict[str, Usage]:
+    return {str(role): Usage.from_dict(usage) for role, usage in data.items() if isinstance(usage, dict)}
+
+
+def noted_usage(record: dict[str, Any]) -> dict[str, Usage]:
+    """A scores record's usage by role; a note older than ``usage_by_role`` holds its agents' and
+    judges' usage together, read as the agents' (role ``acting``)."""
+    if isinstance(record.get("usage_by_role"), dict):
+        return _by_role(record["usage_by_role"])
+    return {"acting": Usage.from_dict(record["usage"])} if isinstance(record.get("usage"), dict) else {}
 
 
 def _note_json(text: str | None) -> dict[str, Any] | None:
@@ -168,8 +181,8 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
         local.add(path.parent.name)
         for item in data.get("entries", []):
             entry = LedgerEntry.from_dict(item)
-            ledger.add(replace(entry, step=None))
-    model = (ctx.config.agent or {}).get("model")
+            # keyed by directory too: the same row of two commits or splits is two rollouts
+            ledger.add(replace(entry, key=f"{path.parent.name}/{entry.key}", step=None))
     for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
         note = _note_json(text)
         if note is None or note.get("run") != ctx.run:
@@ -179,11 +192,10 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
             splits = {}
         for split, record in [(note.get("split"), note), *splits.items()]:
             name = f"{commit[:12]}-{split}"
-            usage = record.get("usage") if isinstance(record, dict) else None
-            if name in in_steps or name in local or not isinstance(usage, dict):
+            if name in in_steps or name in local or not isinstance(record, dict):
                 continue
-            # its agents' and judges' usage together: priced as the agent's when the note has no cost
-            ledger.add(LedgerEntry("acting", name, model, Usage.from_dict(usage)))
+            for role, usage in noted_usage(record).items():      # priced at the role's model when it has no cost
+                ledger.add(LedgerEntry(role, name, _role_model(ctx.config, role), usage))
     return list(ledger.entries)
 
 
@@ -212,6 +224,62 @@ def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
     return n, list(ledger.entries)
 
 
+def noted_unfinished(ctx: RunContext) -> tuple[dict[str, Usage], int]:
+    """What the scores note on the tip says the unfinished step spent, by role, and how many
+    rollouts it finished: a step the budget stopped writes it there (so does a `rollout` of the
+    tip's training rows). ({}, 0): no such note."""
+    n, commit = ctx.tip[0] + 1, ctx.tip[1]
+    record = _note_json(NotesStore(ctx.repo).read(NOTES_REFS["scores"], commit))
+    if (record is None or record.get("run") != ctx.run or record.get("split") != "train"
+            or record.get("step") != n or record.get("stop")):
+        return {}, 0
+    tasks = record.get("tasks")
+    attempts = [t.get("attempts") for t in tasks.values() if isinstance(t, dict)] if isinstance(tasks, dict) else []
+    return noted_usage(record), sum(len(a) for a in attempts if isinstance(a, list))
+
+
+def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = False) -> list[LedgerEntry]:
+    """The unfinished step's spending its note records beyond this machine's finished rollouts
+    (``local``): in a fresh clone all of it, on the machine that stopped it nothing of its rollouts.
+    ``resuming`` (the step's own budget) leaves out the learners' part where the rollouts are here:
+    their sessions are kept here too, and billed again by the resumed step's ledger.
+
+    One entry per rollout not here (the first carries the role's total, so the mean is exact) and
+    one per other role, keyed ``notes/…``."""
+    noted, count = noted_unfinished(ctx)
+    mine = Ledger(entries=local).totals("role")
+    count -= len(rollout_usages(local))
+    ledger = Ledger(load_prices(ctx.config.prices))
+    n = ctx.tip[0] + 1
+    for role, usage in noted.items():
+        if role not in ROLLOUT_ROLES and resuming and local:
+            continue
+        left = _minus(usage, mine.get(role))
+        if not (left.total_tokens or left.cost_usd):
+            continue
+        model = _role_model(ctx.config, role)
+        ledger.add(LedgerEntry(role, "notes/1" if role in ROLLOUT_ROLES else f"notes/{role}", model, left, n))
+        if role == "acting":
+            for i in range(2, count + 1):
+                ledger.add(LedgerEntry(role, f"notes/{i}", model, Usage(cost_usd=0.0), n))
+    return list(ledger.entries)
+
+
+def _per(total: Usage, count: int) -> Usage:
+    """The mean of ``count`` usages that sum to ``total``."""
+    return Usage(round(total.input_tokens / count), round(total.cached_input_tokens / count),
+                 round(total.output_tokens / count), round(total.reasoning_tokens / count),
+                 None if total.cost_usd is None else total.cost_usd / count)
+
+
+def _minus(a: Usage, b: Usage | None) -> Usage:
+    if b is None:
+        return a
+    cost = None if a.cost_usd is None else max(a.cost_usd - (b.cost_usd or 0.0), 0.0)
+    return Usage(max(a.input_tokens - b.input_tokens, 0), max(a.cached_input_tokens - b.cached_input_tokens, 0),
+                 max(a.output_tokens - b.output_tokens, 0), max(a.reasoning_tokens - b.reasoning_tokens, 0), cost)
+
+
 def _learner_usage(entries: list[LedgerEntry]) -> Usage:
     return sum_usage(e.usage for e in entries if e.role not in ROLLOUT_ROLES)
 
@@ -227,18 +295,33 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     past = step_ledgers(ctx, before=step)
     entries = [e for step_entries in past.values() for e in step_entries]
     outside = eval_ledgers(ctx)
+    carried: list[LedgerEntry] = []
+    if step == ctx.tip[0] + 1:    # what other machines spent on this step before it stopped: this step's
+        carried = carried_over(ctx, unfinished_step(ctx)[1], resuming=True)
     learners = [_learner_usage(step_entries) for step_entries in past.values()]
-    learner_mean = None
-    if learners:
-        total = sum_usage(learners)
-        count = len(learners)
-        learner_mean = Usage(round(total.input_tokens / count), 0, round(total.output_tokens / count), 0,
-                             None if total.cost_usd is None else total.cost_usd / count)
+    learner_mean = _per(sum_usage(learners), len(learners)) if learners else None
     prices = load_prices(config.prices)
     return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
-                  prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside],
-                  history_rollouts=rollout_usages(entries), learner_per_step=learner_mean, prices=prices,
-                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"))
+                  prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside, *carried],
+                  history_rollouts=rollout_usages([*entries, *carried]), learner_per_step=learner_mean, prices=prices,
+                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
+                  carried=carried)
+
+
+def open_evaluation_budget(ctx: RunContext, what: str = "the rollouts") -> Budget | None:
+    """The budget of a `git hermit rollout`/`eval` (None: hermit.yaml sets none). Everything the run
+    spent is its prior: the steps', the evaluations', and a stopped step's finished rollouts."""
+    config = ctx.config
+    max_usd, max_tokens = budget_limits(config)
+    if max_usd is None and max_tokens is None:
+        return None
+    entries = [e for step_entries in step_ledgers(ctx).values() for e in step_entries]
+    running = unfinished_step(ctx)[1]
+    every = [*entries, *eval_ledgers(ctx), *running, *carried_over(ctx, running)]
+    return Budget(step=None, max_usd=max_usd, max_tokens=max_tokens, prior=sum_usage(e.usage for e in every),
+                  prior_entries=every, history_rollouts=rollout_usages(every), prices=load_prices(config.prices),
+                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
+                  evaluation=True, what=what)
 
 
 @dataclass(frozen=True)
@@ -264,6 +347,7 @@ class Estimate:
     max_usd: float | None
     max_tokens: int | None
     unfinished: tuple[int, int] | None = None   # (step, its finished rollouts) of a stopped step
+    spent_by_role: dict[str, Usage] = field(default_factory=dict)
 
     @property
     def left_usd(self) -> float | None:
@@ -288,7 +372,9 @@ class Estimate:
         def pair(value: tuple[float, float] | None) -> dict[str, float] | None:
             return None if value is None else {"mean": value[0], "sd": value[1]}
         return {"run": self.run, "steps": self.steps, "steps_seen": self.steps_seen,
-                "spent": {"tokens": self.spent.total_tokens, "cost_usd": self.spent.cost_usd},
+                "spent": {"tokens": self.spent.total_tokens, "cost_usd": self.spent.cost_usd,
+                          "by_role": {role: {"tokens": u.total_tokens, "cost_usd": u.cost_usd}
+                                      for role, u in self.spent_by_role.items()}},
                 "unfinished": (None if self.unfinished is None else
                                {"step": self.unfinished[0], "rollouts": self.unfinished[1]}),
                 "per_step": {role: f.to_dict() for role, f in self.per_step.items()},
@@ -322,10 +408,11 @@ def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
             cost_spread = _spread(u.cost_usd or 0.0 for u in totals)
             next_cost = (steps * cost_spread.mean, math.sqrt(steps) * cost_spread.sd)
     step, running = unfinished_step(ctx)
-    rollouts = len(rollout_usages(running))
-    outside = eval_ledgers(ctx)
-    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in [*entries, *running, *outside]), per_step,
-                    next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None)
+    rollouts = max(len(rollout_usages(running)), noted_unfinished(ctx)[1])
+    every = [*entries, *running, *carried_over(ctx, running), *eval_ledgers(ctx)]
+    return Estimate(ctx.run, steps, len(past), sum_usage(e.usage for e in every), per_step,
+                    next_tokens, next_cost, max_usd, max_tokens, (step, rollouts) if rollouts else None,
+                    Ledger(entries=every).totals("role"))
 
 
 def _spread(values: Iterable[float]) -> Spread:

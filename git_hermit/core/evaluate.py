@@ -15,8 +15,9 @@ from typing import Callable, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
+from git_hermit.core.budget import check_budget_config, open_evaluation_budget
 from git_hermit.core.runs import RunContext, open_run, run_dir
-from git_hermit.errors import ConfigError, HermitError, InputError
+from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.hosts import registry
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
@@ -130,20 +131,39 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
     slots = (config.executor or {}).get("slots") or {}
-    with open_executor(repo, config.executor, config.concurrency) as handle:
-        results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
-                           before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available)
+    try:
+        with open_executor(repo, config.executor, config.concurrency) as handle:
+            results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
+                               before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available)
+    except (BudgetReached, KeyboardInterrupt) as stopped:
+        if progress.done > progress.reused:
+            # what finished is spent: its ledger is written now, so budgets and estimates count it,
+            # and a stopped step can record it in a note (``partial``)
+            finished: dict[str, list[RolloutResult]] = {}
+            for job in jobs:
+                result = finished_result(job, out_dir)
+                if result is not None:
+                    finished.setdefault(job.task.id, []).append(result)
+            partial = _evaluated(config, bench, commit, out_dir, finished, step, time.monotonic() - start,
+                                 progress.reused)
+            if isinstance(stopped, BudgetReached):
+                stopped.partial = partial
+        raise
+    return _evaluated(config, bench, commit, out_dir, results, step, time.monotonic() - start, progress.reused)
+
+
+def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
+               results: dict[str, list[RolloutResult]], step: int | None, duration_s: float, reused: int) -> EvalRun:
+    """The run's results scored (``timeout_as``), billed, and its directory's ledger written."""
     results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
-    prices = load_prices(config.prices)
-    ledger = Ledger(prices)
+    ledger = Ledger(load_prices(config.prices))
     model = config.agent.get("model")
     judge_model = config.judge.get("model")
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
     _write_ledger(out_dir / "ledger.json", ledger)
-    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, time.monotonic() - start,
-                   progress.reused)
+    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused)
 
 
 def _write_ledger(path: Path, ledger: Ledger) -> None:
@@ -167,7 +187,8 @@ def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = N
     usage = sum_usage(e.usage for e in ev.ledger.entries)
     return Scores(run=run, step=step, commit=ev.commit, split=ev.split, k=ev.k, pass_at_1=round(ev.pass_at_1, 6),
                   tasks=tasks, pass_at={str(i): round(v, 6) for i, v in ev.pass_at().items()}, ci=ci,
-                  usage=usage.to_dict(), duration_s=round(ev.duration_s, 3))
+                  usage=usage.to_dict(), duration_s=round(ev.duration_s, 3),
+                  usage_by_role={role: u.to_dict() for role, u in ev.ledger.totals("role").items()})
 
 
 def merged_scores_text(repo: Repo, scores: Scores) -> str:
@@ -285,10 +306,24 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
                     on_progress: Callable[[Progress], None] | None) -> tuple[EvalRun, Scores]:
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
     bench = _benchmark_after_preflight(ctx, split, k=k, only_tasks=only_tasks, commits=(commit,))
-    ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress)
+    budget = open_evaluation_budget(ctx, f"the rollouts of {commit[:12]} on {split}")
+    try:
+        ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress,
+                       budget=budget)
+    except BudgetReached as stopped:
+        _note_partial(ctx, stopped)
+        raise
     scores = scores_record(ctx.run, step_of(ctx, commit), ev)
     write_scores(ctx.repo, scores)
     return ev, scores
+
+
+def _note_partial(ctx: RunContext, stopped: BudgetReached) -> None:
+    """The rollouts a reached budget left finished go to the commit's scores note, as a `--tasks`
+    re-run's would: they were spent, and a clone's budget reads what was spent from the notes."""
+    partial = stopped.partial
+    if isinstance(partial, EvalRun):
+        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, partial.commit), partial))
 
 
 def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, commits: tuple[str, ...],
@@ -303,6 +338,7 @@ def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, co
         bench = None
     if bench is None or not all_finished(ctx.config, bench, {c: eval_dir(ctx, c, split) for c in commits}):
         preflight.require(ctx.config, splits=(split,), learners=False)
+        check_budget_config(ctx.config)      # a USD budget over an unpriced model: refused, never unbounded
     return bench if bench is not None else load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
 
 
@@ -329,10 +365,19 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
     if baseline:
         targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
     bench = _benchmark_after_preflight(ctx, split, k=k, commits=tuple(commit for _, commit in targets))
+    budget = open_evaluation_budget(ctx)
     for role, commit in targets:
         callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
-        runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
-                               on_progress=callback)
+        if budget is not None:
+            budget.what = f"the rollouts of {commit[:12]} on {split}"
+        try:
+            runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
+                                   on_progress=callback, budget=budget)
+        except BudgetReached as stopped:
+            for finished in runs.values():
+                write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished))
+            _note_partial(ctx, stopped)
+            raise
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from git_hermit.adapter.check_spec import Violation, check_adapter
 from git_hermit.adapter.templates import load_template
@@ -117,10 +118,12 @@ def find_change_commit(ctx: RunContext, target: str) -> tuple[str, tuple[str, ..
     return sha, ids
 
 
-def rollback(repo: Repo, run: str | None, target: str, reason: str, *, force: bool = False) -> RollbackResult:
-    """`git hermit rollback`: under the run lock (like `step`), re-reading the run once it is held."""
+def rollback(repo: Repo, run: str | None, target: str, reason: str, *, force: bool = False,
+             wait: bool = False, on_wait: Callable[[str], None] | None = None) -> RollbackResult:
+    """`git hermit rollback`: under the run lock (like `step`), re-reading the run once it is held.
+    With ``wait``, a lock another process holds is waited for instead of refused."""
     ctx = open_run(repo, run)
-    with RunLock(repo, ctx.run, "git hermit rollback"):
+    with RunLock(repo, ctx.run, "git hermit rollback", wait=wait, on_wait=on_wait):
         return _rollback_locked(open_run(repo, ctx.run), target, reason, force=force)
 
 

@@ -19,11 +19,11 @@ from git_hermit.adapter.templates import load_template
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
-from git_hermit.core.evaluate import (comparison_record, eval_dir, load_benchmark, merged_scores_text, read_scores,
-                                     run_split, scores_record)
+from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text,
+                                     read_scores, run_split, scores_record)
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import ConfigError, GitStateError, RefConflict
+from git_hermit.errors import BudgetReached, ConfigError, GitStateError, RefConflict
 from git_hermit.evolvers import registry
 from git_hermit.evolvers.base import Evolver, PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
@@ -34,6 +34,7 @@ from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
+from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices
 from git_hermit.rollouts.runner import Progress, atomic_write
 
@@ -217,7 +218,11 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
     rollouts_home = eval_dir(ctx, evaluated, "train")
     budget = open_budget(ctx, n)             # the run's cap and its ledger so far (core/budget.py)
-    ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget)
+    try:
+        ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget)
+    except BudgetReached as stopped:
+        _note_stopped(repo, ctx, n, stopped.partial if isinstance(stopped.partial, EvalRun) else None, None, budget)
+        raise
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
     if history:
@@ -244,7 +249,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         best = (best_commit, stats.exact_pass_at_1(
             {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts))
              for t, s in best_scores.tasks.items()})) if best_scores else None
-    ledger = budget.watch(Ledger(load_prices(config.prices), ev.ledger.entries))
+    # the step's ledger: what other machines spent on it before it stopped there, then its rollouts
+    ledger = budget.watch(Ledger(load_prices(config.prices), [*budget.carried, *ev.ledger.entries]))
     template = load_template(config.template)
     limits = Limits.of(config.evolver)
     step_ctx = StepContext(
@@ -259,10 +265,31 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
                                                        directory=directory),
         say=say, prev_rollbacks=prev_rollbacks)
-    result = evolver.learn(step_ctx)
+    try:
+        result = evolver.learn(step_ctx)
+    except BudgetReached:
+        _note_stopped(repo, ctx, n, ev, ledger, budget)
+        raise
     atomic_write(here / "ledger.json", "".join(ledger.json_chunks()).encode())
     outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
     return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)
+
+
+def _note_stopped(repo: Repo, ctx: RunContext, n: int, ev: EvalRun | None, ledger: Ledger | None,
+                  budget: Budget) -> None:
+    """A step the budget stopped records its finished rollouts and everything it spent (its
+    learner sessions and what other machines spent on it too, by role) in the scores note of the
+    commit it evaluates, as `git hermit rollout` of those rows would: the local files stay on
+    this machine, the note travels, so a clone's budget counts what was spent."""
+    if ev is None:                           # nothing finished (refused at start): nothing to note
+        return
+    spent = ledger if ledger is not None else Ledger(entries=[*budget.carried, *ev.ledger.entries])
+    scores = replace(scores_record(ctx.run, n, ev), usage=spent.total().to_dict(),
+                     usage_by_role={role: u.to_dict() for role, u in spent.totals("role").items()})
+    store = NotesStore(repo)
+    text = merged_scores_text(repo, scores)
+    if text != store.read(NOTES_REFS["scores"], ev.commit):
+        store.write(NOTES_REFS["scores"], ev.commit, text, f"git-hermit {ctx.run} step {n} (stopped: budget)")
 
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: Scores, result: StepResult,
@@ -440,9 +467,10 @@ class FinalizeOutcome:
     warning: str
 
 
-def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None) -> FinalizeOutcome:
+def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None, wait: bool = False,
+             on_wait: Callable[[str], None] | None = None) -> FinalizeOutcome:
     ctx = open_run(repo, run)
-    with RunLock(repo, ctx.run, "git hermit finalize"):
+    with RunLock(repo, ctx.run, "git hermit finalize", wait=wait, on_wait=on_wait):
         return _finalize_locked(repo, open_run(repo, ctx.run), archive)
 
 

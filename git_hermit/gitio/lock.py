@@ -206,7 +206,8 @@ class RunLock:
             os.close(fd)
 
     def _held_error(self, holder: dict[str, Any] | None) -> LockHeld:
-        hint = f"wait for it or stop that process; the lock file is {self.path}"
+        hint = (f"run the command again with --wait to wait for it, or stop that process; "
+                f"the lock file is {self.path}")
         if not holder:
             return LockHeld(f"run '{self.run}' is being locked by another process", hint=hint)
         where = "" if holder.get("host") == socket.gethostname() else f" on host {holder.get('host')}"

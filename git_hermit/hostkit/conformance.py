@@ -332,8 +332,16 @@ def payload_fixtures(records: list[SessionRecord]) -> dict[str, list[dict[str, A
     return grouped
 
 
+def _stable_stream(record: SessionRecord) -> str:
+    """The JSON lines of the session's stdout, with its private paths made stable."""
+    session_root = str(record.workspace.parent)
+    lines = [line for line in record.result.stdout.splitlines() if line.startswith("{")]
+    return "".join(line.replace(session_root, "/SESSION") + "\n" for line in lines)
+
+
 def write_payload_fixtures(report: ConformanceReport, records: list[SessionRecord], dest: Path) -> list[Path]:
-    """Write ``<dest>/<host>/<version>/<Event>.json`` (a list of payloads each) and report.json."""
+    """Write ``<dest>/<host>/<version>/<Event>.json`` (a list of payloads each), each session's
+    output stream as ``<session>.stream.jsonl``, and conformance.json."""
     folder = dest / report.host / report.version
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -341,6 +349,13 @@ def write_payload_fixtures(report: ConformanceReport, records: list[SessionRecor
         path = folder / f"{event}.json"
         path.write_text(json.dumps(payloads, indent=1, sort_keys=True) + "\n")
         written.append(path)
+    for record in records:
+        # the host's own output stream of each session, the trajectory format rollouts read
+        stream = _stable_stream(record)
+        if stream:
+            path = folder / f"{record.name}.stream.jsonl"
+            path.write_text(stream)
+            written.append(path)
     summary = {k: v for k, v in report.to_json().items() if k not in ("cli", "session_seconds")}
     (folder / "conformance.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return written

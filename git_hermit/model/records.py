@@ -280,6 +280,7 @@ class Scores:
     splits: dict[str, Any] = field(default_factory=dict)   # other splits' scores of this commit
     stop: str | None = None                                # training stopped after this evaluation
     evaluation: dict[str, Any] | None = None               # flips, verdicts, precision/recall it found
+    usage_by_role: dict[str, Any] | None = None            # ``usage`` by role (older notes: none)
     v: int = SCHEMA_VERSION
 
     def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
@@ -297,6 +298,8 @@ class Scores:
             data["ci"] = asdict(self.ci)
         if self.usage is not None:
             data["usage"] = self.usage
+        if self.usage_by_role:
+            data["usage_by_role"] = self.usage_by_role
         if self.duration_s is not None:
             data["duration_s"] = self.duration_s
         if self.splits:
@@ -317,7 +320,7 @@ class Scores:
     def split_summary(self) -> dict[str, Any]:
         """This record's own split as an entry of another record's ``splits``."""
         data = self.to_dict()
-        return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "step") if k in data}
+        return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step") if k in data}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], tasks: Mapping[str, TaskScore] | None = None) -> "Scores":
@@ -329,7 +332,7 @@ class Scores:
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
                    duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), stop=data.get("stop"),
-                   evaluation=data.get("evaluation"), v=data["v"])
+                   evaluation=data.get("evaluation"), usage_by_role=data.get("usage_by_role"), v=data["v"])
 
 
 @dataclass(frozen=True)

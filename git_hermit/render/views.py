@@ -9,15 +9,19 @@ from git_hermit.core.history import CommitRecords, RunHistory, StepView
 from git_hermit.model.records import Scores, TaskScore, TaskScores
 
 
-def _usage_bits(usage: dict[str, Any] | None) -> str:
+def _usage_bits(usage: dict[str, Any] | None, by_role: dict[str, Any] | None = None) -> str:
+    """The rollouts' tokens and cost, then their judges' part when the note splits it by role."""
     if not usage:
         return ""
     tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
     if not tokens:   # the backend reported no usage (a model call always reads input): not "0, $0.00"
         return "tokens unknown cost unknown"
     cost = usage.get("cost_usd")
-    text = f"tokens {_si(tokens)}"
-    return text + (f" ${cost:.2f}" if cost is not None else " cost unknown")
+    text = f"tokens {_si(tokens)}" + (f" ${cost:.2f}" if cost is not None else " cost unknown")
+    judge = (by_role or {}).get("judge")
+    if judge and judge.get("input_tokens", 0) + judge.get("output_tokens", 0):
+        text += f" (judge {_usage_bits(judge).removeprefix('tokens ')})"
+    return text
 
 
 def _learner_usage(view: StepView) -> str:
@@ -140,7 +144,7 @@ def log_lines(history: RunHistory) -> list[str]:
         flips = ((view.scores.evaluation or {}) if view.scores else {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
-        usage = _usage_bits((view.scores.usage if view.scores else None))
+        usage = _usage_bits(view.scores.usage, view.scores.usage_by_role) if view.scores else ""
         if usage and not usage.startswith("tokens 0 "):
             head += "  " + usage
         learners = _learner_usage(view)

@@ -3,7 +3,8 @@
 ``Budget`` holds hermit.yaml's ``budget: {max_usd, max_tokens}``, what the run spent before
 this step, the means the ledger gives per rollout and per step's learners, and the step's live
 ledger. The runner asks ``start_step`` once and ``may_start`` before it submits each rollout;
-learners go through ``guard``. The run's history is read by core/budget.py.
+learners go through ``guard``. `rollout`/`eval` get one with ``evaluation``: refused only once
+the budget is reached, stopped before a rollout that would cross it. History: core/budget.py.
 """
 
 from __future__ import annotations
@@ -64,14 +65,19 @@ def unpriced_models(entries: Iterable[LedgerEntry]) -> list[str]:
 
 
 class Budget:
-    """The cap of one step. Without limits every check passes (the ledger still carries over)."""
+    """The cap of one step (or one `rollout`/`eval`). Without limits every check passes."""
 
-    def __init__(self, *, step: int, max_usd: float | None = None, max_tokens: int | None = None,
+    def __init__(self, *, step: int | None, max_usd: float | None = None, max_tokens: int | None = None,
                  prior: Usage = Usage(cost_usd=0.0), prior_entries: Iterable[LedgerEntry] = (),
                  history_rollouts: Iterable[Usage] = (), learner_per_step: Usage | None = None,
                  prices: Mapping[str, Price] | None = None, model: str | None = None,
-                 judge_model: str | None = None):
+                 judge_model: str | None = None, evaluation: bool = False, what: str | None = None,
+                 carried: Iterable[LedgerEntry] = ()):
         self.step = step
+        # `git hermit rollout`/`eval`: the user asked for that measurement, so only a reached
+        # budget refuses it, and its reused rollouts are in ``prior`` already
+        self.evaluation = evaluation
+        self.what = what or f"step {step}"     # what the messages name
         self.max_usd = max_usd
         self.max_tokens = max_tokens
         self.prior = prior
@@ -84,7 +90,10 @@ class Budget:
         # running sums, so that each check costs the same whatever the number of rollouts
         self._rollouts_total = sum_usage(history)
         self._rollouts_count = len(history)
-        self._step_rollouts = Usage(cost_usd=0.0)  # this step's rollouts, finished or reused
+        # this step's spending on other machines (from its note: core/budget.carried_over), then
+        # its rollouts here, finished or reused; the step's ledger starts with it too
+        self.carried = list(carried)
+        self._step_rollouts = sum_usage(e.usage for e in self.carried)
         self._step_ledger: Ledger | None = None    # once the learners run: the step's whole ledger
         self.stopped = False                       # set when a rollout was not started
 
@@ -133,11 +142,13 @@ class Budget:
     def start_step(self, pending: int) -> None:
         """Refuse to start the step when its estimate (the pending rollouts at the mean cost of
         one, plus a step's mean learner cost) would cross the budget."""
-        if not self.limited:
+        if not self.limited or (self.evaluation and not pending):   # a re-run that spends nothing
             return
         spent = self._spent_checked()
         if self._reached(spent):
-            raise self._error(f"budget reached before step {self.step} could start")
+            raise self._error(f"budget reached before {self.what} could start")
+        if self.evaluation:
+            return
         per_rollout = self.rollout_mean() or Usage(cost_usd=0.0)
         learners = self.learner_per_step or Usage(cost_usd=0.0)
         tokens = pending * per_rollout.total_tokens + learners.total_tokens
@@ -149,7 +160,7 @@ class Budget:
                              f" + learners {usd(learners.cost_usd or 0.0)})")
             if self.max_tokens is not None:
                 parts.append(f"{tokens:,.0f} tokens")
-            raise self._error(f"step {self.step} would cross the budget: it is estimated at {' and '.join(parts)}")
+            raise self._error(f"{self.what} would cross the budget: it is estimated at {' and '.join(parts)}")
 
     def may_start(self, in_flight: int) -> bool:
         """Whether one more rollout may start: the spending so far plus the mean cost of it and
@@ -163,8 +174,10 @@ class Budget:
             self.stopped = True
         return not self.stopped
 
-    def add_rollout(self, result: RolloutResult) -> None:
+    def add_rollout(self, result: RolloutResult, *, reused: bool = False) -> None:
         """Bill one finished (or reused) rollout of this step, priced as the step's ledger prices it."""
+        if reused and self.evaluation:
+            return                           # an evaluation's reused rollouts are in ``prior``
         one = Ledger(self.prices)
         one.add_rollout(result, model=self.model, judge_model=self.judge_model, step=self.step)
         usage = one.total()
@@ -174,12 +187,12 @@ class Budget:
         self._rollouts_count += 1
 
     def reached_error(self, finished: int, total: int) -> BudgetReached:
-        return self._error(f"budget reached in step {self.step}: {finished} of its {total} rollout(s) finished "
+        return self._error(f"budget reached in {self.what}: {finished} of its {total} rollout(s) finished "
                            f"(kept), {total - finished} not started")
 
     def before_session(self, role: str) -> None:
         if self.limited and self._reached(self._spent_checked()):
-            raise self._error(f"budget reached in step {self.step} before a {role} session")
+            raise self._error(f"budget reached in {self.what} before a {role} session")
 
     def guard(self, factory: Callable[[str], Any]) -> Callable[[str], Any]:
         """The step's learner factory, each learner checking the budget before a session."""

@@ -160,7 +160,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
     progress.changed()
     if budget is not None:
         for result in results.values():     # reused: billed by this step's ledger all the same
-            budget.add_rollout(result)
+            budget.add_rollout(result, reused=True)
         budget.start_step(len(pending))
     if pending and before_start is not None:
         before_start()

@@ -6,6 +6,12 @@ typing (each costs more than the interpreter's own start-up).
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # mypy reads the imports below; the hook never pays for `typing`
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    _Record = TypeVar("_Record", bound="_Frozen")
+
 # The middleware functions, one per lifecycle moment (middleware.py defines all five).
 EVENTS = ("session_start", "before_tool", "after_tool", "stop", "before_model")
 
@@ -16,39 +22,39 @@ TOOL_KINDS = ("shell", "patch", "read", "write", "mcp", "other")
 class _Frozen:
     """A small frozen record: keyword-only construction, equality, repr, replace()."""
 
-    __slots__ = ()
-    _defaults: tuple = ()
+    __slots__: tuple[str, ...] = ()
+    _defaults: tuple[tuple[str, Any], ...] = ()
 
-    def __init__(self, **fields):
+    def __init__(self, **fields: Any) -> None:
         for name in fields:
             if name not in self.__slots__:
                 raise TypeError(f"{type(self).__name__} has no field {name!r}")
         for name, default in self._defaults:
             object.__setattr__(self, name, fields.get(name, default))
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is frozen; use .replace({name}=...)")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         raise AttributeError(f"{type(self).__name__} is frozen")
 
-    def replace(self, **fields):
+    def replace(self: _Record, **fields: Any) -> _Record:
         merged = {name: getattr(self, name) for name in self.__slots__}
         merged.update(fields)
         return type(self)(**merged)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
         return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(tuple(repr(getattr(self, n)) for n in self.__slots__))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shown = ", ".join(
             f"{n}={getattr(self, n)!r}" for n, d in self._defaults if getattr(self, n) != d
         )
@@ -83,6 +89,25 @@ class HookInput(_Frozen):
         "exit_code", "cwd", "workspace", "model", "turn_id", "source", "host", "host_event",
         "session_id", "prompt", "payload",
     )
+    # The fields' types, for the reader and for mypy (annotations only: __slots__ holds them).
+    event: str
+    task: str
+    tool_kind: str | None
+    tool_name: str | None
+    tool_input: dict[str, Any] | None
+    output_text: str | None
+    failed: bool | None
+    exit_code: int | None
+    cwd: str
+    workspace: str
+    model: str | None
+    turn_id: str | None
+    source: str | None
+    host: str
+    host_event: str
+    session_id: str | None
+    prompt: str | None
+    payload: dict[str, Any] | None
     _defaults = (
         ("event", ""), ("task", ""), ("tool_kind", None), ("tool_name", None),
         ("tool_input", None), ("output_text", None), ("failed", None), ("exit_code", None),
@@ -110,6 +135,14 @@ class HookResult(_Frozen):
         "context", "deny", "allow", "updated_input", "block", "reason", "stop_session",
         "system_message",
     )
+    context: str | None
+    deny: bool
+    allow: bool
+    updated_input: dict[str, Any] | None
+    block: bool
+    reason: str | None
+    stop_session: bool
+    system_message: str | None
     _defaults = (
         ("context", None), ("deny", False), ("allow", False), ("updated_input", None),
         ("block", False), ("reason", None), ("stop_session", False), ("system_message", None),

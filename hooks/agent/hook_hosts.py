@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from hermit_hooks import HookInput, HookResult
 
+TYPE_CHECKING = False  # mypy reads the imports below; the hook never pays for `typing`
+if TYPE_CHECKING:
+    from typing import Any
+
 # Every event hooks.json registers; each host fires the ones it has and skips the others.
 HOST_EVENTS = (
     "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
@@ -83,12 +87,12 @@ CAPABILITIES = {
 _WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
-def _join(*parts) -> str | None:
+def _join(*parts: str | None) -> str | None:
     text = "\n\n".join(p for p in parts if p)
     return text or None
 
 
-def _text(value) -> str | None:
+def _text(value: Any) -> str | None:
     """A tool response as text when the host sent text; structured responses stay in payload."""
     if value is None or isinstance(value, str):
         return value
@@ -124,13 +128,13 @@ class Wire:
     context_file = "AGENTS.md"
     reads_stdin = True
     # host event -> middleware function (None: the runner's own work, e.g. recording the prompt)
-    CALLS: dict = {}
+    CALLS: dict[str, str | None] = {}
     # events after which the runner calls before_model because the host has no such event
-    BEFORE_MODEL_AFTER: frozenset = frozenset()
+    BEFORE_MODEL_AFTER: frozenset[str] = frozenset()
     # events whose output hands the queued context over (Stop: only when it blocks)
-    DELIVERS_QUEUE: frozenset = frozenset()
+    DELIVERS_QUEUE: frozenset[str] = frozenset()
     # host event -> the output fields (dotted paths) this host reads for it
-    READS: dict = {}
+    READS: dict[str, frozenset[str]] = {}
 
     def tool_kind(self, tool_name: str | None) -> str | None:
         if not tool_name:
@@ -139,15 +143,19 @@ class Wire:
             return "mcp"
         return self._TOOL_KINDS.get(tool_name, "other")
 
-    _TOOL_KINDS: dict = {}
+    _TOOL_KINDS: dict[str, str] = {}
 
-    def to_input(self, host_event: str, payload: dict, *, task: str, workspace: str) -> HookInput:
+    def to_input(self, host_event: str, payload: dict[str, Any], *, task: str, workspace: str) -> HookInput:
         raise NotImplementedError
 
-    def render(self, host_event: str, result: HookResult | None) -> dict:
+    def render(self, host_event: str, result: HookResult | None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _common(self, host_event, payload, task, workspace) -> dict:
+    def dropped(self, host_event: str, result: HookResult | None) -> list[str]:
+        """Parts of `result` this host drops by design (logged; check_spec warns)."""
+        return []
+
+    def _common(self, host_event: str, payload: dict[str, Any], task: str, workspace: str) -> dict[str, Any]:
         tool_name = payload.get("tool_name")
         tool_input = payload.get("tool_input")
         return {
@@ -193,7 +201,7 @@ class CodexWire(Wire):
     }
     _TOOL_KINDS = {"Bash": "shell", "exec_command": "shell", "apply_patch": "patch"}
 
-    def to_input(self, host_event, payload, *, task, workspace):
+    def to_input(self, host_event: str, payload: dict[str, Any], *, task: str, workspace: str) -> HookInput:
         fields = self._common(host_event, payload, task, workspace)
         fields.update(model=payload.get("model"), turn_id=payload.get("turn_id"))
         if host_event == "PostToolUse":
@@ -201,11 +209,11 @@ class CodexWire(Wire):
             fields.update(output_text=_text(payload.get("tool_response")), failed=None)
         return HookInput(**fields)
 
-    def render(self, host_event, result):
+    def render(self, host_event: str, result: HookResult | None) -> dict[str, Any]:
         if result is None:
             return {}
-        out: dict = {}
-        specific: dict = {}
+        out: dict[str, Any] = {}
+        specific: dict[str, Any] = {}
         if host_event in ("SessionStart", "UserPromptSubmit"):
             if result.context:
                 specific["additionalContext"] = result.context
@@ -238,8 +246,7 @@ class CodexWire(Wire):
             out["hookSpecificOutput"] = {"hookEventName": host_event, **specific}
         return out
 
-    def dropped(self, host_event, result) -> list:
-        """Parts of `result` this host drops by design (logged; check_spec warns)."""
+    def dropped(self, host_event: str, result: HookResult | None) -> list[str]:
         if result is None or not result.context:
             return []
         if (host_event == "PreToolUse" and result.allow and not result.deny
@@ -279,7 +286,7 @@ class ClaudeCodeWire(Wire):
         "NotebookEdit": "write",
     }
 
-    def to_input(self, host_event, payload, *, task, workspace):
+    def to_input(self, host_event: str, payload: dict[str, Any], *, task: str, workspace: str) -> HookInput:
         fields = self._common(host_event, payload, task, workspace)
         fields.update(turn_id=payload.get("prompt_id"))
         if host_event == "PostToolUse":
@@ -292,11 +299,11 @@ class ClaudeCodeWire(Wire):
             fields.update(output_text=error, failed=True, exit_code=_exit_code_from(error))
         return HookInput(**fields)
 
-    def render(self, host_event, result):
+    def render(self, host_event: str, result: HookResult | None) -> dict[str, Any]:
         if result is None:
             return {}
-        out: dict = {}
-        specific: dict = {}
+        out: dict[str, Any] = {}
+        specific: dict[str, Any] = {}
         context = result.context
         if host_event == "PreToolUse":
             if result.deny:
@@ -328,7 +335,7 @@ class ClaudeCodeWire(Wire):
             out["systemMessage"] = result.system_message
         return out
 
-    def dropped(self, host_event, result) -> list:
+    def dropped(self, host_event: str, result: HookResult | None) -> list[str]:
         if host_event == "Stop" and result is not None and result.context and not result.block:
             return ["context (a Stop context goes out only with a block)"]
         return []
@@ -343,17 +350,14 @@ class PiWire(Wire):
     CALLS = {"SessionStart": "session_start"}
     READS = {"SessionStart": frozenset(("context",))}
 
-    def to_input(self, host_event, payload, *, task, workspace):
+    def to_input(self, host_event: str, payload: dict[str, Any], *, task: str, workspace: str) -> HookInput:
         return HookInput(**self._common(host_event, payload, task, workspace))
 
-    def render(self, host_event, result):
+    def render(self, host_event: str, result: HookResult | None) -> dict[str, Any]:
         if result is None or host_event != "SessionStart":
             return {}
         text = _join(result.context, result.system_message)
         return {"context": text} if text else {}
-
-    def dropped(self, host_event, result) -> list:
-        return []
 
 
 WIRES = {wire.name: wire for wire in (CodexWire(), ClaudeCodeWire(), PiWire())}

@@ -25,6 +25,12 @@ import os
 import sys
 import time
 
+TYPE_CHECKING = False  # mypy reads the imports below; the hook never pays for `typing`
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from hermit_hooks import HookInput, HookResult
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_NAME = ".hermit-deploy.json"
 LOG_DIR = ".hermit-hooks"
@@ -53,11 +59,11 @@ class _DecodeContext:
     parse_float = float
     parse_int = int
     parse_constant = float
-    memo: dict = {}
+    memo: dict[str, str] = {}
 
 
-_scan = _json.make_scanner(_DecodeContext())
-def loads(text: str):
+_scan = _json.make_scanner(_DecodeContext())  # type: ignore[arg-type]  # duck-typed context
+def loads(text: str) -> Any:
     """Parse one JSON document (whitespace around it allowed); ValueError otherwise."""
     text = text.strip()
     try:
@@ -80,7 +86,7 @@ def _text(value: str) -> str:
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def strict(value):
+def strict(value: Any) -> Any:
     """``value`` made strict-JSON-safe: non-finite floats become null, strings valid Unicode,
     keys strings, and anything JSON cannot hold its str()."""
     if isinstance(value, str):
@@ -100,15 +106,15 @@ _strict_encode = _json.make_encoder(
     {}, str, _json.encode_basestring_ascii, None, ": ", ", ", False, False, False)
 
 
-def dumps(value) -> str:
+def dumps(value: Any) -> str:
     """Compact, strict JSON (what every host's parser accepts)."""
     return "".join(_strict_encode(strict(value), 0))
 
 
 # -- the deployment: record, state, log ------------------------------------------------------
 
-def find_deployment() -> tuple[str | None, dict | None]:
-    """The deployment root (holding .hermit-deploy.json) and its record, or (None, None)."""
+def find_deployment() -> tuple[str, dict[str, Any]] | None:
+    """The deployment root (holding .hermit-deploy.json) and its record, or None."""
     for root in (os.path.dirname(HERE), HERE):
         path = os.path.join(root, RECORD_NAME)
         if os.path.isfile(path):
@@ -117,15 +123,15 @@ def find_deployment() -> tuple[str | None, dict | None]:
             if not isinstance(record, dict):
                 raise ValueError(f"{path} is not a JSON object")
             return root, record
-    return None, None
+    return None
 
 
-def _state_path(root: str, session_id) -> str:
+def _state_path(root: str, session_id: object) -> str:
     safe = "".join(c for c in str(session_id or "default") if c.isalnum() or c in "-_.")[:100]
     return os.path.join(root, LOG_DIR, "state", (safe.strip(".") or "default") + ".json")
 
 
-def load_state(root: str, session_id) -> dict:
+def load_state(root: str, session_id: object) -> dict[str, Any]:
     try:
         with open(_state_path(root, session_id), encoding="utf-8") as fh:
             state = loads(fh.read())
@@ -134,7 +140,7 @@ def load_state(root: str, session_id) -> dict:
         return {}
 
 
-def save_state(root: str, session_id, state: dict) -> None:
+def save_state(root: str, session_id: object, state: dict[str, Any]) -> None:
     path = _state_path(root, session_id)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -143,7 +149,7 @@ def save_state(root: str, session_id, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def append_log(root: str, entry: dict) -> None:
+def append_log(root: str, entry: dict[str, Any]) -> None:
     try:
         os.makedirs(os.path.join(root, LOG_DIR), exist_ok=True)
         fd = os.open(os.path.join(root, LOG_DIR, LOG_NAME),
@@ -156,7 +162,7 @@ def append_log(root: str, entry: dict) -> None:
         pass  # a log we cannot write must not break the agent's session
 
 
-def read_task(root: str, state: dict) -> str:
+def read_task(root: str, state: dict[str, Any]) -> str:
     try:
         with open(os.path.join(root, "task.md"), encoding="utf-8", errors="replace") as fh:
             return fh.read()
@@ -181,20 +187,20 @@ def redact(text: str) -> str:
     return re.sub(r"\bsk-[\w-]{8,}", "sk-***", text)
 
 
-def _short(value):
+def _short(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     text = redact(value if isinstance(value, str) else dumps(value))
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + f"... [{len(text)} chars]"
 
 
-def _short_tree(value):
+def _short_tree(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _short_tree(v) for k, v in value.items()}
     return _short(value) if isinstance(value, str) else value
 
 
-def summarize(inp) -> dict:
+def summarize(inp: HookInput) -> dict[str, Any]:
     keys = ("tool_kind", "tool_name", "tool_input", "output_text", "failed", "exit_code", "cwd",
             "model", "turn_id", "source", "prompt", "session_id")
     return {k: _short(getattr(inp, k)) for k in keys if getattr(inp, k) is not None}
@@ -209,12 +215,12 @@ class MiddlewareError(Exception):
 class _Capped:
     """sys.stdout for the middleware: keeps the first MAX_CAPTURED_CHARS, counts the rest."""
 
-    def __init__(self):
-        self.parts: list = []
+    def __init__(self) -> None:
+        self.parts: list[str] = []
         self.kept = 0
         self.total = 0
 
-    def write(self, text) -> int:
+    def write(self, text: object) -> int:
         text = str(text)
         self.total += len(text)
         if self.kept < MAX_CAPTURED_CHARS:
@@ -230,7 +236,7 @@ class _Capped:
         return text if self.total <= self.kept else text + f"... [{self.total} chars]"
 
 
-def as_result(value, HookResult):
+def as_result(value: Any, HookResult: type[HookResult]) -> HookResult | None:
     """The middleware's return value as a HookResult (None stays None); TypeError if unusable."""
     if value is None:
         return None
@@ -248,7 +254,7 @@ def as_result(value, HookResult):
     return value
 
 
-def call_middleware(name: str, inp, calls: list):
+def call_middleware(name: str, inp: HookInput, calls: list[dict[str, Any]]) -> HookResult | None:
     """Run middleware.<name>(inp) with its prints captured; they must not reach the host."""
     from hermit_hooks import HookResult
 
@@ -256,10 +262,10 @@ def call_middleware(name: str, inp, calls: list):
     saved_stdout = sys.stdout
     sys.stdout = captured
     started = time.perf_counter()
-    entry = {"function": name}
+    entry: dict[str, Any] = {"function": name}
     calls.append(entry)
     try:
-        import middleware
+        import middleware  # type: ignore[import-not-found]  # the adapter's, beside this file
 
         function = getattr(middleware, name, None)
         if function is None:
@@ -281,12 +287,13 @@ def call_middleware(name: str, inp, calls: list):
     return result
 
 
-def clip_result(result, log: dict):
+def clip_result(result: HookResult | None, log: dict[str, Any]) -> HookResult | None:
     """``result`` within what the host accepts: each text cut to MAX_TEXT_CHARS (the cut is
     marked), an oversized updated_input dropped. Each change is noted in the log line."""
     if result is None:
         return None
-    changes, cuts = {}, []
+    changes: dict[str, Any] = {}
+    cuts: list[str] = []
     for name in ("context", "reason", "system_message"):
         text = getattr(result, name)
         if text is not None and len(text) > MAX_TEXT_CHARS:
@@ -304,17 +311,18 @@ def clip_result(result, log: dict):
     return result
 
 
-def _join(*parts) -> str | None:
+def _join(*parts: str | None) -> str | None:
     text = "\n\n".join(p for p in parts if p)
     return text or None
 
 
-def handle(host_event: str, payload: dict, root: str, record: dict, log: dict) -> str:
+def handle(host_event: str, payload: dict[str, Any], root: str, record: dict[str, Any],
+           log: dict[str, Any]) -> str:
     """One host event end to end; returns what to print. Raises on any error (fail open above)."""
     from hook_hosts import WIRES
 
     host = record.get("host")
-    wire = WIRES.get(host)
+    wire = WIRES.get(host) if isinstance(host, str) else None
     if wire is None:
         raise ValueError(f"unknown host {host!r} in {RECORD_NAME}")
     if host_event not in wire.CALLS and host_event not in wire.BEFORE_MODEL_AFTER:
@@ -378,7 +386,7 @@ def handle(host_event: str, payload: dict, root: str, record: dict, log: dict) -
 
 # -- the process: payload in, one output out, always exit 0 ------------------------------
 
-def read_payload(reads_stdin: bool) -> dict:
+def read_payload(reads_stdin: bool) -> dict[str, Any]:
     if not reads_stdin or sys.stdin is None or sys.stdin.isatty():
         return {}
     data = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
@@ -397,14 +405,15 @@ def read_payload(reads_stdin: bool) -> dict:
 def main(argv: list[str]) -> None:
     started = time.perf_counter()
     host_event = argv[1] if len(argv) > 1 else ""
-    log: dict = {"ts": round(time.time(), 3), "event": host_event, "host": None, "input": None,
+    log: dict[str, Any] = {"ts": round(time.time(), 3), "event": host_event, "host": None, "input": None,
                  "calls": [], "output": None, "error": None}
     # The host reads our fd 1; the middleware (and anything it spawns) must never write there.
     host_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     done = _thread.allocate_lock()
-    where = {"root": os.getcwd(), "deadline": time.monotonic() + DEFAULT_TIMEOUT_S}
+    # what the threads share: root, timeout_s, deadline, child (its pid), limit (a callback)
+    where: dict[str, Any] = {"root": os.getcwd(), "deadline": time.monotonic() + DEFAULT_TIMEOUT_S}
 
     def finish(text: str) -> None:
         if not done.acquire(False):
@@ -440,9 +449,10 @@ def main(argv: list[str]) -> None:
         timeout_s = float(env_timeout) if env_timeout else DEFAULT_TIMEOUT_S
         where.update(timeout_s=timeout_s, deadline=time.monotonic() + timeout_s)
         _thread.start_new_thread(watchdog, ())
-        root, record = find_deployment()
-        if root is None:
+        deployment = find_deployment()
+        if deployment is None:
             raise FileNotFoundError(f"no {RECORD_NAME} beside {HERE}: not a deployed adapter")
+        root, record = deployment
         where["root"] = root
         log["host"] = record.get("host")
         if not env_timeout and record.get("hook_timeout_s"):
@@ -450,7 +460,8 @@ def main(argv: list[str]) -> None:
             where["deadline"] = time.monotonic() + where["timeout_s"]
         from hook_hosts import WIRES
 
-        wire = WIRES.get(record.get("host"))
+        host = record.get("host")
+        wire = WIRES.get(host) if isinstance(host, str) else None
         payload = read_payload(wire.reads_stdin if wire is not None else True)
         if not host_event:
             host_event = str(payload.get("hook_event_name") or "")
@@ -482,7 +493,8 @@ def _describe(status: int) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"ended ({status})"
 
 
-def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish) -> str:
+def contained(work: Callable[[], str], log: dict[str, Any], where: dict[str, Any], host_out: int,
+              devnull: int, finish: Callable[[str], None]) -> str:
     """Run ``work()`` (the middleware calls) in a forked child and return its answer.
 
     The child gets its own process group, /dev/null as stdin and stdout, and a pipe as stderr
@@ -510,10 +522,10 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
             except BaseException as exc:
                 log["error"] = f"{type(exc).__name__}: {exc}"
                 text = NOOP
-            body = dumps({"text": text, "log": log}).encode("utf-8")
-            message = b"%016x" % len(body) + body
-            while message:
-                message = message[os.write(answer_w, message):]
+            answer = dumps({"text": text, "log": log}).encode("utf-8")
+            framed = b"%016x" % len(answer) + answer
+            while framed:
+                framed = framed[os.write(answer_w, framed):]
         except BaseException:
             status = 70
         os._exit(status)
@@ -525,9 +537,9 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
     where["child"] = pid
     os.close(answer_w)
     os.close(err_w)
-    kept: list = []
+    kept: list[bytes] = []
     _thread.start_new_thread(_drain, (err_r, kept))
-    box: dict = {}
+    box: dict[str, Any] = {}
 
     def reap() -> None:
         # A child that ends without answering is normally seen by the reader as EOF; but a
@@ -569,11 +581,11 @@ def contained(work, log: dict, where: dict, host_out: int, devnull: int, finish)
     stderr = _stderr_note(kept)
     if stderr:
         log["stderr"] = stderr.strip("; ")
-    text = message.get("text")
-    return text if isinstance(text, str) else NOOP
+    answered = message.get("text")
+    return answered if isinstance(answered, str) else NOOP
 
 
-def _drain(fd: int, kept: list) -> None:
+def _drain(fd: int, kept: list[bytes]) -> None:
     """Read the child's stderr to its end, keeping the first STDERR_KEPT_BYTES."""
     have = 0
     try:
@@ -588,12 +600,13 @@ def _drain(fd: int, kept: list) -> None:
         return
 
 
-def _stderr_note(kept: list) -> str:
+def _stderr_note(kept: list[bytes]) -> str:
     text = b"".join(kept).decode("utf-8", "replace").strip()
     return f"; stderr: {_short(text)}" if text else ""
 
 
-def _limit_cpu_later(pid: int, where: dict, box: dict, log: dict, forked_at: float) -> None:
+def _limit_cpu_later(pid: int, where: dict[str, Any], box: dict[str, Any], log: dict[str, Any],
+                     forked_at: float) -> None:
     """A hard RLIMIT_CPU on a child that has not answered within LIMIT_AFTER_S (called by the
     watchdog's ticks): a loop that
     never yields (a C call holding the GIL) is ended by the kernel just after the deadline,
