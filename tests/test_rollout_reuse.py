@@ -11,12 +11,16 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 import tracemalloc
 from pathlib import Path
 
 import yaml
 
 from git_hermit.rollouts.executors import PREPARE_AHEAD
+from git_hermit.rollouts.scratch import drop_slots
+from git_hermit.rollouts.tasks import Task
+from git_hermit.rollouts.worker import RolloutJob, execute_rollout
 from cli_helpers import hermit
 from conftest import git
 from test_rollouts_e2e import make_project, result_files
@@ -156,3 +160,36 @@ def test_a_steps_memory_grows_by_at_most_a_small_record_per_rollout(repo):
     large = min(_traced_peak_of_rollout(repo, 24) for _ in range(2))
     per_rollout = (large - small) / (8 * 24 - 8 * 6)
     assert per_rollout <= 1536, f"{per_rollout:.0f} bytes more at the peak per extra rollout"
+
+
+def test_a_directory_whose_workspace_could_not_be_set_up_is_not_handed_on(repo, tmp_path):
+    """A rollout whose workspace setup failed (here a task file that is gone; a directory the
+    agent made unwritable alike) has its directory removed, not reused by the next rollout."""
+    assert hermit(repo, "init").code == 0
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    seen = tmp_path / "seen.txt"
+    agent = tmp_path / "agent.py"
+    agent.write_text("import pathlib, sys\n"
+                     f"open({str(seen)!r}, 'a').write(str(pathlib.Path(sys.argv[1]).parent) + '\\n')\n"
+                     "print(1)\n")
+
+    def job(files: dict[str, Path]) -> RolloutJob:
+        return RolloutJob(task=Task(id="t0", prompt="p", expected="1", files=files), attempt=1, commit=commit,
+                          adapter_prefix="adapter", host="codex",
+                          agent_cfg={"backend": "command", "command": [sys.executable, str(agent), "{workspace}"]},
+                          judge_cfg={"kind": "answer", "mode": "exact"}, judge_base_dir=str(tmp_path),
+                          timeout_s=30, repo_path=str(repo))
+
+    try:
+        assert execute_rollout(job({})).result["outcome"] == "pass"
+        first = Path(seen.read_text().split()[0])
+        assert first.is_dir()                                    # kept for the next rollout
+        failed = execute_rollout(job({"data.txt": tmp_path / "gone.txt"})).result
+        assert failed["exception_type"] == "WorkspaceSetupError"
+        assert not first.exists()
+        assert execute_rollout(job({})).result["outcome"] == "pass"
+        second = Path(seen.read_text().split()[1])
+        assert second != first and second.is_dir()
+    finally:
+        drop_slots()
+    assert not second.exists()
