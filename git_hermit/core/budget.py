@@ -166,23 +166,25 @@ def _note_json(text: str | None) -> dict[str, Any] | None:
 def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
     """What `rollout`, `eval` and `train`'s held-out test spent outside steps: the ledgers under
     ``evals/<commit>-<split>/``, leaving out each step's own training rollouts (H_{N-1} on
-    ``train``: in step N's ledger, or the unfinished step's). An evaluation without a local
-    ledger (a fresh clone) is read from the usage its scores note records for the split."""
+    ``train``: in step N's ledger, or the unfinished step's). The usage its scores note records
+    for the split beyond the local ledger counts too (``notes/…``): all of it in a fresh clone,
+    other machines' rollouts of it after a fetch (the note sums every machine's)."""
     prices = load_prices(ctx.config.prices)
     in_steps = {f"{sha[:12]}-train" for _, sha in ctx.steps}
     ledger = Ledger(prices)
-    local: set[str] = set()
+    local: dict[str, dict[str, Usage]] = {}
     for path in sorted((run_dir(ctx.repo, ctx.run) / "evals").glob(f"*/{LEDGER_FILE}")):
         if path.parent.name in in_steps:
             continue
         data = _read_json(path)
         if data is None:
             continue
-        local.add(path.parent.name)
+        here = Ledger(prices)
         for item in data.get("entries", []):
             entry = LedgerEntry.from_dict(item)
             # keyed by directory too: the same row of two commits or splits is two rollouts
-            ledger.add(replace(entry, key=f"{path.parent.name}/{entry.key}", step=None))
+            here.add(ledger.add(replace(entry, key=f"{path.parent.name}/{entry.key}", step=None)))
+        local[path.parent.name] = here.totals("role")
     for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
         note = _note_json(text)
         if note is None or note.get("run") != ctx.run:
@@ -192,10 +194,16 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
             splits = {}
         for split, record in [(note.get("split"), note), *splits.items()]:
             name = f"{commit[:12]}-{split}"
-            if name in in_steps or name in local or not isinstance(record, dict):
+            if name in in_steps or not isinstance(record, dict):
                 continue
+            mine = local.get(name)
             for role, usage in noted_usage(record).items():      # priced at the role's model when it has no cost
-                ledger.add(LedgerEntry(role, name, _role_model(ctx.config, role), usage))
+                if mine is not None:
+                    usage = _minus(usage, mine.get(role))
+                    if not usage.total_tokens and (usage.cost_usd or 0.0) < 1e-9:   # all of it is here
+                        continue
+                ledger.add(LedgerEntry(role, name if mine is None else f"{name}/notes", _role_model(ctx.config, role),
+                                       usage))
     return list(ledger.entries)
 
 
@@ -255,7 +263,7 @@ def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = 
         if role not in ROLLOUT_ROLES and resuming and local:
             continue
         left = _minus(usage, mine.get(role))
-        if not (left.total_tokens or left.cost_usd):
+        if not left.total_tokens and (left.cost_usd or 0.0) < 1e-9:    # all of it is here (sums' rounding aside)
             continue
         model = _role_model(ctx.config, role)
         ledger.add(LedgerEntry(role, "notes/1" if role in ROLLOUT_ROLES else f"notes/{role}", model, left, n))

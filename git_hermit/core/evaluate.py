@@ -11,17 +11,18 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_evaluation_budget
 from git_hermit.core.runs import RunContext, open_run, run_dir
+from git_hermit.core.scores_notes import add_spending, roles_of
 from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.hosts import registry
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
-from git_hermit.model.rollout import RolloutResult, scored
+from git_hermit.model.rollout import RolloutResult, Usage, scored
 from git_hermit.rollouts import stats
 from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.agents import make_agent
@@ -63,6 +64,15 @@ class EvalRun:
     ledger: Ledger
     duration_s: float
     reused: int
+    fresh: frozenset[str] = frozenset()   # "task#attempt" of the rows that ran in this process
+
+    def spent_by_row(self) -> dict[str, dict[str, Usage]]:
+        """Each row's billed usage by role (``task#attempt`` → role → usage)."""
+        rows: dict[str, dict[str, Usage]] = {}
+        for entry in self.ledger.entries:
+            by_role = rows.setdefault(entry.key, {})
+            by_role[entry.role] = sum_usage([by_role[entry.role], entry.usage]) if entry.role in by_role else entry.usage
+        return rows
 
     @property
     def pass_at_1(self) -> float:
@@ -145,15 +155,17 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
                 if result is not None:
                     finished.setdefault(job.task.id, []).append(result)
             partial = _evaluated(config, bench, commit, out_dir, finished, step, time.monotonic() - start,
-                                 progress.reused)
+                                 progress.reused, progress.reused_rows)
             if isinstance(stopped, BudgetReached):
                 stopped.partial = partial
         raise
-    return _evaluated(config, bench, commit, out_dir, results, step, time.monotonic() - start, progress.reused)
+    return _evaluated(config, bench, commit, out_dir, results, step, time.monotonic() - start, progress.reused,
+                      progress.reused_rows)
 
 
 def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
-               results: dict[str, list[RolloutResult]], step: int | None, duration_s: float, reused: int) -> EvalRun:
+               results: dict[str, list[RolloutResult]], step: int | None, duration_s: float, reused: int,
+               reused_rows: set[str]) -> EvalRun:
     """The run's results scored (``timeout_as``), billed, and its directory's ledger written."""
     results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
     ledger = Ledger(load_prices(config.prices))
@@ -162,20 +174,23 @@ def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
-    _write_ledger(out_dir / "ledger.json", ledger)
-    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused)
+    fresh = frozenset(f"{r.task}#{r.attempt}" for attempts in results.values() for r in attempts) - reused_rows
+    _write_ledger(out_dir / "ledger.json", ledger, fresh)
+    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused, fresh)
 
 
-def _write_ledger(path: Path, ledger: Ledger) -> None:
-    """The directory's ledger: this run's rows, and the rows of earlier runs it did not cover (a
-    `--tasks` or `-k` re-run), so the file stays what was spent here (budgets read it)."""
-    covered = {(e.role, e.key) for e in ledger.entries}
+def _write_ledger(path: Path, ledger: Ledger, fresh: frozenset[str]) -> None:
+    """The directory's ledger: what was spent here, each rollout once. Earlier runs' entries stay
+    (rows a `--tasks` or `-k` re-run did not cover, and rows it ran again: that was spent too);
+    this run's rows are added when they ran now (``fresh``) or the file did not have them."""
     try:
         earlier = Ledger.from_dict(json.loads(path.read_text())).entries
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         earlier = ()
-    kept = Ledger(ledger.prices, [e for e in earlier if (e.role, e.key) not in covered] + list(ledger.entries))
-    with open(path, "w") as handle:
+    known = {(e.role, e.key) for e in earlier}
+    kept = Ledger(ledger.prices, [*earlier, *(e for e in ledger.entries
+                                              if e.key in fresh or (e.role, e.key) not in known)])
+    with open(path, "w") as handle:       # an entry at a time: a step's ledger has one per rollout
         handle.writelines(kept.json_chunks())
 
 
@@ -209,14 +224,34 @@ def merged_scores_text(repo: Repo, scores: Scores) -> str:
     return dumps("scores", scores)
 
 
-def _merge_runs(old: Scores, new: Scores) -> Scores:
+def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
     """One split's record after a `rollout`/`eval` re-run: never poorer than what the note held.
 
     Outcomes are merged per task (the new run's win); what only the old record knows — the
     step's CI, its evaluation (flips, verdicts, precision/recall), its stop, tasks the new run
     did not cover — is kept. A run that found nothing new returns ``old`` unchanged, so a fully
     reused re-run leaves the note byte-identical.
+
+    Usage (see ``scores_notes``): the note's, plus the rows of ``ev`` the note did not hold and
+    the rows ``ev`` ran again; a row run again replaces its outcome but adds its cost (the
+    replaced rollout was spent too, maybe on another machine, which only the note records).
+    A reused row the note holds adds nothing. Without ``ev``, every row of ``new`` is new.
     """
+    held = {f"{task}#{i}" for task, score in old.tasks.items() for i in range(1, len(score.attempts) + 1)}
+    rows = ev.spent_by_row() if ev is not None else None
+    added: dict[str, Usage] = {}
+    for row, by_role in (rows or {}).items():
+        if row not in held or (ev is not None and row in ev.fresh):
+            for role, usage in by_role.items():
+                added[role] = sum_usage([added[role], usage]) if role in added else usage
+    if rows is None:
+        added = roles_of(new.usage, new.usage_by_role)
+    spent: dict[str, Any] = {"usage": old.usage, "usage_by_role": old.usage_by_role, "duration_s": old.duration_s}
+    if added:
+        total, roles = add_spending(old.usage, old.usage_by_role, added)
+        spent = {"usage": total, "usage_by_role": roles,
+                 "duration_s": None if old.duration_s is None and new.duration_s is None
+                 else round((old.duration_s or 0.0) + (new.duration_s or 0.0), 3)}
     tasks = dict(old.tasks)
     for task, score in new.tasks.items():   # attempt by attempt: a `-k 1` re-run keeps attempt 2
         attempts = list(tasks[task].attempts) if task in tasks else []
@@ -225,40 +260,41 @@ def _merge_runs(old: Scores, new: Scores) -> Scores:
         tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts))
     ci = new.ci or old.ci
     if tasks == old.tasks:
-        return replace(old, ci=ci)
+        return replace(old, ci=ci, **spent)
     if tasks == new.tasks:
         return replace(new, ci=ci, evaluation=new.evaluation or old.evaluation, stop=new.stop or old.stop,
-                       splits=old.splits)
+                       splits=old.splits, **spent)
     counts = {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts)) for t, s in tasks.items()}
     ks = sorted({int(k) for k in (*old.pass_at, *new.pass_at)})
     pass_at = {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
                              / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}
     return replace(old, tasks=tasks, pass_at_1=round(float(stats.exact_pass_at_1(counts)), 6), pass_at=pass_at,
-                   k=max(old.k, new.k), ci=ci)
+                   k=max(old.k, new.k), ci=ci, **spent)
 
 
-def _rerun_record(existing: Scores | None, scores: Scores) -> Scores:
+def _rerun_record(existing: Scores | None, scores: Scores, ev: EvalRun | None = None) -> Scores:
     """The whole note after a `rollout`/`eval` of ``scores.split`` (see ``_merge_runs``)."""
     if existing is None:
         return scores
     if existing.split == scores.split:
-        return _merge_runs(existing, scores)
+        return _merge_runs(existing, scores, ev)
     if scores.split == "train":   # the training split takes the top level; the held-out one moves down
         return replace(scores, splits={**existing.splits, existing.split: existing.split_summary()})
     entry = existing.splits.get(scores.split)
     if entry is not None:
         old = Scores.from_dict({"run": existing.run, "commit": existing.commit, "split": scores.split,
                                 "v": existing.v, **entry})
-        scores = _merge_runs(old, scores)
+        scores = _merge_runs(old, scores, ev)
     return replace(existing, splits={**existing.splits, scores.split: scores.split_summary()})
 
 
-def write_scores(repo: Repo, scores: Scores) -> None:
-    """Merge a `rollout`/`eval` record into the commit's scores note; write only if it changed."""
+def write_scores(repo: Repo, scores: Scores, ev: EvalRun | None = None) -> None:
+    """Merge a `rollout`/`eval` record (of ``ev``'s rows) into the commit's scores note; write
+    only if it changed."""
     store = NotesStore(repo)
     current = store.read(NOTES_REFS["scores"], scores.commit)
     existing = loads("scores", current, where=scores.commit[:12]) if current else None
-    merged = _rerun_record(existing, scores)
+    merged = _rerun_record(existing, scores, ev)
     text = dumps("scores", merged)
     if text == current:
         return
@@ -314,7 +350,7 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
         _note_partial(ctx, stopped)
         raise
     scores = scores_record(ctx.run, step_of(ctx, commit), ev)
-    write_scores(ctx.repo, scores)
+    write_scores(ctx.repo, scores, ev)
     return ev, scores
 
 
@@ -323,7 +359,7 @@ def _note_partial(ctx: RunContext, stopped: BudgetReached) -> None:
     re-run's would: they were spent, and a clone's budget reads what was spent from the notes."""
     partial = stopped.partial
     if isinstance(partial, EvalRun):
-        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, partial.commit), partial))
+        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, partial.commit), partial), partial)
 
 
 def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, commits: tuple[str, ...],
@@ -375,11 +411,11 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
                                    on_progress=callback, budget=budget)
         except BudgetReached as stopped:
             for finished in runs.values():
-                write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished))
+                write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
             _note_partial(ctx, stopped)
             raise
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None
-        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, commit), runs[role], ci=ci))
+        write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, commit), runs[role], ci=ci), runs[role])
     return EvalReport(runs["candidate"], runs.get("baseline"), comparison)

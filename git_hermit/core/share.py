@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from git_hermit.core.runs import list_runs
+from git_hermit.core.scores_notes import merge_scores_notes
 from git_hermit.errors import GitStateError, NotesConflict, RefConflict
 from git_hermit.gitio import (NOTES_REFS, PushedRef, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, fetch_tracking,
                               merge_notes, push_atomic)
@@ -60,7 +61,8 @@ def _resolver(kind: str) -> Callable[[str, str | None, str | None, str | None], 
         def parse(text: str | None) -> dict[str, Any] | None:
             return None if text is None else json.loads(text)
         try:
-            merged = merge_records(parse(base), parse(ours), parse(theirs))
+            merge = merge_scores_notes if kind == "scores" else merge_records    # scores: usage adds up
+            merged = merge(parse(base), parse(ours), parse(theirs))
         except FieldConflict as exc:
             raise NotesConflict(
                 f"the {kind} note on commit {target[:12]} was changed on both sides: field {exc.path!r} is "

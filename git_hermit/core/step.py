@@ -17,7 +17,7 @@ from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.screen import Limits, screen
 from git_hermit.adapter.templates import load_template
 from git_hermit.core import preflight
-from git_hermit.core.budget import check_budget_config, open_budget
+from git_hermit.core.budget import carried_over, check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text,
                                      read_scores, run_split, scores_record)
@@ -34,7 +34,7 @@ from git_hermit.rollouts.scratch import clean_stale
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
-from git_hermit.rollouts.budget import Budget
+from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices
 from git_hermit.rollouts.runner import Progress, atomic_write
 
@@ -233,6 +233,16 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
             comparison = stats.paired_bootstrap(prev_rates, stats.per_task_pass_at_1(ev.results))
     scores = scores_record(ctx.run, n, ev,
                            ci=comparison_record(history[-1].commit, comparison) if comparison else None)
+    # what other machines spent on this step before it stopped there (its note's part beyond the
+    # rollouts reused here): a budget read it before the step; without one, it is read now
+    carried = budget.carried if budget.max_usd is not None or budget.max_tokens is not None else carried_over(
+        ctx, [e for e in ev.ledger.entries if e.key not in ev.fresh], resuming=True)
+    if carried:
+        # rows another machine ran before this one ran them again: the note counts both, as the
+        # step's ledger does (see core.scores_notes)
+        rollouts = Ledger(entries=[*(e for e in carried if e.role in ROLLOUT_ROLES), *ev.ledger.entries])
+        scores = replace(scores, usage=rollouts.total().to_dict(),
+                         usage_by_role={role: u.to_dict() for role, u in rollouts.totals("role").items()})
     say(f"step {n}: pass@1 {ev.pass_at_1:.3f}" + (f" ({comparison} vs H_{history[-1].step - 1})" if comparison else "")
         + (f"; {ev.reused} rollouts reused" if ev.reused else ""))
 
@@ -250,7 +260,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
             {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts))
              for t, s in best_scores.tasks.items()})) if best_scores else None
     # the step's ledger: what other machines spent on it before it stopped there, then its rollouts
-    ledger = budget.watch(Ledger(load_prices(config.prices), [*budget.carried, *ev.ledger.entries]))
+    ledger = budget.watch(Ledger(load_prices(config.prices), [*carried, *ev.ledger.entries]))
     template = load_template(config.template)
     limits = Limits.of(config.evolver)
     step_ctx = StepContext(

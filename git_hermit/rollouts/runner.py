@@ -109,6 +109,7 @@ class Progress:
 
     total: int
     reused: int = 0
+    reused_rows: set[str] = field(default_factory=set)   # "task#attempt" of the rows whose results were there
     done: int = 0
     running: int = 0
     failed: int = 0
@@ -153,6 +154,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         if finished is not None:
             results[(job.task.id, job.attempt)] = finished
             progress.reused += 1
+            progress.reused_rows.add(f"{job.task.id}#{job.attempt}")
             progress.done += 1
             progress.failed += finished.outcome != "pass"
         else:
