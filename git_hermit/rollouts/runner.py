@@ -182,7 +182,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
     finally:
-        drop_slots()           # this process's reused rollout directories (Dask workers keep theirs)
+        drop_slots()           # this process's reused rollout directories (Dask workers: at close)
     if budget is not None and budget.stopped:
         raise budget.reached_error(len(results), len(jobs))
     grouped: dict[str, list[RolloutResult]] = {}
