@@ -122,10 +122,12 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
     sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", registry.DEFAULT),
                                provider=agent_cfg.get("provider"))
+    # one of each shared by every job: a step holds a job per row until it ends
+    judge_cfg, base_dir = dict(config.judge), str(bench.base_dir)
+    timeout_s = float(agent_cfg.get("timeout_s", 1800))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
-                       judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
-                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), sandbox=sandbox,
+                       judge_cfg=judge_cfg, judge_base_dir=base_dir, timeout_s=timeout_s, sandbox=sandbox,
                        agent_env=agent_env)
             for row in bench.split.rows]
 
@@ -193,7 +195,8 @@ def _write_ledger(path: Path, ledger: Ledger, fresh: frozenset[str]) -> None:
     known = {(e.role, e.key) for e in earlier}
     kept = Ledger(ledger.prices, [*earlier, *(e for e in ledger.entries
                                               if e.key in fresh or (e.role, e.key) not in known)])
-    path.write_text(json.dumps(kept.to_dict(), indent=2) + "\n")
+    with open(path, "w") as handle:       # an entry at a time: a step's ledger has one per rollout
+        handle.writelines(kept.json_chunks())
 
 
 def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = None) -> Scores:

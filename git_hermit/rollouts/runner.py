@@ -23,7 +23,7 @@ from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
-from git_hermit.rollouts.scratch import clean_stale
+from git_hermit.rollouts.scratch import clean_stale, drop_slots
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import RolloutHandle
 from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
@@ -84,8 +84,12 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     directory.mkdir(parents=True, exist_ok=True)
     values = secret_values()       # once: it sorts the whole environment
     for name, data in output.files.items():
-        atomic_write(directory / name, redact(data.decode("utf-8", "surrogateescape"), values)
-                     .encode("utf-8", "surrogateescape"), durable=False)
+        # written in place, not through a temp file and a rename: result.json, written last,
+        # is what says the rollout finished, and a rerun of an unfinished one rewrites these
+        target = directory / name
+        if "/" in name:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape"))
     result = RolloutResult.from_dict(output.result)
     result = result.with_(final_answer=redact(result.final_answer, values) if result.final_answer else result.final_answer,
                           verifier_output=redact(result.verifier_output, values),
@@ -230,6 +234,8 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         kill_all()
         handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
+    finally:
+        drop_slots()           # this process's reused rollout directories (Dask workers: at close)
     if budget is not None and budget.stopped:
         raise budget.reached_error(len(results), len(jobs))
     grouped: dict[str, list[RolloutResult]] = {}
