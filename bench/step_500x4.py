@@ -3,7 +3,8 @@
 Runs ``git hermit rollout`` (the CLI, as a user would) on the train split twice: at the full
 size and at a quarter of it, and prints hermit's own wall time, CPU per rollout and peak RSS
 beside the references (30 s, 10 ms a rollout, 300 MB) as ratios, plus the peak RSS of the small
-run: memory flat in the number of rollouts means the two peaks are about equal.
+run: memory flat in the number of rollouts means the two peaks are about equal (the RSS added
+per extra rollout is printed too).
 Usage: python bench/step_500x4.py [--tasks N] [--k K] [--concurrency C]
 """
 
@@ -85,8 +86,11 @@ def main() -> None:
     print(f"  CPU a rollout  {per:7.2f} ms   ref {CPU_REF_MS:.0f} ms   ratio {per / CPU_REF_MS:5.2f}x"
           f"   (all processes: CLI, git, guards, the echo agent)")
     print(f"  peak RSS       {full['rss']:7.1f} MB   ref {RSS_REF_MB:.0f} MB   ratio {full['rss'] / RSS_REF_MB:5.2f}x")
+    extra = max(1, n - small["rollouts"])
+    per_kb = (full["rss"] - small["rss"]) * 1024 / extra
     print(f"  memory flat    {small['rollouts']} rollouts: {small['rss']:.1f} MB; {n}: {full['rss']:.1f} MB"
-          f"   ratio {full['rss'] / small['rss']:5.2f}x (flat: ~1.0x)")
+          f"   ratio {full['rss'] / small['rss']:5.2f}x (flat: ~1.0x); {per_kb:.1f} KB a rollout"
+          f" (its result record, job, ledger entry and score, and its share of the --json output)")
 
 
 if __name__ == "__main__":

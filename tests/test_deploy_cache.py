@@ -4,6 +4,7 @@ another host) renders afresh."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -102,3 +103,47 @@ def test_a_workspace_path_that_needs_quoting_gets_a_full_deploy(tmp_path):
     hooks = (spaced / ".codex" / "hooks.json").read_text()
     assert "'" + str(spaced) in hooks and str(plain) not in hooks
     assert record == read_record(spaced)
+
+
+@pytest.mark.parametrize("host", ["codex", "claude-code", "pi"])
+def test_a_used_workspace_reset_to_the_plan_equals_a_fresh_deploy_and_keeps_its_inodes(tmp_path, host):
+    """What a rollout may have done to its workspace is undone; files still holding the plan's
+    bytes keep their inode (no file is made), and a file linked elsewhere is never written through."""
+    adapter = ahe_adapter(tmp_path / "adapter")
+    first, used, fresh = tmp_path / "first", tmp_path / "used", tmp_path / "fresh"
+    for path in (first, used, fresh):
+        path.mkdir()
+    deploy_cache.deploy_fresh(adapter, first, host, commit="c1")          # renders, fills the cache
+    deploy_cache.deploy_fresh(adapter, used, host, commit="c1")
+    inodes = {p: p.lstat().st_ino for p in used.rglob("*")}
+    files = sorted(p for p in used.rglob("*") if p.is_file() and p.name != ".hermit-deploy.json")
+    changed, removed, linked, symlinked = files[:4]
+    changed.write_bytes(b"changed")
+    removed.unlink()
+    outside, elsewhere = tmp_path / "outside", tmp_path / "elsewhere"
+    outside.write_text("outside")
+    linked.unlink()
+    elsewhere.write_text("elsewhere")
+    os.link(elsewhere, linked)
+    symlinked.unlink()
+    symlinked.symlink_to(outside)
+    (used / "new" / "deep").mkdir(parents=True)
+    (used / "new" / "deep" / "file").write_text("made by the agent")
+    (used / "task.md").write_text("the last task")
+    (used / "data.csv").write_text("a task's file")
+    record = deploy_cache.deploy_reset(adapter, used, host, commit="c1", keep=frozenset({"task.md"}))
+    assert record == read_record(used)
+    assert outside.read_text() == "outside" and elsewhere.read_text() == "elsewhere"
+    assert (used / "task.md").read_text() == "the last task"            # kept for the caller to overwrite
+    (used / "task.md").unlink()
+    deploy(adapter, fresh, host)
+    expected = tree(fresh)
+    got = tree(used)
+    assert got.keys() == expected.keys()
+    for rel, (kind, mode, content) in got.items():
+        if kind == "file" and not rel.endswith(".pyc") and rel != ".hermit-deploy.json":
+            assert content.replace(str(used).encode(), b"<ws>") == \
+                expected[rel][2].replace(str(fresh).encode(), b"<ws>"), rel
+        assert (kind, mode) == expected[rel][:2], rel
+    untouched = [p for p in inodes if p.exists() and p not in (removed, linked, symlinked)]
+    assert untouched and all(p.lstat().st_ino == inodes[p] for p in untouched)

@@ -218,17 +218,20 @@ def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
     """The step after the tip and the ledger entries of its rollouts that already finished
     (a step the budget or Ctrl-C stopped): spent, though no step ledger holds them yet."""
     from git_hermit.core.evaluate import eval_dir
-    from git_hermit.rollouts.runner import read_result
+    from git_hermit.rollouts.runner import RETRIED_FILE, read_result, read_retried
     n, commit = ctx.tip[0] + 1, ctx.tip[1]
     if (step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE).is_file():
         return n, []
     ledger = Ledger(load_prices(ctx.config.prices))
     root = eval_dir(ctx, commit, "train") / "rollouts"
+    model = (ctx.config.agent or {}).get("model")
     for directory in sorted(p.parent for p in root.glob("*/*/result.json")):
         result = read_result(directory, commit)
         if result is not None:
-            ledger.add_rollout(result, model=(ctx.config.agent or {}).get("model"),
-                               judge_model=(ctx.config.judge or {}).get("model"), step=n)
+            ledger.add_rollout(result, model=model, judge_model=(ctx.config.judge or {}).get("model"), step=n)
+    for path in sorted(root.glob(f"*/*/{RETRIED_FILE}")):    # re-queued rate-limited attempts: billed too
+        for retried in read_retried(path.parent, commit):
+            ledger.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=model, step=n)
     return n, list(ledger.entries)
 
 

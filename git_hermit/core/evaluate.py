@@ -29,9 +29,9 @@ from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.budget import Budget
-from git_hermit.rollouts.ledger import Ledger, load_prices, sum_usage
+from git_hermit.rollouts.ledger import Ledger, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
-from git_hermit.rollouts.runner import Progress, finished_result, run_jobs
+from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
 from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
 from git_hermit.rollouts.worker import RolloutJob
 
@@ -67,10 +67,11 @@ class EvalRun:
     fresh: frozenset[str] = frozenset()   # "task#attempt" of the rows that ran in this process
 
     def spent_by_row(self) -> dict[str, dict[str, Usage]]:
-        """Each row's billed usage by role (``task#attempt`` → role → usage)."""
+        """Each row's billed usage by role (``task#attempt`` → role → usage), its re-queued
+        rate-limited attempts included."""
         rows: dict[str, dict[str, Usage]] = {}
         for entry in self.ledger.entries:
-            by_role = rows.setdefault(entry.key, {})
+            by_role = rows.setdefault(row_of(entry.key), {})
             by_role[entry.role] = sum_usage([by_role[entry.role], entry.usage]) if entry.role in by_role else entry.usage
         return rows
 
@@ -121,10 +122,12 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
     sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", registry.DEFAULT),
                                provider=agent_cfg.get("provider"))
+    # one of each shared by every job: a step holds a job per row until it ends
+    judge_cfg, base_dir = dict(config.judge), str(bench.base_dir)
+    timeout_s = float(agent_cfg.get("timeout_s", 1800))
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
-                       judge_cfg=dict(config.judge), judge_base_dir=str(bench.base_dir),
-                       timeout_s=float(agent_cfg.get("timeout_s", 1800)), sandbox=sandbox,
+                       judge_cfg=judge_cfg, judge_base_dir=base_dir, timeout_s=timeout_s, sandbox=sandbox,
                        agent_env=agent_env)
             for row in bench.split.rows]
 
@@ -172,6 +175,10 @@ def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
+    backend = (config.agent or {}).get("backend", registry.DEFAULT)
+    for row in bench.split.rows:     # attempts re-queued after a rate limit billed too, finished row or not
+        for retried in read_retried(rollout_dir(out_dir, row.task, row.attempt), commit, backend):
+            ledger.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=model, step=step)
     fresh = frozenset(f"{r.task}#{r.attempt}" for attempts in results.values() for r in attempts) - reused_rows
     _write_ledger(out_dir / "ledger.json", ledger, fresh)
     return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused, fresh)
@@ -188,7 +195,8 @@ def _write_ledger(path: Path, ledger: Ledger, fresh: frozenset[str]) -> None:
     known = {(e.role, e.key) for e in earlier}
     kept = Ledger(ledger.prices, [*earlier, *(e for e in ledger.entries
                                               if e.key in fresh or (e.role, e.key) not in known)])
-    path.write_text(json.dumps(kept.to_dict(), indent=2) + "\n")
+    with open(path, "w") as handle:       # an entry at a time: a step's ledger has one per rollout
+        handle.writelines(kept.json_chunks())
 
 
 def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = None) -> Scores:

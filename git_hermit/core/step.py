@@ -280,7 +280,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     except BudgetReached:
         _note_stopped(repo, ctx, n, ev, ledger, budget)
         raise
-    atomic_write(here / "ledger.json", (json.dumps(ledger.to_dict(), indent=2) + "\n").encode())
+    atomic_write(here / "ledger.json", "".join(ledger.json_chunks()).encode())
     outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
     return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)
 

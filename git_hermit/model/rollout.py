@@ -6,13 +6,16 @@ shared by the rollout runner, the judges, the ledger and the evolvers' analysis.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 Outcome = Literal["pass", "fail", "exception"]
 
 
-@dataclass(frozen=True)
+# Records are slotted and share what repeats: a step holds one RolloutResult per rollout (the
+# evolvers read them), so their size is what grows with the number of rollouts.
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens one call or rollout used, and its cost when a price is known (None = unknown)."""
 
@@ -44,11 +47,15 @@ class Usage:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "Usage":
         data = data or {}
-        return cls(**{k: data[k] for k in ("input_tokens", "cached_input_tokens", "output_tokens",
-                                            "reasoning_tokens", "cost_usd") if k in data})
+        usage = cls(**{k: data[k] for k in ("input_tokens", "cached_input_tokens", "output_tokens",
+                                             "reasoning_tokens", "cost_usd") if k in data})
+        return _NO_USAGE if usage == _NO_USAGE else usage     # frozen: one shared "nothing used"
 
 
-@dataclass(frozen=True)
+_NO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
 class RolloutResult:
     """What one attempt of one task produced, as judged.
 
@@ -95,7 +102,13 @@ class RolloutResult:
         fields["usage"] = Usage.from_dict(fields.get("usage"))
         fields["judge_usage"] = Usage.from_dict(fields.get("judge_usage"))
         known = cls.__dataclass_fields__.keys()
+        for name in _REPEATED:          # the same few values in every result of a step
+            if isinstance(fields.get(name), str):
+                fields[name] = sys.intern(fields[name])
         return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+_REPEATED = ("outcome", "exception_type", "commit", "agent", "trajectory", "hook_log")
 
 
 def scored(result: RolloutResult, timeout_as: str) -> RolloutResult:

@@ -5,7 +5,9 @@ workspace path differs. The first deployment of a (commit, adapter, host, interp
 ``deploy`` and captures what it wrote (directories, files with their bytes and modes); later
 workspaces get that tree written with one syscall per directory and three per file, the old
 workspace path replaced by the new one. Workspaces whose paths need shell quoting fall back to
-a full deploy.
+a full deploy. A workspace left by an earlier rollout is reset to the plan instead
+(``deploy_reset``): files that still hold the plan's bytes are kept, the rest rewritten in
+place, whatever else is there removed, so a step makes no new file in steady state.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import stat
 import sys
 import threading
 from dataclasses import dataclass
@@ -65,9 +69,94 @@ class DeployPlan:
     def record_data(self) -> dict[str, Any]:
         return json.loads(self.record_json)
 
+    def rendered(self, dest: Path) -> tuple[dict[str, tuple[bytes, int]], DeployRecord]:
+        """Every file this deployment writes into ``dest`` (relative path -> bytes, mode), the
+        record's own file included, and the record."""
+        old, new = self.dest.encode(), str(dest).encode()
+        hashes = dict(self.record.files)
+        files: dict[str, tuple[bytes, int]] = {}
+        for rel, content, mode, names_dest in self.files:
+            if names_dest:
+                content = content.replace(old, new)
+                if rel in hashes:
+                    hashes[rel] = hashlib.sha256(content).hexdigest()
+            files[rel] = (content, mode)
+        data: dict[str, Any] = {key: value.replace(self.dest, str(dest)) if isinstance(value, str) else value
+                                for key, value in self.record_data.items()}
+        data["files"] = hashes
+        files[RECORD_NAME] = ((json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"), self.record_mode)
+        return files, DeployRecord(**{**data, "host_args": tuple(data["host_args"])})
+
+    def reset(self, dest: Path, keep: frozenset[str] = frozenset()) -> DeployRecord:
+        """Make the used workspace ``dest`` hold exactly this deployment, plus the regular files
+        at the relative paths ``keep`` (the caller overwrites them). A file whose bytes and mode
+        match is kept as it is; one that differs is rewritten in place (same inode: no inode is
+        allocated, which is what costs on ext4); what is not in the plan is removed. Symbolic
+        links and files with other links are removed, never written through."""
+        files, record = self.rendered(dest)
+        dirs = dict(self.dirs)
+        keep_dirs = {str(Path(rel).parent) for rel in keep} - {"."}
+        for rel in list(keep_dirs):
+            keep_dirs.update(str(parent) for parent in Path(rel).parents if str(parent) != ".")
+        present: set[str] = set()
+        _reset_dir(str(dest), "", files, dirs, keep, keep_dirs, present)
+        for rel, mode in self.dirs:           # parents first
+            if rel not in present:
+                os.mkdir(os.path.join(dest, rel), mode)
+        for rel, (content, mode) in files.items():
+            if rel not in present:
+                _write_new(os.path.join(dest, rel), content, mode)
+        return record
+
 
 def _write_new(path: str, content: bytes, mode: int) -> None:
     fd = os.open(path, _WRITE_FLAGS, mode)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _reset_dir(top: str, rel_dir: str, files: dict[str, tuple[bytes, int]], dirs: dict[str, int],
+               keep: frozenset[str], keep_dirs: set[str], present: set[str]) -> None:
+    with os.scandir(os.path.join(top, rel_dir)) as entries:
+        listed = list(entries)
+    for entry in listed:
+        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+        info = entry.stat(follow_symlinks=False)
+        kind = stat.S_IFMT(info.st_mode)
+        if kind == stat.S_IFDIR and (rel in dirs or rel in keep_dirs):
+            if rel in dirs and info.st_mode & 0o7777 != dirs[rel]:
+                os.chmod(entry.path, dirs[rel])
+            present.add(rel)
+            _reset_dir(top, rel, files, dirs, keep, keep_dirs, present)
+            continue
+        if kind == stat.S_IFREG and info.st_nlink == 1:
+            if rel in files:
+                content, mode = files[rel]
+                if info.st_size != len(content) or _read(entry.path) != content:
+                    _overwrite(entry.path, content)
+                if info.st_mode & 0o7777 != mode:
+                    os.chmod(entry.path, mode)
+                present.add(rel)
+                continue
+            if rel in keep:
+                continue
+        if kind == stat.S_IFDIR:
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _overwrite(path: str, content: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     try:
         view = memoryview(content)
         while view:
@@ -138,6 +227,30 @@ def deploy_fresh(adapter: Path, dest: Path, host: str, *, commit: str) -> Deploy
                     _locks.pop(oldest, None)
             return record
     return plan.write(dest)
+
+
+def deploy_reset(adapter: Path, dest: Path, host: str, *, commit: str,
+                 keep: frozenset[str] = frozenset()) -> DeployRecord:
+    """``deploy_fresh`` into ``dest``, which may hold an earlier rollout's workspace: reset to
+    the cached plan when there is one (files at ``keep`` stay for the caller to overwrite), else
+    emptied and deployed."""
+    dest = Path(dest).resolve()
+    if not dest.is_dir():
+        dest.mkdir()
+        return deploy_fresh(adapter, dest, host, commit=commit)
+    if _PLAIN_PATH.fullmatch(str(dest)):
+        global _python
+        if _python is None:
+            _python = os.path.realpath(sys.executable)
+        plan = _plans.get((commit, str(adapter), host, _python))
+        if plan is not None:
+            try:
+                return plan.reset(dest, keep)
+            except OSError:     # e.g. a directory the agent made unwritable: start over
+                pass
+    shutil.rmtree(dest)
+    dest.mkdir()
+    return deploy_fresh(adapter, dest, host, commit=commit)
 
 
 def forget() -> None:

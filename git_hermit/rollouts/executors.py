@@ -196,6 +196,18 @@ class DaskHandle:
 
     def close(self) -> None:
         if self._client is not None:
+            client = self._client
+
+            def drop() -> None:
+                try:     # the workers' rollout directories, kept for reuse between rollouts
+                    from git_hermit.rollouts.scratch import drop_slots
+                    client.run(drop_slots, wait=True)
+                except Exception:      # a worker gone has nothing left to drop
+                    pass
+            # bounded, as interrupt(): an unreachable worker must not hold the command's end
+            worker = threading.Thread(target=drop, daemon=True)
+            worker.start()
+            worker.join(10)
             self._client.close()
         if self._cluster is not None:
             self._cluster.close()

@@ -8,14 +8,23 @@ unknown, never invented; a total that includes such usage is unknown too. Roles 
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import RolloutResult, Usage
 
 _PER_TOKEN = 1e-6
+# An attempt the model's rate limit ended and the runner re-queued is billed under its row's key
+# and this mark (``t1#2~rate-limited-<id>``): the row's cost, but no trial of it (runner.py).
+RETRIED = "~rate-limited-"
+
+
+def row_of(key: str) -> str:
+    """The row (``task#attempt``) a ledger key bills: a re-queued attempt's key names its row."""
+    return key.split(RETRIED, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,7 @@ def price_usage(usage: Usage, price: Price | None) -> Usage:
     return replace(usage, cost_usd=cost)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LedgerEntry:
     """One billed call: a rollout's agent, a judge call, a learner session.
 
@@ -132,6 +141,11 @@ class Ledger:
         if result.judge_usage.total_tokens or result.judge_usage.cost_usd:
             self.record("judge", key, judge_model, result.judge_usage, step=step)
 
+    def add_retried(self, task: str, attempt: int, retry_id: str, usage: Usage, *, model: str | None,
+                    step: int | None = None) -> None:
+        """Bill a rate-limited attempt the runner re-queued (an ``exception``, so no trial mean counts it)."""
+        self.record("acting", f"{task}#{attempt}{RETRIED}{retry_id}", model, usage, step=step, outcome="exception")
+
     def totals(self, by: str = "role") -> dict[Any, Usage]:
         """Summed usage grouped by ``role``, ``model`` or ``step`` (insertion order)."""
         if by not in ("role", "model", "step"):
@@ -157,6 +171,20 @@ class Ledger:
 
     def to_dict(self) -> dict[str, Any]:
         return {"v": 1, "entries": [entry.to_dict() for entry in self.entries]}
+
+    def json_chunks(self) -> Iterator[str]:
+        """``json.dumps(self.to_dict(), indent=2) + "\\n"``, an entry at a time: a step's ledger
+        has an entry per rollout, and their dicts all at once were the peak of a step's memory."""
+        entries = self.entries
+        if not entries:
+            yield json.dumps(self.to_dict(), indent=2) + "\n"
+            return
+        yield '{\n  "v": 1,\n  "entries": [\n'
+        last = len(entries) - 1
+        for index, entry in enumerate(entries):
+            # json.dumps escapes newlines inside strings: each one here is the layout's
+            yield "    " + json.dumps(entry.to_dict(), indent=2).replace("\n", "\n    ") + (",\n" if index < last else "\n")
+        yield "  ]\n}\n"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], prices: Mapping[str, Price] | None = None) -> "Ledger":

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -22,9 +24,9 @@ from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
-from git_hermit.rollouts.deploy_cache import deploy_fresh
+from git_hermit.rollouts.deploy_cache import deploy_reset
 from git_hermit.rollouts.judges import make_judge
-from git_hermit.rollouts.scratch import scratch
+from git_hermit.rollouts.scratch import rollout_slot
 from git_hermit.rollouts.tasks import Task
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ _cache_lock = threading.Lock()
 _setup_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutJob:
     task: Task
     attempt: int
@@ -173,12 +175,13 @@ def _adapter_source(job: RolloutJob, dest: Path, bundle: bytes | None) -> None:
 
 
 def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) -> Path:
-    """Adapter at the commit + the task's files + task.md, deployed for the host."""
+    """Adapter at the commit + the task's files + task.md, deployed for the host. ``root`` may
+    hold an earlier rollout's workspace: it is reset to exactly what a fresh one would hold."""
     adapter = _cached_adapter(job, bundle)
     workspace = root / "workspace"
+    keep = frozenset([TASK_FILE, *job.task.files])   # overwritten below: their inodes are reused
     with _setup_lock:     # not the task's files: their size is the task's (a lock would serialise big copies)
-        workspace.mkdir()
-        deploy_fresh(adapter, workspace, job.host, commit=job.commit)   # rendered once per commit and host
+        deploy_reset(adapter, workspace, job.host, commit=job.commit, keep=keep)   # rendered once per commit and host
     for name, source in job.task.files.items():
         target = workspace / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -187,22 +190,70 @@ def prepare_workspace(job: RolloutJob, root: Path, bundle: bytes | None = None) 
     return workspace
 
 
+def _prepare_slot(root: Path) -> tuple[Path, Path]:
+    """The rollout's ``out`` and ``home``, empty (a pooled slot's were emptied on release)."""
+    out, home = root / "out", root / "home"
+    out.mkdir(exist_ok=True)
+    home.mkdir(exist_ok=True)
+    return out, home
+
+
+def _release_slot(root: Path, setup_failed: bool = False) -> None:
+    """What must not outlive a rollout goes now: the private home (copied login files), the
+    verifier's directory, anything else made beside the workspace. In ``out`` the files every
+    agent run opens afresh (``OUT_FILES``) are emptied, not removed, so the next run reuses
+    their inodes; everything else there is removed. A directory whose workspace could not be
+    set up (e.g. made unwritable) raises: the slot is removed instead of reused."""
+    if setup_failed:
+        raise OSError(f"{root}: the workspace could not be set up")
+    with os.scandir(root) as entries:
+        listed = list(entries)
+    for entry in listed:
+        if entry.name == "workspace" and entry.is_dir(follow_symlinks=False):
+            continue                  # reset by the next rollout, to that rollout's deploy
+        if entry.name in ("out", "home") and entry.is_dir(follow_symlinks=False):
+            _empty(Path(entry.path), truncate=entry.name == "out")
+        elif entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+# Files an agent run writes into ``out`` every time, truncating (the command agent's prompt and
+# stdout, a host agent's event stream, stderr): an empty one left there is overwritten, and one
+# is only read when that run names it (an empty stderr reads as none).
+OUT_FILES = frozenset({"prompt.md", "trajectory.txt", "trajectory.jsonl", "agent.stderr"})
+
+
+def _empty(directory: Path, *, truncate: bool) -> None:
+    with os.scandir(directory) as entries:
+        listed = list(entries)
+    for entry in listed:
+        info = entry.stat(follow_symlinks=False)
+        if truncate and entry.name in OUT_FILES and stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+            if info.st_size:
+                os.truncate(entry.path, 0)
+        elif stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
 def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutput:
     """Run one rollout in a scratch directory; never raises for the agent's or judge's failures."""
     start = time.monotonic()
-    with scratch("rollout-") as root:
-        out = root / "out"
-        out.mkdir()
+    setup_failed: list[bool] = []
+    with rollout_slot("rollout-", lambda root: _release_slot(root, bool(setup_failed))) as root:
+        out, home = _prepare_slot(root)
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
                              commit=job.commit, agent=job.agent_cfg.get("backend", registry.DEFAULT))
         try:
             workspace = prepare_workspace(job, root, bundle)
         except Exception as exc:
+            setup_failed.append(True)      # this directory is not handed to the next rollout
             result = base.with_(exception_type="WorkspaceSetupError", error=f"{type(exc).__name__}: {exc}",
                                 duration_s=time.monotonic() - start)
             return RolloutOutput(result.to_dict(), {})
-        home = root / "home"
-        home.mkdir()
         agent = make_agent(job.agent_cfg)
         agent.check_available()
         ctx = AgentContext(rollout_dir=out, workspace=workspace, home=home, prompt=job.task.prompt,

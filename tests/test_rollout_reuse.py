@@ -1,0 +1,195 @@
+"""Rollouts reuse their scratch directory (issue 15.2): a step makes no new file in a rollout's
+scratch once its directories exist, and a reused workspace holds exactly what a fresh one
+would, whatever the previous rollout's agent did to it.
+
+Each test runs `git hermit rollout` on a real repository with a ``command`` agent that records
+what it finds (path, kind, mode, bytes, inode) under its rollout directory before it acts.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import tracemalloc
+from pathlib import Path
+
+import yaml
+
+from git_hermit.rollouts.executors import PREPARE_AHEAD
+from git_hermit.rollouts.scratch import drop_slots
+from git_hermit.rollouts.tasks import Task
+from git_hermit.rollouts.worker import RolloutJob, execute_rollout
+from cli_helpers import hermit
+from conftest import git
+from test_rollouts_e2e import make_project, result_files
+
+# The agent snapshots its rollout directory (the workspace's parent: workspace, out, home).
+SNAPSHOT = '''
+import hashlib, json, stat
+root = pathlib.Path(workspace).parent
+seen = {}
+for path in sorted(root.rglob("*")):
+    info = path.lstat()
+    kind = "link" if stat.S_ISLNK(info.st_mode) else "dir" if stat.S_ISDIR(info.st_mode) else "file"
+    # files naming the workspace differ by its path only (a fresh deploy renders them so too)
+    content = path.read_bytes().replace(str(root).encode(), b"<root>") if kind == "file" else None
+    if path.name == ".hermit-deploy.json":      # its hashes are of those files, path and all
+        record = json.loads(content)
+        record["files"] = sorted(record["files"])
+        content = json.dumps(record, sort_keys=True).encode()
+    digest = hashlib.sha256(content).hexdigest() if content is not None else None
+    seen[path.relative_to(root).as_posix()] = [kind, stat.S_IMODE(info.st_mode), digest, info.st_ino]
+with open(LOG.parent / "snapshots.jsonl", "a") as handle:
+    handle.write(json.dumps({"row": f"{task_id}#{attempt}", "root": str(root), "seen": seen}) + "\\n")
+'''
+
+# ... then does what an agent may do to its workspace, private home and output directory.
+VANDAL = '''
+ws = pathlib.Path(workspace)
+outside = LOG.parent / "outside.txt"
+(ws / "AGENTS.md").write_text("rewritten by " + task_id)           # a deployed file changed
+for path in sorted(ws.rglob("*.py")):                               # a deployed file removed
+    path.unlink()
+    break
+hooks = ws / ".codex" / "hooks.json"                                  # ... one made a symlink out
+hooks.unlink()
+hooks.symlink_to(outside)
+(ws / ".codex").chmod(0o700)                                          # a deployed directory's mode
+if int(task_id[1:]) % 2 == 0:             # read as the rollout's answer and its hook log: were they
+    (ws / "answer.txt").write_text(task_id[1:])               # left behind, an odd task's rollout
+    (ws / ".hermit-hooks").mkdir()                            # would fail and store a hook log
+    (ws / ".hermit-hooks" / "hook-calls.jsonl").write_text("{}\\n")
+(ws / "build" / "deep").mkdir(parents=True)
+(ws / "build" / "deep" / "junk.bin").write_bytes(b"x" * 1000)
+(pathlib.Path(os.environ["HOME"]) / ".secret-login").write_text("token")
+(pathlib.Path(prompt_file).parent / "extra.log").write_text("left over")
+print(task_id[1:])
+'''
+
+
+def _snapshots(log: Path) -> list[dict]:
+    return [json.loads(line) for line in (log.parent / "snapshots.jsonl").read_text().splitlines()]
+
+
+def _without_inodes(seen: dict, row: str) -> dict:
+    # the task statement differs by task; bytecode keeps the path of the workspace the plan
+    # was captured in (the deploy cache's, as before: importlib uses the source's path)
+    return {rel: entry[:2] + ([None] if rel in ("workspace/task.md", "out/prompt.md") or rel.endswith(".pyc")
+                              else entry[2:3])
+            for rel, entry in seen.items() if not rel.startswith("out/trajectory")}
+
+
+def test_a_reused_workspace_holds_what_a_fresh_one_does_whatever_the_last_agent_did(repo):
+    log = make_project(repo, SNAPSHOT + VANDAL, n_tasks=6, k=2, trainer={"concurrency": 1})
+    outside = log.parent / "outside.txt"
+    outside.write_text("not the adapter's")
+    r = hermit(repo, "rollout", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["scores"]["pass_at_1"] == 1.0       # no rollout read the last one's answer.txt
+    snapshots = _snapshots(log)
+    assert len(snapshots) == 12
+    # at most one directory per job in flight: the others were reused
+    assert len({s["root"] for s in snapshots}) <= PREPARE_AHEAD * 1 < len(snapshots)
+    first = _without_inodes(snapshots[0]["seen"], snapshots[0]["row"])
+    assert "workspace/AGENTS.md" in first and "workspace/.codex/hooks.json" in first
+    for snap in snapshots[1:]:
+        assert _without_inodes(snap["seen"], snap["row"]) == first, snap["row"]
+    assert outside.read_text() == "not the adapter's"    # reset never writes through a symlink
+    for result in result_files(repo):
+        stored = sorted(p.name for p in result.parent.iterdir())
+        hook_log = ["hook-calls.jsonl"] if int(result.parent.parent.name[1:]) % 2 == 0 else []
+        assert stored == sorted(hook_log + ["result.json", "task.md", "trajectory.txt"]), result
+
+
+def test_a_step_makes_no_new_file_in_a_rollouts_scratch_once_its_directories_exist(repo):
+    """Every entry of a rollout's directory (~40: the deployed adapter, its bytecode, task.md,
+    out/, home/) was a new inode per rollout, and each one made and removed is what costs on
+    ext4 without a journal. Now the inodes seen across all rollouts are those of the reused
+    directories: at most one set per job in flight (PREPARE_AHEAD x concurrency), whatever the
+    number of rollouts; before, it grew by a set per rollout."""
+    concurrency = 2
+    log = make_project(repo, SNAPSHOT + "print(task_id[1:])\n", n_tasks=8, k=2,
+                       trainer={"concurrency": concurrency})
+    r = hermit(repo, "rollout", "--json")
+    assert r.code == 0, r.err
+    snapshots = _snapshots(log)
+    assert len(snapshots) == 16
+    per_rollout = max(len(s["seen"]) for s in snapshots)
+    assert per_rollout >= 20                     # the deployed adapter is in it
+    inodes = {(s["root"], entry[3]) for s in snapshots for entry in s["seen"].values()}
+    in_flight = PREPARE_AHEAD * concurrency
+    assert len({s["root"] for s in snapshots}) <= in_flight
+    assert len(inodes) <= in_flight * per_rollout, (len(inodes), per_rollout)
+    # and the scratch is gone when the command ends
+    roots = {Path(s["root"]) for s in snapshots}
+    assert not any(root.exists() for root in roots)
+    assert os.path.isdir(repo)
+
+
+def _traced_peak_of_rollout(repo: Path, k: int) -> int:
+    """tracemalloc's peak, in bytes, over `git hermit rollout` on 8 tasks x ``k`` (in process)."""
+    rows = [f"t{i}#{a}" for i in range(8) for a in range(1, k + 1)]
+    (repo / "rows" / "train.txt").write_text("\n".join(rows) + "\n")
+    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+    cfg["evolver"]["params"]["k"] = k
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    git(repo, "commit", "-q", "--allow-empty", "-am", f"k={k}")     # a new commit: every rollout runs
+    gc.collect()
+    tracemalloc.start()
+    try:
+        r = hermit(repo, "rollout", "--split", "train")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.code == 0, r.err
+    return peak
+
+
+def test_a_steps_memory_grows_by_at_most_a_small_record_per_rollout(repo):
+    """Memory flat in the number of rollouts: the same tasks with 4x the attempts (48 -> 192
+    rollouts). What a rollout may leave in memory is its slotted result record (the evolvers
+    read them), its job and row, its ledger entry and its score: ~0.7 KB measured at the peak.
+    Before, each result and job also held its own copies (the judge config, usage, the commit)
+    and the ledger file was built as one document: ~3.6 KB. Bound: 1.5 KB a rollout."""
+    make_project(repo, "print(task_id[1:])\n", n_tasks=8, k=6, agent_command=["echo", "1"])
+    _traced_peak_of_rollout(repo, 2)          # imports, caches, the deploy plan: not per rollout
+    # the least of two runs: a run's peak may also hold garbage the collector had not reached yet
+    small = min(_traced_peak_of_rollout(repo, 6) for _ in range(2))
+    large = min(_traced_peak_of_rollout(repo, 24) for _ in range(2))
+    per_rollout = (large - small) / (8 * 24 - 8 * 6)
+    assert per_rollout <= 1536, f"{per_rollout:.0f} bytes more at the peak per extra rollout"
+
+
+def test_a_directory_whose_workspace_could_not_be_set_up_is_not_handed_on(repo, tmp_path):
+    """A rollout whose workspace setup failed (here a task file that is gone; a directory the
+    agent made unwritable alike) has its directory removed, not reused by the next rollout."""
+    assert hermit(repo, "init").code == 0
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    seen = tmp_path / "seen.txt"
+    agent = tmp_path / "agent.py"
+    agent.write_text("import pathlib, sys\n"
+                     f"open({str(seen)!r}, 'a').write(str(pathlib.Path(sys.argv[1]).parent) + '\\n')\n"
+                     "print(1)\n")
+
+    def job(files: dict[str, Path]) -> RolloutJob:
+        return RolloutJob(task=Task(id="t0", prompt="p", expected="1", files=files), attempt=1, commit=commit,
+                          adapter_prefix="adapter", host="codex",
+                          agent_cfg={"backend": "command", "command": [sys.executable, str(agent), "{workspace}"]},
+                          judge_cfg={"kind": "answer", "mode": "exact"}, judge_base_dir=str(tmp_path),
+                          timeout_s=30, repo_path=str(repo))
+
+    try:
+        assert execute_rollout(job({})).result["outcome"] == "pass"
+        first = Path(seen.read_text().split()[0])
+        assert first.is_dir()                                    # kept for the next rollout
+        failed = execute_rollout(job({"data.txt": tmp_path / "gone.txt"})).result
+        assert failed["exception_type"] == "WorkspaceSetupError"
+        assert not first.exists()
+        assert execute_rollout(job({})).result["outcome"] == "pass"
+        second = Path(seen.read_text().split()[1])
+        assert second != first and second.is_dir()
+    finally:
+        drop_slots()
+    assert not second.exists()
