@@ -110,7 +110,11 @@ class DeployPlan:
 
 
 def _write_new(path: str, content: bytes, mode: int) -> None:
-    fd = os.open(path, _WRITE_FLAGS, mode)
+    _write_all(os.open(path, _WRITE_FLAGS, mode), content)
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    """Write ``content`` to ``fd`` whole, then close it."""
     try:
         view = memoryview(content)
         while view:
@@ -156,13 +160,7 @@ def _read(path: str) -> bytes:
 
 
 def _overwrite(path: str, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+    _write_all(os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)), content)
 
 
 def capture(dest: Path, record: DeployRecord) -> DeployPlan:
