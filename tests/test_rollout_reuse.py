@@ -100,7 +100,7 @@ def test_a_reused_workspace_holds_what_a_fresh_one_does_whatever_the_last_agent_
     for result in result_files(repo):
         stored = sorted(p.name for p in result.parent.iterdir())
         hook_log = ["hook-calls.jsonl"] if int(result.parent.parent.name[1:]) % 2 == 0 else []
-        assert stored == sorted(hook_log + ["result.json", "task.md", "trajectory.txt"]), result
+        assert stored == sorted(hook_log + ["result.json", "trajectory.txt"]), result
 
 
 def test_a_step_makes_no_new_file_in_a_rollouts_scratch_once_its_directories_exist(repo):
@@ -193,3 +193,21 @@ def test_a_directory_whose_workspace_could_not_be_set_up_is_not_handed_on(repo, 
     finally:
         drop_slots()
     assert not second.exists()
+
+
+def test_a_tasks_statement_is_kept_once_beside_its_attempts_not_in_each(repo):
+    """Each file made in the run directory is a new inode (the cost on ext4 without a journal):
+    a task's statement is the same for all its attempts, so it is kept once, in the task's
+    directory, and an attempt's directory holds only what that attempt made."""
+    make_project(repo, "print(task_id[1:])\n", n_tasks=3, k=3)
+    r = hermit(repo, "rollout", "--json")
+    assert r.code == 0, r.err
+    results = result_files(repo)
+    assert len(results) == 9
+    for result in results:
+        assert sorted(p.name for p in result.parent.iterdir()) == ["result.json", "trajectory.txt"], result
+    tasks = {result.parent.parent for result in results}
+    assert len(tasks) == 3
+    for task in tasks:
+        assert sorted(p.name for p in task.iterdir()) == ["1", "2", "3", "task.md"]
+        assert (task / "task.md").read_text() == f"What is {task.name[1:]}?"

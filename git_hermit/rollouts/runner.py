@@ -26,7 +26,7 @@ from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.scratch import clean_stale, drop_slots
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import RolloutHandle
-from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
+from git_hermit.rollouts.worker import TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
 
 RESULT_FILE = "result.json"
 # A row's attempts the model's rate limit ended and the driver re-queued, one JSON line each: what
@@ -86,10 +86,16 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     for name, data in output.files.items():
         # written in place, not through a temp file and a rename: result.json, written last,
         # is what says the rollout finished, and a rerun of an unfinished one rewrites these
+        content = redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape")
+        if name == TASK_FILE:
+            # the same for every attempt: kept once, in the task's directory (each file made is
+            # an inode, and on ext4 without a journal each new inode costs a scan)
+            _write_if_changed(directory.parent / TASK_FILE, content)
+            continue
         target = directory / name
         if "/" in name:
             target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape"))
+        target.write_bytes(content)
     result = RolloutResult.from_dict(output.result)
     result = result.with_(final_answer=redact(result.final_answer, values) if result.final_answer else result.final_answer,
                           verifier_output=redact(result.verifier_output, values),
@@ -101,6 +107,15 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
                  durable=False)
     return result
+
+
+def _write_if_changed(path: Path, content: bytes) -> None:
+    try:
+        if path.read_bytes() == content:
+            return
+    except OSError:
+        pass
+    path.write_bytes(content)
 
 
 @dataclass(frozen=True)
