@@ -211,3 +211,23 @@ def test_a_tasks_statement_is_kept_once_beside_its_attempts_not_in_each(repo):
     for task in tasks:
         assert sorted(p.name for p in task.iterdir()) == ["1", "2", "3", "task.md"]
         assert (task / "task.md").read_text() == f"What is {task.name[1:]}?"
+
+
+def test_a_command_running_two_batches_makes_its_rollout_directories_once(repo):
+    """`eval --baseline` runs the candidate's rollouts, then the baseline's: the second batch
+    reuses the first one's directories (each made costs ~40 inodes), and none outlives the command."""
+    concurrency = 1
+    log = make_project(repo, SNAPSHOT + "print(task_id[1:])\n", n_tasks=4, k=1,
+                       rows={"train": ["t0#1"], "test": [f"t{i}#1" for i in range(4)]},
+                       trainer={"concurrency": concurrency})
+    baseline = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
+    (repo / "adapter" / "HINT.md").write_text("a candidate\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "candidate adapter")
+    r = hermit(repo, "eval", "HEAD", "--baseline", baseline, "--split", "test")
+    assert r.code == 0, r.err
+    snapshots = _snapshots(log)
+    assert len(snapshots) == 8
+    roots = {s["root"] for s in snapshots}
+    assert len(roots) <= PREPARE_AHEAD * concurrency, roots      # not a set per batch
+    assert not any(Path(root).exists() for root in roots)

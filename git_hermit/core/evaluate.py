@@ -31,6 +31,7 @@ from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
+from git_hermit.rollouts.scratch import slots_kept
 from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
 from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
 from git_hermit.rollouts.worker import RolloutJob
@@ -407,18 +408,19 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
         targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
     bench = _benchmark_after_preflight(ctx, split, k=k, commits=tuple(commit for _, commit in targets))
     budget = open_evaluation_budget(ctx)
-    for role, commit in targets:
-        callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
-        if budget is not None:
-            budget.what = f"the rollouts of {commit[:12]} on {split}"
-        try:
-            runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
-                                   on_progress=callback, budget=budget)
-        except BudgetReached as stopped:
-            for finished in runs.values():
-                write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
-            _note_partial(ctx, stopped)
-            raise
+    with slots_kept():      # the baseline's rollouts reuse the candidate's directories
+        for role, commit in targets:
+            callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
+            if budget is not None:
+                budget.what = f"the rollouts of {commit[:12]} on {split}"
+            try:
+                runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
+                                       on_progress=callback, budget=budget)
+            except BudgetReached as stopped:
+                for finished in runs.values():
+                    write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
+                _note_partial(ctx, stopped)
+                raise
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None

@@ -23,7 +23,7 @@ from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
-from git_hermit.rollouts.scratch import clean_stale, drop_slots
+from git_hermit.rollouts.scratch import clean_stale, end_batch
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import RolloutHandle
 from git_hermit.rollouts.worker import TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
@@ -250,7 +250,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
     finally:
-        drop_slots()           # this process's reused rollout directories (Dask workers: at close)
+        end_batch()            # this process's reused rollout directories (Dask workers: at close)
     if budget is not None and budget.stopped:
         raise budget.reached_error(len(results), len(jobs))
     grouped: dict[str, list[RolloutResult]] = {}
