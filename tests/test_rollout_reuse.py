@@ -231,3 +231,28 @@ def test_a_command_running_two_batches_makes_its_rollout_directories_once(repo):
     roots = {s["root"] for s in snapshots}
     assert len(roots) <= PREPARE_AHEAD * concurrency, roots      # not a set per batch
     assert not any(Path(root).exists() for root in roots)
+
+
+def test_the_steps_of_a_train_reuse_the_first_steps_rollout_directories(repo, monkeypatch):
+    """Each step's batch of rollouts made its directories again (~40 inodes each); within one
+    `train` they are made for the first batch only (counted in process: run_cli)."""
+    from cli_helpers import run_cli
+    from git_hermit.rollouts import scratch
+    from step_support import change, env_for, make_run, memory_lines, plan
+    made: list[str] = []
+    real = scratch.scratch_dir
+
+    def counting(prefix: str) -> Path:
+        path = real(prefix)
+        if prefix == "rollout-":
+            made.append(str(path))
+        return path
+    monkeypatch.setattr(scratch, "scratch_dir", counting)
+    answers = {"t1": "4", "t2": "7"}
+    control = make_run(repo, answers, k=2, allow_early_stop=False, concurrency=1)
+    plan(control, 1, append={"MEMORY.md": memory_lines(answers)}, changes=[change("chg-1", ["MEMORY.md"])])
+    r = run_cli(repo, "train", "--epochs", "2", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert len(list((repo / ".hermit" / "runs").glob("*/evals/*/rollouts/*/*/result.json"))) >= 8   # two batches
+    assert 0 < len(made) <= PREPARE_AHEAD * 1, made
+    assert not any(Path(path).exists() for path in made)
