@@ -752,7 +752,7 @@ def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_tabl
     if sub is None:
         raise click.BadParameter(f"no such command {command!r} (commands: {', '.join(cli.list_commands(parent))})",
                                  param_hint="COMMAND")
-    with click.Context(sub, info_name=command, parent=parent) as sub_ctx:
+    with click.Context(sub, info_name=command, parent=parent, **sub.context_settings) as sub_ctx:
         click.echo(sub.get_help(sub_ctx))
 
 
@@ -775,9 +775,9 @@ def _command_docs() -> list[CommandDoc]:
                 if sub is None:
                     continue
                 full = f"{name} {sub_name}".strip()
-                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx), full)
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx, **sub.context_settings), full)
 
-    walk(cli, click.Context(cli, info_name="git hermit"), "")
+    walk(cli, click.Context(cli, info_name="git hermit", **cli.context_settings), "")
     return docs
 
 
@@ -816,13 +816,13 @@ def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
-                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx))
+                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx, **sub.context_settings))
     return scope
 
 
 def completion_table() -> dict[str, Any]:
     """The commands, options and argument kinds that completer.py answers from."""
-    return _scope(cli, click.Context(cli, info_name="git hermit"))
+    return _scope(cli, click.Context(cli, info_name="git hermit", **cli.context_settings))
 
 
 def manpage_text() -> str:
