@@ -111,7 +111,7 @@ def test_a_clone_hands_the_evolve_agent_the_best_ever_record_its_origin_has(repo
     """state/best_ever.json, which the Evolve Agent reads, is made from the best tag's evaluation in
     the run's notes, not kept only in the origin's ignored working files: a clone's step writes the
     same record as the origin's."""
-    from review_support import bare_remote, clone
+    from review_support import teammate_clone
     control = make_run(repo, {"t1": "4", "t2": "7"}, k=1, allow_early_stop=False)
     plan(control, 2, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-2", ["MEMORY.md"])])
     for _ in range(3):
@@ -119,16 +119,7 @@ def test_a_clone_hands_the_evolve_agent_the_best_ever_record_its_origin_has(repo
     state = f".hermit/runs/{RUN}/state/best_ever.json"
     expected = json.loads((repo / state).read_text())
     assert expected["commit"] == rev(repo, BEST) == rev(repo, step_ref(2))
-    remote = bare_remote(tmp_path / "remote.git")
-    git(repo, "remote", "add", "origin", str(remote))
-    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
-    assert hermit(repo, "push").code == 0
-    other = clone(remote, tmp_path / "teammate")
-    assert hermit(other, "fetch").code == 0
-    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt"):       # the same config, uncommitted
-        if (repo / name).exists():
-            (other / name).parent.mkdir(parents=True, exist_ok=True)
-            (other / name).write_text((repo / name).read_text())
+    other = teammate_clone(repo, tmp_path)      # the same config, uncommitted; no .hermit/
     assert not (other / state).exists()
     r = hermit(other, "step", env=env_for(control))        # step 4: H_3 ties, the best stays
     assert r.code == 0, r.out + r.err
