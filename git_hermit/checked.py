@@ -30,6 +30,17 @@ def load(path: Path, format: str) -> dict[str, Any]:
 
 def save(path: Path, format: str, entries: dict[str, Any]) -> None:
     """Replace the file atomically (concurrent readers see the old or the new one); errors are ignored."""
+    try:
+        # dumps, not dump: json.dump streams through the pure-Python encoder (~20x slower)
+        data = json.dumps({"format": format, "entries": entries}, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return
+    _replace(path, data)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path`` (readers see
+    the old file or the new one); best effort: an error leaves the old file and no temporary one."""
     import tempfile   # only when writing: a warm read writes nothing
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -37,11 +48,10 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
     except OSError:
         return
     try:
-        with os.fdopen(fd, "w") as handle:
-            # dumps, not dump: json.dump streams through the pure-Python encoder (~20x slower)
-            handle.write(json.dumps({"format": format, "entries": entries}, separators=(",", ":")))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(temp, path)
-    except (OSError, TypeError, ValueError):
+    except OSError:
         with contextlib.suppress(OSError):
             os.unlink(temp)
 
@@ -90,20 +100,8 @@ class Fragments:
         """Rewrite the file atomically when an entry was added, or one went unused."""
         if not self.changed and len(self.used) == len(self.entries):
             return
-        import tempfile   # only when writing: a warm read writes nothing
         body = b"\n".join([" ".join(self.used).encode(), *self.used.values()])
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}-")
-        except OSError:
-            return
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(b"%s\n%08x\n%s" % (self.format, zlib.crc32(body), body))
-            os.replace(temp, self.path)
-        except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+        _replace(self.path, b"%s\n%08x\n%s" % (self.format, zlib.crc32(body), body))
 
 
 def _crc(text: str) -> str:
@@ -137,19 +135,10 @@ def load_split(path: Path, format: str) -> tuple[dict[str, Any], Callable[[], di
 def save_split(path: Path, format: str, entries: dict[str, Any], body: dict[str, Any]) -> None:
     """Save ``entries`` and ``body`` in one file (atomically, so the two always match): the entries
     on its first line, the body (with its CRC-32 in the first) on its second; errors are ignored."""
-    import tempfile   # only when writing: a warm read writes nothing
     try:
         text = json.dumps(body, separators=(",", ":")).encode()
         head = json.dumps({"format": format, "crc": f"{zlib.crc32(text):08x}", "entries": entries},
                           separators=(",", ":")).encode()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
-    except (OSError, TypeError, ValueError):
+    except (TypeError, ValueError):
         return
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(head + b"\n" + text)
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+    _replace(path, head + b"\n" + text)

@@ -29,7 +29,7 @@ from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.budget import Budget
-from git_hermit.rollouts.ledger import Ledger, load_prices, row_of, sum_usage
+from git_hermit.rollouts.ledger import Ledger, LedgerEntry, add_by_role, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
 from git_hermit.rollouts.scratch import slots_kept
 from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
@@ -70,11 +70,10 @@ class EvalRun:
     def spent_by_row(self) -> dict[str, dict[str, Usage]]:
         """Each row's billed usage by role (``task#attempt`` → role → usage), its re-queued
         rate-limited attempts included."""
-        rows: dict[str, dict[str, Usage]] = {}
+        rows: dict[str, list[LedgerEntry]] = {}
         for entry in self.ledger.entries:
-            by_role = rows.setdefault(row_of(entry.key), {})
-            by_role[entry.role] = sum_usage([by_role[entry.role], entry.usage]) if entry.role in by_role else entry.usage
-        return rows
+            rows.setdefault(row_of(entry.key), []).append(entry)
+        return {row: Ledger(entries=entries).totals("role") for row, entries in rows.items()}
 
     @property
     def pass_at_1(self) -> float:
@@ -248,8 +247,7 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
     added: dict[str, Usage] = {}
     for row, by_role in (rows or {}).items():
         if row not in held or (ev is not None and row in ev.fresh):
-            for role, usage in by_role.items():
-                added[role] = sum_usage([added[role], usage]) if role in added else usage
+            added = add_by_role(added, by_role)
     if rows is None:
         added = roles_of(new.usage, new.usage_by_role)
     spent: dict[str, Any] = {"usage": old.usage, "usage_by_role": old.usage_by_role, "duration_s": old.duration_s}

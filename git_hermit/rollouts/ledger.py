@@ -97,6 +97,14 @@ class LedgerEntry:
                    data.get("step"), data.get("outcome"))
 
 
+def add_by_role(totals: Mapping[str, Usage], more: Mapping[str, Usage]) -> dict[str, Usage]:
+    """``totals`` with ``more`` added to it role by role (a role new to it comes last)."""
+    out = dict(totals)
+    for role, usage in more.items():
+        out[role] = sum_usage([out[role], usage]) if role in out else usage
+    return out
+
+
 def sum_usage(usages: Iterable[Usage]) -> Usage:
     """Token sums; the cost is None as soon as any usage with tokens has an unknown cost."""
     total = Usage(cost_usd=0.0)
