@@ -118,3 +118,103 @@ def test_worker_without_repository_or_bundle_is_a_setup_exception(repo, tmp_path
     result = execute_rollout(_bundle_job(repo, commit, tmp_path), None).result
     assert result["outcome"] == "exception" and result["exception_type"] == "WorkspaceSetupError"
     assert "no bundle" in result["error"]
+
+
+# Answers like ANSWER_IF_EVEN, slowly enough that a worker can be killed while agents run.
+SLOW_ANSWER = """
+import time
+time.sleep(0.5)
+print(task_id[1:] if int(task_id[1:]) % 2 == 0 else "no idea")
+"""
+
+
+def _start_time(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return stat[stat.rfind(b")") + 2:].split()[19].decode()
+
+
+def _worker_scratch(root: Path, besides: set[str]) -> Path | None:
+    """A worker process's scratch under ``root`` with a rollout directory in it (agents running)."""
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.name not in besides and any(p.name.startswith("rollout-") for p in entry.iterdir()):
+            return entry
+    return None
+
+
+def test_a_worker_removes_the_scratch_a_killed_worker_left_on_its_machine(repo, tmp_path):
+    """A Dask worker on a machine that shares no disk with the driver (its own TMPDIR) is
+    SIGKILLed mid-batch; the worker process its nanny starts in its place removes the dead one's
+    scratch (workspaces, homes) at its first rollout. A live process's scratch is kept."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    from cli_helpers import GIT_HERMIT
+    make_project(repo, SLOW_ANSWER, n_tasks=8, k=2)
+    driver_tmp, worker_tmp = tmp_path / "driver-tmp", tmp_path / "worker-tmp"
+    driver_tmp.mkdir()
+    worker_tmp.mkdir()
+    root = worker_tmp / f"git-hermit-{os.getuid()}"
+    live = root / f"{os.getpid()}-{_start_time(os.getpid())}"       # this test's process: alive
+    (live / "rollout-kept").mkdir(parents=True)
+    (live / "rollout-kept" / "file").write_text("a live run's")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMIT_TEST")}
+    logs = open(tmp_path / "dask.log", "w")
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=logs)]
+    # two worker processes, each under a nanny (which starts another when it dies), on "another
+    # machine": the driver's TMPDIR is not theirs, so the driver's own clean-up never sees it
+    procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                                   "--nworkers", "2", "--nthreads", "2", "--no-dashboard", "--name", "far"],
+                                  cwd=tmp_path, env={**env, "TMPDIR": str(worker_tmp)},
+                                  stdout=subprocess.DEVNULL, stderr=logs))
+    try:
+        from dask.distributed import Client
+        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+        cfg["executor"] = {"kind": "dask", "address": f"tcp://127.0.0.1:{port}"}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        driver = subprocess.Popen([*GIT_HERMIT, "rollout", "--json"], cwd=repo, text=True,
+                                  env={**env, "TMPDIR": str(driver_tmp)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        killed = None
+        while killed is None and time.monotonic() < deadline and driver.poll() is None:
+            killed = _worker_scratch(root, {live.name})
+            time.sleep(0.05)
+        assert killed is not None, driver.communicate()[1] if driver.poll() is not None else "no rollout started"
+        os.kill(int(killed.name.split("-")[0]), signal.SIGKILL)       # as the OOM killer would
+        # (this batch's outcomes are not the point: the adapter's bundle may have died with it)
+        driver.communicate(timeout=180)
+        # the next batch, on the worker the nanny started in the killed one's place and the other
+        shutil.rmtree(repo / ".hermit" / "runs" / "ahe" / "evals")
+        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        r = hermit(repo, "rollout", "--json", env={**env, "TMPDIR": str(driver_tmp)}, timeout=180, subprocess=True)
+        assert r.code == 0, r.err
+        assert outcomes(scores_note(repo)) == {f"t{i}": ["pass", "pass"] if i % 2 == 0 else ["fail", "fail"]
+                                               for i in range(8)}
+        assert not killed.exists(), f"the killed worker's scratch is left: {sorted(killed.rglob('*'))[:5]}"
+        assert (live / "rollout-kept" / "file").read_text() == "a live run's"
+        left = {entry.name for entry in root.iterdir()}
+        assert len(left) >= 3, left         # the planted one, the surviving and the restarted worker's
+        for name in left:                   # each a live process's, untouched
+            pid, start = name.split("-")
+            assert Path(f"/proc/{pid}").exists() and _start_time(int(pid)) == start, name
+        assert not list(driver_tmp.glob(f"git-hermit-{os.getuid()}/*/rollout-*"))   # nothing ran there
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
