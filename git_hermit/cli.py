@@ -65,6 +65,17 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=indent, sort_keys=True, default=str, check_circular=False))
 
 
+def _echo_json_streamed(data: Any) -> None:
+    """``_echo_json(data)``, byte for byte, written as it is encoded: ``data`` may hold
+    ``model.jsonstream`` lazy lists and dicts, whose items are made one at a time."""
+    from git_hermit.model.jsonstream import json_chunks
+    out = sys.stdout
+    for chunk in json_chunks(data, indent=2 if out.isatty() else None, sort_keys=True, default=str):
+        out.write(chunk)
+    out.write("\n")
+    out.flush()
+
+
 def _complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Run names from the repository's step branches (one git process); nothing outside a repo."""
     try:
@@ -466,8 +477,12 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update, wait=wait,
                                     say=update.say)
     if as_json:
-        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
-                    "pass_at_1_ci": list(_ci(ev))})
+        # a row's ledger entry and score are made as they are written: memory flat in the rows
+        from git_hermit.model.jsonstream import LazyMap
+        data = scores.to_dict(tasks=False)
+        data["tasks"] = LazyMap(scores.tasks, scores.task_dict)
+        _echo_json_streamed({"scores": data, "ledger": ev.ledger.lazy_dict(), "reused": ev.reused,
+                             "pass_at_1_ci": list(_ci(ev))})
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
     interval = ev.pass_at_1_interval()
