@@ -59,11 +59,11 @@ def _chunks(value: Any, level: int, encode: Callable[[Any], str], indent: int | 
         items = ((key, value.value(key)) for key in keys)
     elif isinstance(value, dict) and _is_lazy(value):
         opening, closing = "{", "}"
-        keys = list(value)
-        for key in keys:
-            if not isinstance(key, str):
-                raise TypeError(f"a dict holding lazy values needs string keys, not {key!r}")
-        items = [(key, value[key]) for key in (sorted(keys) if sort_keys else keys)]
+        names = list(value)
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"a dict holding lazy values needs string keys, not {name!r}")
+        items = [(name, value[name]) for name in (sorted(names) if sort_keys else names)]
     else:
         text = encode(value)
         # json.dumps escapes newlines inside strings: each one here is the layout's
