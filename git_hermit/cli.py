@@ -512,14 +512,14 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update, wait=wait,
                               say=update.say)
     cand, base, comp = report.candidate, report.baseline, report.comparison
-    if as_json:
-        _echo_json({
+    if as_json:     # the ledgers' entries made as they are written, as `rollout --json`'s
+        _echo_json_streamed({
             "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
                                           "pass_at_1_ci": list(_ci(cand)),
-                                          "ledger": cand.ledger.to_dict()},
+                                          "ledger": cand.ledger.lazy_dict()},
             "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
                           "pass_at_1_ci": list(_ci(base)),
-                          "ledger": base.ledger.to_dict()} if base else None),
+                          "ledger": base.ledger.lazy_dict()} if base else None),
             "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
                             "flips_down": list(comp.flips_down)} if comp else None)})

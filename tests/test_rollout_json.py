@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from cli_helpers import GIT_HERMIT, hermit
 from conftest import git
 from test_rollouts_e2e import make_project, scores_note
 
@@ -119,3 +119,49 @@ def test_rollout_json_is_the_json_of_its_scores_and_ledger_whole(repo):
         assert [e["key"] for e in data["ledger"]["entries"]] == [f"t{i}#{a}" for i in range(3) for a in (1, 2)]
         assert sorted(data) == ["ledger", "pass_at_1_ci", "reused", "scores"]
     assert data["reused"] == 6
+
+
+def test_eval_json_with_a_baseline_is_the_json_of_the_whole(repo):
+    """`eval --json` writes both runs' ledgers an entry at a time too, in the same bytes."""
+    make_project(repo, "print(task_id[1:])\n", n_tasks=2, k=2,
+                 rows={"train": ["t0#1"], "test": ["t0#1", "t0#2", "t1#1", "t1#2"]})
+    r = hermit(repo, "eval", "hermit/ahe/step-0000", "--baseline", "hermit/ahe/step-0000", "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert r.out == json.dumps(data, sort_keys=True, default=str) + "\n"
+    assert [e["key"] for e in data["candidate"]["ledger"]["entries"]] == ["t0#1", "t0#2", "t1#1", "t1#2"]
+    assert data["baseline"]["ledger"]["entries"] == data["candidate"]["ledger"]["entries"]
+
+
+def test_rollout_json_to_a_terminal_is_the_indented_json_of_the_whole(repo):
+    """At a terminal the output is indented, as json.dumps(indent=2) lays out the whole."""
+    import os
+    import pty
+    import threading
+    make_project(repo, "print(task_id[1:])\n", n_tasks=2, k=2)
+    leader, follower = pty.openpty()
+    read: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:            # the terminal closed: the process ended
+                return
+            if not chunk:
+                return
+            read.append(chunk)
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run([*GIT_HERMIT, "rollout", "--json"], cwd=repo, stdout=follower,
+                              stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(follower)
+    reader.join(10)
+    os.close(leader)
+    assert proc.returncode == 0, proc.stderr
+    text = b"".join(read).decode().replace("\r\n", "\n")
+    data = json.loads(text)
+    assert "\n  " in text and text == json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    assert len(data["ledger"]["entries"]) == 4
