@@ -308,8 +308,19 @@ class _Pool:
         sock.close()
 
     def close(self) -> None:
+        """Let every guard go; wait for the idle ones (they exit at EOF at once), so their CPU
+        is accounted to this server and by it to git-hermit. Busy ones end with their child."""
+        idle = [self.guards[fd][1] for fd in self.idle]
         for fd in list(self.guards):
             self.drop(fd)
+        end = time.monotonic() + 1.0
+        while idle and time.monotonic() < end:
+            try:
+                idle = [pid for pid in idle if not os.waitpid(pid, os.WNOHANG)[0]]
+            except ChildProcessError:
+                break
+            if idle:
+                time.sleep(0.001)
 
 
 def _kill_strays(dead: int, guards: "set[int]") -> None:
