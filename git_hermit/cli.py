@@ -203,12 +203,19 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
 def log(run: str | None, as_json: bool) -> None:
     """One line per step: commit, pass@1, changes and their verdicts, rollbacks."""
     _reading_only()
-    from git_hermit.core.history import load_history
+    from git_hermit.core.history import json_fragments, load_history
     from git_hermit.core.runs import open_run
-    from git_hermit.render.views import log_json, log_lines
-    history = load_history(open_run(_repo(), run))
-    if as_json:
+    from git_hermit.render.views import FRAGMENTS_ENCODING, log_json, log_json_parts, log_lines
+    repo = _repo()
+    history = load_history(open_run(repo, run, with_refs=True))   # reads only: refs listed with the steps
+    if as_json and sys.stdout.isatty():
         _echo_json(log_json(history))
+    elif as_json:   # what _echo_json writes to a pipe, each note's part encoded once (kept by its blob id)
+        fragments = json_fragments(repo, FRAGMENTS_ENCODING)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(b"".join(log_json_parts(history, fragments)))   # the kept bytes, as they are
+        sys.stdout.buffer.flush()
+        fragments.save()
     else:
         click.echo("\n".join(log_lines(history)))   # one write (a 10,000-step log: 33 ms less)
 
@@ -745,7 +752,7 @@ def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_tabl
     if sub is None:
         raise click.BadParameter(f"no such command {command!r} (commands: {', '.join(cli.list_commands(parent))})",
                                  param_hint="COMMAND")
-    with click.Context(sub, info_name=command, parent=parent) as sub_ctx:
+    with click.Context(sub, info_name=command, parent=parent, **sub.context_settings) as sub_ctx:
         click.echo(sub.get_help(sub_ctx))
 
 
@@ -768,9 +775,9 @@ def _command_docs() -> list[CommandDoc]:
                 if sub is None:
                     continue
                 full = f"{name} {sub_name}".strip()
-                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx), full)
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx, **sub.context_settings), full)
 
-    walk(cli, click.Context(cli, info_name="git hermit"), "")
+    walk(cli, click.Context(cli, info_name="git hermit", **cli.context_settings), "")
     return docs
 
 
@@ -809,13 +816,13 @@ def _scope(command: click.Command, ctx: click.Context) -> dict[str, Any]:
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
-                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx))
+                scope["commands"][name] = _scope(sub, click.Context(sub, info_name=name, parent=ctx, **sub.context_settings))
     return scope
 
 
 def completion_table() -> dict[str, Any]:
     """The commands, options and argument kinds that completer.py answers from."""
-    return _scope(cli, click.Context(cli, info_name="git hermit"))
+    return _scope(cli, click.Context(cli, info_name="git hermit", **cli.context_settings))
 
 
 def manpage_text() -> str:

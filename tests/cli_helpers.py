@@ -11,6 +11,7 @@ check that both ways give the same results.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import shutil
@@ -127,6 +128,7 @@ def _process_state(cwd: Path, env: dict, out: _Pipe, err: _Pipe):
     saved_argv = sys.argv
     saved_sigint = signal.getsignal(signal.SIGINT)
     saved_terminal_size = shutil.get_terminal_size
+    saved_gc = gc.isenabled()    # read commands turn the collector off for the rest of their process
     _reset_process_caches()      # the test itself may have used them (e.g. sandbox.probe())
     try:
         os.environ.update(env)
@@ -139,6 +141,8 @@ def _process_state(cwd: Path, env: dict, out: _Pipe, err: _Pipe):
         shutil.get_terminal_size = _pipe_terminal_size
         yield
     finally:
+        if saved_gc:
+            gc.enable()
         shutil.get_terminal_size = saved_terminal_size
         sys.stdin, sys.stdout, sys.stderr = saved_streams
         sys.argv = saved_argv

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cli_helpers import GIT_HERMIT, Result
+from cli_helpers import GIT_HERMIT, Result, hermit
 from conftest import FIXED_DATE, git
 
 NODE_TOOLS = Path(os.environ.get("GIT_HERMIT_REVIEW_TOOLS", Path.home() / ".cache" / "git-hermit" / "review"))
@@ -51,3 +51,25 @@ def bare_remote(path: Path) -> Path:
 def clone(remote: Path, dest: Path) -> Path:
     git(dest.parent, "clone", "-q", str(remote), dest.name)
     return dest
+
+
+CONFIG_FILES = ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt")
+
+
+def teammate_clone(repo: Path, tmp_path: Path) -> Path:
+    """Push ``repo``'s run to a new bare remote (its branch, then `git hermit push`: step refs,
+    tags, notes) and clone it as a teammate would, fetching the notes and copying the same
+    uncommitted config files (those of CONFIG_FILES that exist); the clone has none of
+    ``.hermit/``."""
+    remote = bare_remote(tmp_path / "remote.git")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert hermit(repo, "push").code == 0
+    other = clone(remote, tmp_path / "teammate")
+    assert hermit(other, "fetch").code == 0
+    for name in CONFIG_FILES:
+        if (repo / name).exists():
+            (other / name).parent.mkdir(parents=True, exist_ok=True)
+            (other / name).write_text((repo / name).read_text())
+    assert not (other / ".hermit" / "runs").exists()
+    return other

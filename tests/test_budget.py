@@ -14,7 +14,7 @@ import yaml
 from budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
 from cli_helpers import hermit
 from conftest import git
-from review_support import bare_remote, clone
+from review_support import teammate_clone
 from step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
@@ -209,16 +209,7 @@ def test_a_fresh_clone_counts_the_spending_its_fetched_steps_recorded_in_notes(r
     assert r.code == 0, r.out + r.err
     origin = _estimate(repo, control)
     assert origin["steps_seen"] == 2 and origin["spent"]["cost_usd"] > 2 * ROWS * ROLLOUT_USD
-    remote = bare_remote(tmp_path / "remote.git")
-    git(repo, "remote", "add", "origin", str(remote))
-    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
-    assert hermit(repo, "push").code == 0
-    other = clone(remote, tmp_path / "teammate")
-    assert hermit(other, "fetch").code == 0
-    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt"):       # the same config, uncommitted
-        (other / name).parent.mkdir(parents=True, exist_ok=True)
-        (other / name).write_text((repo / name).read_text())
-    assert not (other / ".hermit" / "runs").exists()
+    other = teammate_clone(repo, tmp_path)      # the same config, uncommitted; no .hermit/
     seen = _estimate(other, control)
     assert _close(seen["spent"], origin["spent"]) and seen["steps_seen"] == 2
     assert _close(seen["per_step"], origin["per_step"]) and _close(seen["next"], origin["next"])
@@ -335,18 +326,9 @@ def test_notes_carry_usage_by_role_so_a_clone_prices_and_splits_it_as_the_origin
     assert by_role["acting"]["input_tokens"] == len(ANSWERS) * 1000
     assert by_role["judge"]["input_tokens"] == len(ANSWERS) * 1000 and by_role["judge"]["output_tokens"] == len(ANSWERS) * 200
 
-    remote = bare_remote(tmp_path / "remote.git")
-    git(repo, "remote", "add", "origin", str(remote))
-    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
-    assert hermit(repo, "push").code == 0
-    other = clone(remote, tmp_path / "teammate")
-    assert hermit(other, "fetch").code == 0
+    other = teammate_clone(repo, tmp_path)
     # prices given afterwards: each role's tokens are priced at its own model's price
     for place in (repo, other):
-        if place is other:
-            for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt", "rows/test.txt"):
-                (other / name).parent.mkdir(parents=True, exist_ok=True)
-                (other / name).write_text((repo / name).read_text())
         _edit(place, prices={"fake-model": PRICE, "grader-1": {"input": 1.0, "output": 2.0},
                              "scripted": {"input": 1.0, "output": 1.0}}, budget={"max_usd": 5.0})
     agent_usd, judge_usd = len(ANSWERS) * ROLLOUT_USD, len(ANSWERS) * (1000 * 1.0 + 200 * 2.0) / 1e6
@@ -386,28 +368,12 @@ def test_log_shows_the_judges_share_of_a_steps_rollout_usage(repo):
     assert f"tokens 18.4k ${ROWS * ROLLOUT_USD + judge_usd:.2f} (judge 9.6k ${judge_usd:.2f})" in line, line
 
 
-def _share(repo: Path, tmp_path: Path) -> Path:
-    """Push the run to a bare remote and clone it with the same (uncommitted) config; the clone
-    has the run's refs and notes, none of ``.hermit/``."""
-    remote = bare_remote(tmp_path / "remote.git")
-    git(repo, "remote", "add", "origin", str(remote))
-    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
-    assert hermit(repo, "push").code == 0
-    other = clone(remote, tmp_path / "teammate")
-    assert hermit(other, "fetch").code == 0
-    for name in ("hermit.yaml", "tasks.jsonl", "rows/train.txt"):
-        (other / name).parent.mkdir(parents=True, exist_ok=True)
-        (other / name).write_text((repo / name).read_text())
-    assert not (other / ".hermit" / "runs").exists()
-    return other
-
-
 def test_a_clone_counts_what_a_step_the_budget_stopped_spent(repo, tmp_path):
     control = _run(repo, {"max_usd": 0.07})
     r = hermit(repo, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and len(_finished(repo, 1)) == 3, r.out + r.err
     origin = _estimate(repo, control)
-    other = _share(repo, tmp_path)
+    other = teammate_clone(repo, tmp_path)
     seen = _estimate(other, control)
     assert seen["unfinished"] == origin["unfinished"] == {"step": 1, "rollouts": 3}
     assert _close(seen["spent"], origin["spent"]) and seen["spent"]["cost_usd"] == pytest.approx(3 * ROLLOUT_USD)

@@ -196,6 +196,25 @@ def test_completion_table_is_the_cli_now(tmp_path):
         "the table is stale: run `git hermit help --completion-table > git_hermit/_completion_table.py`"
 
 
+def test_every_command_documents_and_completes_its_short_help_option():
+    """Every command accepts -h (CONTEXT's help_option_names): its help, the manual page and the
+    completion table say so, not --help alone."""
+    from git_hermit._completion_table import TABLE
+    from git_hermit.cli import cli, manpage_text
+
+    def scopes(scope, path):
+        yield path, scope
+        for name, sub in scope.get("commands", {}).items():
+            yield from scopes(sub, f"{path} {name}")
+
+    for path, scope in scopes(TABLE, "git hermit"):
+        assert "-h" in scope["options"], f"{path}: completion offers no -h"
+    assert manpage_text().count(r"\fB\-h, \-\-help\fR") == manpage_text().count(r"\-\-help\fR")
+    for name in cli.list_commands(None):
+        done = hermit(ROOT, "help", name)
+        assert done.code == 0 and "-h, --help" in done.out, name
+
+
 COMMAND_LINES = [
     ([], ""), ([], "s"), ([], "--"), (["--debug"], "lo"), (["-C", "."], "sh"),
     (["log"], "--"), (["log"], "--r"), (["log", "--run"], ""), (["show"], ""), (["show", "--run", "ahe"], "step-"),

@@ -339,7 +339,7 @@ def test_train_end_to_end(repo):
     # the seed: the Worker reads the task with the trajectory and the feedback
     assert "## Task statement\nAnswer of t1?" in prompt
     rollout = repo / ".hermit" / "runs" / RUN / "evals" / f"{tip(repo, 0)[:12]}-train" / "rollouts" / "t1" / "1"
-    assert (rollout / "task.md").read_text() == "Answer of t1?"
+    assert (rollout.parent / "task.md").read_text() == "Answer of t1?"     # once per task
     assert "- verify-before-finishing [native]:" in prompt
     curator = (control / "prompts" / "topic_curator-step-1-topic.txt").read_text()
     assert "### t4#1 (task t4)" in curator and "Cite only these task ids: t1, t3, t4." in curator

@@ -130,3 +130,16 @@ def test_a_backend_that_reports_no_tokens_shows_unknown_not_zero():
     assert "$0.00" not in "\n".join(Ledger({"m": Price(1.0, 0.1, 2.0)}).render())
     measured = format_usage(Usage(1000, 0, 10, 0, 0.5))
     assert measured.startswith("1.0k tok") and measured.endswith("$0.50")
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_ledger_written_an_entry_at_a_time_is_the_json_of_the_whole(count):
+    """json_chunks (a step's ledger.json, streamed) gives byte for byte what json.dumps of the
+    whole ledger gives, odd keys (quotes, newlines, non-ASCII) included."""
+    import json
+    ledger = Ledger()
+    for i in range(count):
+        ledger.record("acting" if i % 2 else "judge", f't{i}#1 "quoted"\nnext é', "model-x",
+                      Usage(input_tokens=10 * i, output_tokens=i, cost_usd=None if i == 2 else 0.5 * i),
+                      step=i, outcome="pass")
+    assert "".join(ledger.json_chunks()) == json.dumps(ledger.to_dict(), indent=2) + "\n"

@@ -177,3 +177,24 @@ def test_a_resolved_program_that_disappears_is_searched_for_again(tmp_path):
     (early / "hermit-probe-tool").unlink()
     again = run_capture(["hermit-probe-tool"], cwd=tmp_path, env=env, timeout_s=10)
     assert again.returncode == 0 and again.stdout.strip() == "late"
+
+
+def test_a_batch_ended_by_ctrl_c_starts_no_process_while_other_batches_still_do(tmp_path):
+    """A Dask worker outlives the driver's Ctrl-C: kill_running(batch) ends what runs and refuses
+    a process to that batch's rollouts still preparing (which would start their agents after the
+    kill), while the worker's next run (another batch) and work outside any batch still start."""
+    import uuid
+
+    import pytest
+
+    from git_hermit.rollouts.process import in_batch, kill_running
+    ended, next_run = uuid.uuid4().hex, uuid.uuid4().hex
+    with in_batch(ended):
+        assert run_capture(["true"], cwd=tmp_path, env=os.environ, timeout_s=10).returncode == 0
+    kill_running(ended)
+    with in_batch(ended), pytest.raises(InterruptedError):
+        run_capture(["touch", str(tmp_path / "late")], cwd=tmp_path, env=os.environ, timeout_s=10)
+    assert not (tmp_path / "late").exists()
+    with in_batch(next_run):
+        assert run_capture(["true"], cwd=tmp_path, env=os.environ, timeout_s=10).returncode == 0
+    assert run_capture(["true"], cwd=tmp_path, env=os.environ, timeout_s=10).returncode == 0

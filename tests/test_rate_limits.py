@@ -50,12 +50,12 @@ emit({{"type": "turn.completed", "usage": {{"input_tokens": 10, "cached_input_to
 '''
 
 
-def _fake_codex_project(repo: Path, limited: int, retries: int, n_tasks: int = 2) -> Path:
+def _fake_codex_project(repo: Path, limited: int, retries: int, n_tasks: int = 2, script: str = FAKE_CODEX) -> Path:
     make_project(repo, "print('unused')\n", n_tasks=n_tasks, k=1)
     control = repo.parent / "control"
     control.mkdir()
     fake = control / "codex"
-    fake.write_text(FAKE_CODEX.format(python=sys.executable, control=str(control)))
+    fake.write_text(script.format(python=sys.executable, control=str(control)))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     (control / "limited").write_text(str(limited))
     cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
@@ -148,3 +148,148 @@ def test_the_hosts_rate_limit_reports_are_recognised_and_a_tool_printing_429_is_
     assert rate_limit_report(*_stream(tmp_path, tool)) is None
     # no stream at all: the host's stderr
     assert rate_limit_report(*_stream(tmp_path, [], "Error: 429 rate limit exceeded\n"))
+
+
+# A Codex stand-in whose rate-limited sessions first finish a turn (billed, reported in the
+# stream) and then get a 429: as with several model calls and then a 429 on the next one.
+FAKE_CODEX_BILLED = FAKE_CODEX.replace(
+    "    budget.write_text(str(left - 1))\n",
+    "    budget.write_text(str(left - 1))\n"
+    "    emit({{\"type\": \"turn.completed\", \"usage\": {{\"input_tokens\": 100, \"cached_input_tokens\": 0, "
+    "\"output_tokens\": 20}}}})\n"
+    "    emit({{\"type\": \"turn.started\"}})\n")
+LIMITED_TOKENS, ANSWER_TOKENS = 120, 15
+
+
+def _billed_codex_step(repo: Path, limited: int, budget: dict | None = None) -> Path:
+    from step_support import make_run
+    control = make_run(repo, {"t1": "t1", "t2": "t2"}, k=1, concurrency=1)
+    fake = control / "codex"
+    fake.write_text(FAKE_CODEX_BILLED.format(python=sys.executable, control=str(control)))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    (control / "limited").write_text(str(limited))
+    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+    cfg["agent"] = {"backend": "codex", "bin": str(fake), "timeout_s": 30,
+                    "provider": {"base_url": "http://127.0.0.1:9/v1"}}
+    cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 3, "backoff_s": 0.1, "max_backoff_s": 0.5}}
+    if budget is not None:
+        cfg["budget"] = budget
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return control
+
+
+def _acting_tokens(entries: list[dict]) -> int:
+    return sum(e["usage"]["input_tokens"] + e["usage"]["output_tokens"] for e in entries if e["role"] == "acting")
+
+
+def _spent(repo: Path, env: dict) -> int:
+    r = hermit(repo, "estimate", "--json", env=env)
+    assert r.code == 0, r.err
+    return json.loads(r.out)["spent"]["tokens"]
+
+
+def test_a_rate_limited_attempts_tokens_are_in_the_steps_ledger_note_and_estimate_once(repo):
+    from step_support import RUN, env_for, step_dir
+    control = _billed_codex_step(repo, limited=1)
+    env = env_for(control)
+    r = hermit(repo, "step", env=env, timeout=120)
+    assert r.code == 0, r.out + r.err
+    assert [kind for _, kind in _calls(control)] == ["429", "ok", "ok"]
+    billed = LIMITED_TOKENS + 2 * ANSWER_TOKENS
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
+    assert _acting_tokens(ledger) == billed, ledger
+    # an infrastructure error, not a trial: the scored attempts are the two that answered
+    note = scores_note(repo, f"hermit/{RUN}/step-0000")
+    assert [a["outcome"] for t in note["tasks"].values() for a in t["attempts"]] == ["pass", "pass"]
+    acting = note["usage_by_role"]["acting"]
+    assert acting["input_tokens"] + acting["output_tokens"] == billed, note
+    learners = sum(e["usage"]["input_tokens"] + e["usage"]["output_tokens"] for e in ledger if e["role"] != "acting")
+    assert _spent(repo, env) == billed + learners
+
+
+def test_a_rate_limited_attempt_that_crosses_the_budget_stops_the_step_and_resume_bills_it_once(repo):
+    from step_support import env_for, step_dir
+    control = _billed_codex_step(repo, limited=1, budget={"max_tokens": 100})
+    env = env_for(control)
+    r = hermit(repo, "step", env=env, timeout=120)
+    assert r.code == 16, r.out + r.err          # the 120 tokens of the 429'd attempt crossed it
+    assert "budget reached" in r.err, r.err
+    answered = [kind for _, kind in _calls(control)].count("ok")
+    assert answered <= 1                         # at most the rollout already in flight finished
+    stopped = json.loads(hermit(repo, "estimate", "--json", env=env).out)
+    assert stopped["spent"]["tokens"] == LIMITED_TOKENS + answered * ANSWER_TOKENS
+    # the 429'd attempt is spending, not a finished rollout
+    assert stopped["unfinished"] == ({"step": 1, "rollouts": answered} if answered else None)
+    (repo / "hermit.yaml").write_text((repo / "hermit.yaml").read_text().replace("max_tokens: 100",
+                                                                                 "max_tokens: 100000"))
+    r = hermit(repo, "step", env=env, timeout=120)
+    assert r.code == 0, r.out + r.err
+    assert [kind for _, kind in _calls(control)] == ["429", "ok", "ok"]   # nothing ran twice
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
+    assert _acting_tokens(ledger) == LIMITED_TOKENS + 2 * ANSWER_TOKENS, ledger
+
+
+def test_a_rerun_rollout_bills_the_rate_limited_attempt_once_in_its_note_and_ledger(repo):
+    control = _fake_codex_project(repo, limited=2, retries=3, script=FAKE_CODEX_BILLED)
+    billed = 2 * LIMITED_TOKENS + 2 * ANSWER_TOKENS
+    for _ in range(2):                       # the second run reuses every row: it bills nothing more
+        r = hermit(repo, "rollout", "--json", timeout=120)
+        assert r.code == 0, r.err
+        acting = scores_note(repo)["usage_by_role"]["acting"]
+        assert acting["input_tokens"] + acting["output_tokens"] == billed
+        [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
+        assert _acting_tokens(json.loads(ledger.read_text())["entries"]) == billed
+        assert _spent(repo, {}) == billed
+    assert [kind for _, kind in _calls(control)] == ["429", "429", "ok", "ok"]
+
+
+def test_a_killed_step_resumes_and_bills_the_rate_limited_attempt_it_recorded_once(repo):
+    from step_support import env_for, kill_group, rollouts_dir, start_step, step_dir, wait_for
+    control = _billed_codex_step(repo, limited=1)
+    fake = control / "codex"          # answering sessions wait while control/hold exists
+    fake.write_text(fake.read_text().replace('answer = prompt', 'while (control / "hold").exists():\n'
+                                             '    time.sleep(0.05)\nanswer = prompt'))
+    (control / "hold").write_text("")
+    proc = start_step(repo, control)
+    try:
+        # the 429'd attempt recorded, and an answering session (held) under way: then killed
+        wait_for(lambda: any(rollouts_dir(repo, 1).glob("*/*/rate-limited.jsonl"))
+                 and "ok" in [kind for _, kind in _calls(control)], "the re-queued attempt to start", proc)
+    finally:
+        kill_group(proc)
+    (control / "hold").unlink()
+    env = env_for(control)
+    r = hermit(repo, "step", env=env, timeout=120)
+    assert r.code == 0, r.out + r.err
+    ledger = json.loads((step_dir(repo, 1) / "ledger.json").read_text())["entries"]
+    assert _acting_tokens(ledger) == LIMITED_TOKENS + 2 * ANSWER_TOKENS, ledger
+
+
+@pytest.mark.hosts
+def test_real_codex_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(repo):
+    if find_host_cli("codex") is None:
+        pytest.skip("the codex CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault, ScriptedModelServer, Turn
+    from test_agents import _agent_block
+    make_project(repo, "print('unused')\n", n_tasks=1, k=1, host="codex")
+    with open(repo / "tasks.jsonl", "w") as handle:
+        handle.write(json.dumps({"id": "t0", "prompt": "Run the check, then answer.", "answer": "42"}) + "\n")
+    # the first model call (a shell call) is answered and billed; the next one gets 429s until
+    # Codex gives up (it retries twice); the attempt run again gets through
+    faults = [Fault(status=429, retry_after=0, after_tool_results=1)] * 3
+    with ScriptedModelServer([Turn.shell("echo ran"), Turn.say("42")], faults=faults) as server:
+        cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+        cfg["agent"], env = _agent_block("codex", server.base_url)
+        cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 2, "backoff_s": 0.2}}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        r = hermit(repo, "rollout", "--json", env=env, timeout=300)
+    assert r.code == 0, r.err
+    [result_path] = result_files(repo)
+    result = json.loads(result_path.read_text())
+    assert result["outcome"] == "pass", result
+    [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
+    entries = json.loads(ledger.read_text())["entries"]
+    retried = [e for e in entries if "~rate-limited-" in e["key"]]
+    assert len(retried) == 1 and retried[0]["usage"]["input_tokens"] > 0, entries
+    acting = scores_note(repo)["usage_by_role"]["acting"]
+    assert acting["input_tokens"] == result["usage"]["input_tokens"] + retried[0]["usage"]["input_tokens"]

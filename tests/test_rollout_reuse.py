@@ -100,7 +100,7 @@ def test_a_reused_workspace_holds_what_a_fresh_one_does_whatever_the_last_agent_
     for result in result_files(repo):
         stored = sorted(p.name for p in result.parent.iterdir())
         hook_log = ["hook-calls.jsonl"] if int(result.parent.parent.name[1:]) % 2 == 0 else []
-        assert stored == sorted(hook_log + ["result.json", "task.md", "trajectory.txt"]), result
+        assert stored == sorted(hook_log + ["result.json", "trajectory.txt"]), result
 
 
 def test_a_step_makes_no_new_file_in_a_rollouts_scratch_once_its_directories_exist(repo):
@@ -193,3 +193,66 @@ def test_a_directory_whose_workspace_could_not_be_set_up_is_not_handed_on(repo, 
     finally:
         drop_slots()
     assert not second.exists()
+
+
+def test_a_tasks_statement_is_kept_once_beside_its_attempts_not_in_each(repo):
+    """Each file made in the run directory is a new inode (the cost on ext4 without a journal):
+    a task's statement is the same for all its attempts, so it is kept once, in the task's
+    directory, and an attempt's directory holds only what that attempt made."""
+    make_project(repo, "print(task_id[1:])\n", n_tasks=3, k=3)
+    r = hermit(repo, "rollout", "--json")
+    assert r.code == 0, r.err
+    results = result_files(repo)
+    assert len(results) == 9
+    for result in results:
+        assert sorted(p.name for p in result.parent.iterdir()) == ["result.json", "trajectory.txt"], result
+    tasks = {result.parent.parent for result in results}
+    assert len(tasks) == 3
+    for task in tasks:
+        assert sorted(p.name for p in task.iterdir()) == ["1", "2", "3", "task.md"]
+        assert (task / "task.md").read_text() == f"What is {task.name[1:]}?"
+
+
+def test_a_command_running_two_batches_makes_its_rollout_directories_once(repo):
+    """`eval --baseline` runs the candidate's rollouts, then the baseline's: the second batch
+    reuses the first one's directories (each made costs ~40 inodes), and none outlives the command."""
+    concurrency = 1
+    log = make_project(repo, SNAPSHOT + "print(task_id[1:])\n", n_tasks=4, k=1,
+                       rows={"train": ["t0#1"], "test": [f"t{i}#1" for i in range(4)]},
+                       trainer={"concurrency": concurrency})
+    baseline = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
+    (repo / "adapter" / "HINT.md").write_text("a candidate\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "candidate adapter")
+    r = hermit(repo, "eval", "HEAD", "--baseline", baseline, "--split", "test")
+    assert r.code == 0, r.err
+    snapshots = _snapshots(log)
+    assert len(snapshots) == 8
+    roots = {s["root"] for s in snapshots}
+    assert len(roots) <= PREPARE_AHEAD * concurrency, roots      # not a set per batch
+    assert not any(Path(root).exists() for root in roots)
+
+
+def test_the_steps_of_a_train_reuse_the_first_steps_rollout_directories(repo, monkeypatch):
+    """Each step's batch of rollouts made its directories again (~40 inodes each); within one
+    `train` they are made for the first batch only (counted in process: run_cli)."""
+    from cli_helpers import run_cli
+    from git_hermit.rollouts import scratch
+    from step_support import change, env_for, make_run, memory_lines, plan
+    made: list[str] = []
+    real = scratch.scratch_dir
+
+    def counting(prefix: str) -> Path:
+        path = real(prefix)
+        if prefix == "rollout-":
+            made.append(str(path))
+        return path
+    monkeypatch.setattr(scratch, "scratch_dir", counting)
+    answers = {"t1": "4", "t2": "7"}
+    control = make_run(repo, answers, k=2, allow_early_stop=False, concurrency=1)
+    plan(control, 1, append={"MEMORY.md": memory_lines(answers)}, changes=[change("chg-1", ["MEMORY.md"])])
+    r = run_cli(repo, "train", "--epochs", "2", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert len(list((repo / ".hermit" / "runs").glob("*/evals/*/rollouts/*/*/result.json"))) >= 8   # two batches
+    assert 0 < len(made) <= PREPARE_AHEAD * 1, made
+    assert not any(Path(path).exists() for path in made)

@@ -51,6 +51,7 @@ def test_the_synthetic_run_reads_as_a_run(runs):
 def test_read_commands_start_a_fixed_number_of_git_processes(runs, tmp_path, args):
     started = {}
     for steps, repo in runs.items():
+        hermit(repo, *args)   # the caches filled alike (a warm `log` reads no object: one process fewer)
         log = tmp_path / f"git-{steps}.log"
         r = hermit(repo, *args, env=counting_git(tmp_path / "bin", log))
         assert r.code == 0, r.err
@@ -186,3 +187,156 @@ def test_log_json_passes_cached_notes_through_without_making_records(runs, monke
     finally:
         repo.close()
     assert json.dumps(data, sort_keys=True, default=str) == expected.rstrip("\n")
+
+
+def test_text_log_makes_no_change_or_verdict_record(runs, monkeypatch):
+    """The text `log` shows a change's id, description and verdict: read from the notes cache's data,
+    not made into Change and VerdictNote records (a 1,000-step run: 2,000 records), byte for byte
+    the CLI's output."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.gitio import Repo
+    from git_hermit.model import records
+    from git_hermit.render.views import log_lines
+
+    expected = hermit(runs[N], "log", "--run", "a").out   # fills the cache
+    assert "HARMFUL (rolled back by" in expected and "EFFECTIVE  tweak memory" in expected
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the text log made a record of data it only shows")
+    monkeypatch.setattr(records.Change, "from_dict", classmethod(refuse))
+    monkeypatch.setattr(records.VerdictNote, "from_dict", classmethod(refuse))
+    repo = Repo.discover(runs[N])
+    try:
+        lines = log_lines(load_history(open_run(repo, "a")))
+    finally:
+        repo.close()
+    assert "\n".join(lines) + "\n" == expected
+
+
+# What `log` does not need: the notes writer's retry jitter (random), temporary directories (tempfile),
+# and the rollout results' record module.
+NOT_FOR_LOG = {"random", "tempfile", "git_hermit.model.rollout"}
+
+
+@pytest.mark.parametrize("args", [("log",), ("log", "--json")])
+def test_a_warm_log_imports_only_what_it_needs(runs, args):
+    """`log` is meant to cost little more than the CLI's start-up: a warm one (its caches filled)
+    imports none of the modules only writing commands use."""
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules))))\n"
+             "from git_hermit.launcher import main\nmain()\n")
+    import subprocess
+    import sys
+    for _ in range(2):   # the first fills the caches
+        r = subprocess.run([sys.executable, "-c", probe, *args, "--run", "a"], cwd=runs[N], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+    imported = set(r.stderr.rsplit("MODULES ", 1)[1].split())
+    assert "git_hermit.core.history" in imported            # the probe sees the log's own modules
+    assert not NOT_FOR_LOG & imported, sorted(NOT_FOR_LOG & imported)
+    # the notes' data is shown and passed through as it is: no record made, their module not imported
+    assert "git_hermit.model.records" not in imported
+
+
+def test_the_caches_name_each_notes_refs_schema_as_the_records_do():
+    from git_hermit.core import history
+    from git_hermit.model.records import RECORD_KINDS
+    assert history._SCHEMAS == {kind: RECORD_KINDS[kind][0] for kind in history._SCHEMAS}
+
+
+def _slow_log_json(repo_dir, run: str) -> str:
+    """`log --json` as _echo_json writes it to a pipe: the whole log built as data, then json.dumps."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.gitio import Repo
+    from git_hermit.render.views import log_json
+    repo = Repo.discover(repo_dir)
+    try:
+        data = log_json(load_history(open_run(repo, run)))
+    finally:
+        repo.close()
+    return json.dumps(data, sort_keys=True, default=str, check_circular=False) + "\n"
+
+
+def test_log_json_joins_kept_fragments_into_the_json_built_whole(tmp_path, monkeypatch):
+    """`log --json` encodes each step once and keeps it under the ids of the commits and note blobs
+    it is made of: a warm one encodes no step and reads no note's data, yet prints byte for byte the
+    JSON of the whole log built as data; a rewritten note (a new blob) makes its step encoded again,
+    never read stale."""
+    from git_hermit.core import history
+    from git_hermit.render import views
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", N)
+    cold = hermit(repo, "log", "--json")
+    assert cold.code == 0, cold.err
+    assert cold.out == _slow_log_json(repo, "a")
+    assert (repo / ".git" / "hermit" / "cache" / "log-json.txt").is_file()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a warm log --json encoded a step again")
+    with monkeypatch.context() as patch:
+        patch.setattr(views, "_step_json", refuse)
+        patch.setattr(history._Notes, "dicts", property(refuse))      # nor decodes the notes' data
+        warm = hermit(repo, "log", "--json")
+    assert warm.code == 0, warm.err
+    assert warm.out == cold.out
+    # a verdict rewritten: its note is a new blob, so its fragment is made again
+    note = json.loads(git(repo, "notes", "--ref=hermit/verdicts", "show", "hermit/a/step-0001"))
+    path = tmp_path / "note.json"
+    path.write_text(json.dumps({**note, "verdict": "PARTIALLY_EFFECTIVE"}))
+    git(repo, "notes", "--ref=hermit/verdicts", "add", "-f", "-F", str(path), "hermit/a/step-0001")
+    changed = hermit(repo, "log", "--json").out
+    assert changed != cold.out and '"verdict": "PARTIALLY_EFFECTIVE"' in changed
+    assert changed == _slow_log_json(repo, "a")
+
+
+def test_a_damaged_or_unwritable_fragment_cache_is_only_encoded_again(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    build_run(repo, "a", 3)
+    expected = hermit(repo, "log", "--json").out
+    plain = hermit(repo, "log").out
+    cache = repo / ".git" / "hermit" / "cache" / "log-json.txt"
+    text = cache.read_text()
+    damaged = text.replace('"pass_at_1": ', '"pass_at_1": 9', 1)    # a fragment's bytes changed
+    assert damaged != text
+    cache.write_text(damaged)
+    assert hermit(repo, "log", "--json").out == expected
+    assert cache.read_text() == text                                  # rewritten whole
+    cache.write_text(text.split("\n", 1)[0] + "\nnot a checksum")    # cut short
+    assert hermit(repo, "log", "--json").out == expected
+    cache.unlink()
+    cache.mkdir()                                                     # neither readable nor replaceable
+    r = hermit(repo, "log", "--json")
+    assert r.code == 0 and r.out == expected, r.err
+    assert cache.is_dir() and not list(cache.iterdir())
+    # the notes cache's data (its second line, decoded when first read) damaged: checked again
+    notes = repo / ".git" / "hermit" / "cache" / "notes.json"
+    text = notes.read_text()
+    head, body = text.split("\n", 1)
+    assert '"description":"tweak memory 2"' in body
+    notes.write_text(head + "\n" + body.replace('"description":"tweak memory 2"', '"description":"tweak memory X"'))
+    assert hermit(repo, "log").out == plain and hermit(repo, "log", "--json").out == expected
+    assert notes.read_text() == text                                  # rewritten whole
+
+
+@pytest.mark.parametrize("args", [("log", "--run", "a"), ("log", "--run", "a", "--json")])
+def test_a_warm_log_starts_three_git_processes(runs, tmp_path, args):
+    """A warm `log`: the repository's paths, ONE for-each-ref for the run's step branches, notes refs
+    and tags, and one `git log` of the run's commits (no object reader: nothing to read by id)."""
+    assert hermit(runs[N], *args).code == 0     # fills the caches
+    log = tmp_path / "git.log"
+    r = hermit(runs[N], *args, env=counting_git(tmp_path / "bin", log))
+    assert r.code == 0, r.err
+    started = log.read_text().splitlines()
+
+    def subcommand(line: str) -> str:   # past git's own options (-c name=value)
+        words = line.split()
+        while words[0] == "-c":
+            words = words[2:]
+        return words[0]
+    assert [subcommand(line) for line in started] == ["rev-parse", "for-each-ref", "log"], "\n".join(started)

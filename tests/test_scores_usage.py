@@ -14,8 +14,9 @@ import yaml
 from budget_support import ROLLOUT_TOKENS, ROLLOUT_USD
 from cli_helpers import hermit
 from conftest import git
+from review_support import teammate_clone
 from step_support import RUN, calls, env_for
-from test_budget import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note, _share
+from test_budget import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note
 
 SEED = f"hermit/{RUN}/step-0000"
 
@@ -78,7 +79,7 @@ def test_a_clones_rollout_of_the_tips_rows_keeps_what_the_origin_spent_on_them(r
     r = hermit(repo, "rollout", "--tasks", "t1,t2", env=env)       # the tip's training rows: 4 of 8
     assert r.code == 0, r.out + r.err
     _assert_costs(_scores_note(repo, SEED), 4)
-    other = _share(repo, tmp_path)
+    other = teammate_clone(repo, tmp_path)
     # the clone has none of the result files: it runs all 8 rows, 4 of them again
     r = hermit(other, "rollout", env=env)
     assert r.code == 0, r.out + r.err
@@ -98,7 +99,7 @@ def test_a_clones_step_on_rows_the_origin_ran_notes_both_machines_rollouts_as_it
     control = _run(repo, None)
     env = env_for(control)
     assert hermit(repo, "rollout", "--tasks", "t1,t2", env=env).code == 0       # 4 of the step's 8 rows
-    other = _share(repo, tmp_path)
+    other = teammate_clone(repo, tmp_path)
     _edit(other, budget=budget)
     r = hermit(other, "step", env=env)          # runs all 8 rows: their files are not here
     assert r.code == 0, r.out + r.err
@@ -114,7 +115,7 @@ def test_origin_and_clone_running_different_rows_of_one_commit_merge_to_the_sum(
     control = _run(repo, None)
     _add_test_split(repo)
     env = env_for(control)
-    other = _share(repo, tmp_path)
+    other = teammate_clone(repo, tmp_path)
     (other / "rows" / "test.txt").write_text((repo / "rows" / "test.txt").read_text())
     # each machine runs its own rows of the tip's training split and of the held-out split
     for place, train, test in ((repo, "t1,t2", "t1"), (other, "t3", "t2,t3")):

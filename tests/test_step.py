@@ -107,6 +107,26 @@ def test_best_ever_moves_only_on_strictly_higher_pass_rate(repo):
     assert memory == git(repo, "show", f"{step_ref(2)}:adapter/MEMORY.md")
 
 
+def test_a_clone_hands_the_evolve_agent_the_best_ever_record_its_origin_has(repo, tmp_path):
+    """state/best_ever.json, which the Evolve Agent reads, is made from the best tag's evaluation in
+    the run's notes, not kept only in the origin's ignored working files: a clone's step writes the
+    same record as the origin's."""
+    from review_support import teammate_clone
+    control = make_run(repo, {"t1": "4", "t2": "7"}, k=1, allow_early_stop=False)
+    plan(control, 2, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-2", ["MEMORY.md"])])
+    for _ in range(3):
+        run_step(repo, control)                 # step 3 moves the best tag to step 2's tip (0.5)
+    state = f".hermit/runs/{RUN}/state/best_ever.json"
+    expected = json.loads((repo / state).read_text())
+    assert expected["commit"] == rev(repo, BEST) == rev(repo, step_ref(2))
+    other = teammate_clone(repo, tmp_path)      # the same config, uncommitted; no .hermit/
+    assert not (other / state).exists()
+    r = hermit(other, "step", env=env_for(control))        # step 4: H_3 ties, the best stays
+    assert r.code == 0, r.out + r.err
+    assert rev(other, BEST) == rev(repo, BEST)
+    assert json.loads((other / state).read_text()) == expected
+
+
 # --- verdicts and rollback ---------------------------------------------------------------------
 def _three_steps(repo, rollback: str, *, step2: dict, step3_change: bool = True):
     """Step 1 fixes t1, t2 (EFFECTIVE next step); step 2's change regresses t2 (HARMFUL)."""

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core.runs import RunContext, run_dir, step_dir
+from git_hermit.core.scores_notes import roles_of
 from git_hermit.errors import ConfigError
 from git_hermit.gitio import NOTES_REFS, NotesStore
 from git_hermit.hosts import registry
@@ -127,7 +128,7 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
         analysis = _note_json(analyses.get(tips[n])) if n in tips else None
         by_role: dict[str, Usage] = {}
         if analysis is not None and isinstance(analysis.get("ledger"), dict):
-            by_role = _by_role(analysis["ledger"])
+            by_role = roles_of(None, analysis["ledger"])
         elif record is not None and record.get("stop"):
             by_role = noted_usage(record)
         if not by_role:
@@ -143,16 +144,14 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
     return found
 
 
-def _by_role(data: dict[str, Any]) -> dict[str, Usage]:
-    return {str(role): Usage.from_dict(usage) for role, usage in data.items() if isinstance(usage, dict)}
-
-
 def noted_usage(record: dict[str, Any]) -> dict[str, Usage]:
-    """A scores record's usage by role; a note older than ``usage_by_role`` holds its agents' and
-    judges' usage together, read as the agents' (role ``acting``)."""
-    if isinstance(record.get("usage_by_role"), dict):
-        return _by_role(record["usage_by_role"])
-    return {"acting": Usage.from_dict(record["usage"])} if isinstance(record.get("usage"), dict) else {}
+    """A scores record's usage by role (a note older than ``usage_by_role``: its agents')."""
+    return roles_of(record.get("usage"), record.get("usage_by_role"))
+
+
+def _nothing(usage: Usage) -> bool:
+    """No tokens and no cost (differences of summed costs aside)."""
+    return not usage.total_tokens and (usage.cost_usd or 0.0) < 1e-9
 
 
 def _note_json(text: str | None) -> dict[str, Any] | None:
@@ -200,7 +199,7 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
             for role, usage in noted_usage(record).items():      # priced at the role's model when it has no cost
                 if mine is not None:
                     usage = _minus(usage, mine.get(role))
-                    if not usage.total_tokens and (usage.cost_usd or 0.0) < 1e-9:   # all of it is here
+                    if _nothing(usage):   # all of it is here
                         continue
                 ledger.add(LedgerEntry(role, name if mine is None else f"{name}/notes", _role_model(ctx.config, role),
                                        usage))
@@ -218,17 +217,20 @@ def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
     """The step after the tip and the ledger entries of its rollouts that already finished
     (a step the budget or Ctrl-C stopped): spent, though no step ledger holds them yet."""
     from git_hermit.core.evaluate import eval_dir
-    from git_hermit.rollouts.runner import read_result
+    from git_hermit.rollouts.runner import RETRIED_FILE, read_result, read_retried
     n, commit = ctx.tip[0] + 1, ctx.tip[1]
     if (step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE).is_file():
         return n, []
     ledger = Ledger(load_prices(ctx.config.prices))
     root = eval_dir(ctx, commit, "train") / "rollouts"
+    model = (ctx.config.agent or {}).get("model")
     for directory in sorted(p.parent for p in root.glob("*/*/result.json")):
         result = read_result(directory, commit)
         if result is not None:
-            ledger.add_rollout(result, model=(ctx.config.agent or {}).get("model"),
-                               judge_model=(ctx.config.judge or {}).get("model"), step=n)
+            ledger.add_rollout(result, model=model, judge_model=(ctx.config.judge or {}).get("model"), step=n)
+    for path in sorted(root.glob(f"*/*/{RETRIED_FILE}")):    # re-queued rate-limited attempts: billed too
+        for retried in read_retried(path.parent, commit):
+            ledger.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=model, step=n)
     return n, list(ledger.entries)
 
 
@@ -263,7 +265,7 @@ def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = 
         if role not in ROLLOUT_ROLES and resuming and local:
             continue
         left = _minus(usage, mine.get(role))
-        if not left.total_tokens and (left.cost_usd or 0.0) < 1e-9:    # all of it is here (sums' rounding aside)
+        if _nothing(left):    # all of it is here
             continue
         model = _role_model(ctx.config, role)
         ledger.add(LedgerEntry(role, "notes/1" if role in ROLLOUT_ROLES else f"notes/{role}", model, left, n))

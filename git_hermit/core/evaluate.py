@@ -29,9 +29,10 @@ from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.budget import Budget
-from git_hermit.rollouts.ledger import Ledger, load_prices, sum_usage
+from git_hermit.rollouts.ledger import Ledger, LedgerEntry, add_by_role, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
-from git_hermit.rollouts.runner import Progress, finished_result, run_jobs
+from git_hermit.rollouts.scratch import slots_kept
+from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
 from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
 from git_hermit.rollouts.worker import RolloutJob
 
@@ -67,12 +68,12 @@ class EvalRun:
     fresh: frozenset[str] = frozenset()   # "task#attempt" of the rows that ran in this process
 
     def spent_by_row(self) -> dict[str, dict[str, Usage]]:
-        """Each row's billed usage by role (``task#attempt`` → role → usage)."""
-        rows: dict[str, dict[str, Usage]] = {}
+        """Each row's billed usage by role (``task#attempt`` → role → usage), its re-queued
+        rate-limited attempts included."""
+        rows: dict[str, list[LedgerEntry]] = {}
         for entry in self.ledger.entries:
-            by_role = rows.setdefault(entry.key, {})
-            by_role[entry.role] = sum_usage([by_role[entry.role], entry.usage]) if entry.role in by_role else entry.usage
-        return rows
+            rows.setdefault(row_of(entry.key), []).append(entry)
+        return {row: Ledger(entries=entries).totals("role") for row, entries in rows.items()}
 
     @property
     def pass_at_1(self) -> float:
@@ -174,6 +175,10 @@ def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
+    backend = (config.agent or {}).get("backend", registry.DEFAULT)
+    for row in bench.split.rows:     # attempts re-queued after a rate limit billed too, finished row or not
+        for retried in read_retried(rollout_dir(out_dir, row.task, row.attempt), commit, backend):
+            ledger.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=model, step=step)
     fresh = frozenset(f"{r.task}#{r.attempt}" for attempts in results.values() for r in attempts) - reused_rows
     _write_ledger(out_dir / "ledger.json", ledger, fresh)
     return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused, fresh)
@@ -242,8 +247,7 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
     added: dict[str, Usage] = {}
     for row, by_role in (rows or {}).items():
         if row not in held or (ev is not None and row in ev.fresh):
-            for role, usage in by_role.items():
-                added[role] = sum_usage([added[role], usage]) if role in added else usage
+            added = add_by_role(added, by_role)
     if rows is None:
         added = roles_of(new.usage, new.usage_by_role)
     spent: dict[str, Any] = {"usage": old.usage, "usage_by_role": old.usage_by_role, "duration_s": old.duration_s}
@@ -402,18 +406,19 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
         targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
     bench = _benchmark_after_preflight(ctx, split, k=k, commits=tuple(commit for _, commit in targets))
     budget = open_evaluation_budget(ctx)
-    for role, commit in targets:
-        callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
-        if budget is not None:
-            budget.what = f"the rollouts of {commit[:12]} on {split}"
-        try:
-            runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
-                                   on_progress=callback, budget=budget)
-        except BudgetReached as stopped:
-            for finished in runs.values():
-                write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
-            _note_partial(ctx, stopped)
-            raise
+    with slots_kept():      # the baseline's rollouts reuse the candidate's directories
+        for role, commit in targets:
+            callback = on_progress(f"{role} {commit[:10]}") if on_progress else None
+            if budget is not None:
+                budget.what = f"the rollouts of {commit[:12]} on {split}"
+            try:
+                runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
+                                       on_progress=callback, budget=budget)
+            except BudgetReached as stopped:
+                for finished in runs.values():
+                    write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
+                _note_partial(ctx, stopped)
+                raise
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None

@@ -9,16 +9,16 @@ blob id, so a long run's notes are parsed once, not on every `log`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
-from git_hermit.model.records import (RECORD_KINDS, Analysis, Change, Manifest, Scores, TaskScores, VerdictNote,
-                                      loads)
+if TYPE_CHECKING:   # the records module is imported where a record is made: a warm `log --json` makes none
+    from git_hermit.model.records import Analysis, Change, Manifest, Scores, VerdictNote
 from git_hermit.model.schema import fingerprint
 
 
@@ -35,19 +35,46 @@ class ChangeView:
     verdict_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     made_change: Change | None = field(default=None, compare=False, repr=False)   # when there is no data
     made_verdict: VerdictNote | None = field(default=None, compare=False, repr=False)
+    position: int | None = None   # its index in the manifest note's data, when change_data is from there
 
     @cached_property
     def change(self) -> Change:
         if self.made_change is not None:
             return self.made_change
         assert self.change_data is not None, "a ChangeView needs its change's record or data"
+        from git_hermit.model.records import Change
         return Change.from_dict(self.change_data)
 
     @cached_property
     def verdict(self) -> VerdictNote | None:
         if self.verdict_data is None:
             return self.made_verdict
+        from git_hermit.model.records import VerdictNote
         return VerdictNote.from_dict(self.verdict_data)
+
+    # What the text `log` shows of a change, read from the data when there is some, without making
+    # the records (from_dict keeps these fields as the data has them)
+    @property
+    def change_id(self) -> str:
+        return self.change_data["id"] if self.change_data is not None else self.change.id
+
+    @property
+    def description(self) -> str:
+        return self.change_data["description"] if self.change_data is not None else self.change.description
+
+    @property
+    def verdict_name(self) -> str | None:
+        """The verdict (EFFECTIVE, HARMFUL, ...), None while it is pending."""
+        if self.verdict_data is not None:
+            return str(self.verdict_data["verdict"])
+        return self.made_verdict.verdict if self.made_verdict is not None else None
+
+    @property
+    def rollback_commit(self) -> str | None:
+        """The rollback commit the verdict note names."""
+        if self.verdict_data is not None:
+            return self.verdict_data.get("rollback_commit")
+        return self.made_verdict.rollback_commit if self.made_verdict is not None else None
 
 
 def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, Any] | None,
@@ -55,31 +82,42 @@ def _change_views(sha: str, manifest: Manifest | None, manifest_data: dict[str, 
                   lines_removed_by: tuple[str, ...]) -> tuple[ChangeView, ...]:
     """One commit's changes: from the cached data when there is some (a note's data is there unless
     to_dict does not give it back), else from the records made of the note."""
-    listed: list[tuple[str, dict[str, Any] | None, Change | None]]
+    listed: list[tuple[str, dict[str, Any] | None, Change | None, int | None]]
     if manifest_data is not None:
-        listed = [(data["id"], data, None) for data in manifest_data["changes"]]
+        listed = [(data["id"], data, None, i) for i, data in enumerate(manifest_data["changes"])]
     else:
-        listed = [(ch.id, None, ch) for ch in manifest.changes] if manifest else []
+        listed = [(ch.id, None, ch, None) for ch in manifest.changes] if manifest else []
     if note is None and note_data is not None and note_data.get("also"):
+        from git_hermit.model.records import VerdictNote
         note = VerdictNote.from_dict(note_data)   # a change group's note: its members' verdicts come from it
     views = []
-    for change_id, data, made in listed:
+    for change_id, data, made, position in listed:
         if note_data is not None and note_data.get("change_id") == change_id:
             views.append(ChangeView(sha, rolled_back_by, lines_removed_by, change_data=data, made_change=made,
-                                    verdict_data=note_data))
+                                    verdict_data=note_data, position=position))
         else:
             views.append(ChangeView(sha, rolled_back_by, lines_removed_by, change_data=data, made_change=made,
-                                    made_verdict=note.for_change(change_id) if note is not None else None))
+                                    made_verdict=note.for_change(change_id) if note is not None else None,
+                                    position=position))
     return tuple(views)
 
 
 @dataclass(frozen=True)
 class CommitView:
     info: CommitInfo
-    changes: tuple[ChangeView, ...]
     reverts: str | None              # Hermit-Reverts target
     reverts_verdict: str | None      # Hermit-Verdict on a rollback commit
     undeclared: bool
+    rolled_back_by: str | None = None              # the rollback commit that reverted its changes
+    lines_removed_by: tuple[str, ...] = ()         # forced rollbacks of other changes that removed its edits
+    # what makes its ChangeViews from its notes' data when `changes` is first read (`log --json` reads
+    # a kept step's entry instead)
+    make_changes: Callable[[], tuple[ChangeView, ...]] = field(default=tuple, compare=False, repr=False)
+
+    @cached_property
+    def changes(self) -> tuple[ChangeView, ...]:
+        """The changes this commit declared, with their verdicts."""
+        return self.make_changes()
 
     @property
     def sha(self) -> str:
@@ -91,9 +129,29 @@ class StepView:
     step: int
     commit: str                      # the step branch's tip (H_N)
     commits: tuple[CommitView, ...]  # the step's own commits, oldest first
-    scores: Scores | None            # scores of H_N (written by step N+1's rollouts)
-    analysis: Analysis | None
     bad_notes: tuple[str, ...] = ()
+    # H_N's scores note (written by step N+1's rollouts) as its cached summary, Scores.to_dict(tasks=False),
+    # and what makes its record when `scores` is first read: `log --json` passes the data through
+    scores_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    make_scores: Callable[[], Scores] | None = field(default=None, compare=False, repr=False)
+    # what gives H_N's analysis note's data when first read (a kept `log --json` step reads none)
+    make_analysis: Callable[[], dict[str, Any] | None] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def analysis_data(self) -> dict[str, Any] | None:
+        return self.make_analysis() if self.make_analysis is not None else None
+
+    @cached_property
+    def analysis(self) -> Analysis | None:
+        if self.analysis_data is None:
+            return None
+        from git_hermit.model.records import Analysis
+        return Analysis.from_dict(self.analysis_data)
+
+    @cached_property
+    def scores(self) -> Scores | None:
+        """Scores of H_N, None when it has no (valid) scores note."""
+        return self.make_scores() if self.make_scores is not None else None
 
     @property
     def changes(self) -> list[ChangeView]:
@@ -111,6 +169,8 @@ class RunHistory:
     best: str | None
     final: str | None
     extra: dict[str, Any] = field(default_factory=dict)
+    # {kind: {commit: note blob}}: the blob ids name the notes' contents (`log --json`'s fragments)
+    blobs: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _trailer(info: CommitInfo, key: str) -> str | None:
@@ -121,34 +181,66 @@ def _trailer(info: CommitInfo, key: str) -> str | None:
 
 
 _CHECKED_KINDS = ("manifest", "verdicts", "analysis")
+# Each notes ref's schema (records.RECORD_KINDS says the same; tests/test_scale.py checks): the caches'
+# formats name them without importing the records
+_SCHEMAS = {"manifest": "manifest", "verdicts": "verdict", "scores": "scores", "analysis": "analysis"}
 
 
-def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
-                                                     dict[str, str]]:
-    """({kind: {commit: record}} of the analysis notes and of the manifest and verdicts notes whose
-    data to_dict does not give back, {kind: {commit: the record's to_dict()}} of the other manifest and
-    verdicts notes, {commit: blob} of the scores notes); a note that fails its schema is reported, not
-    fatal. Each valid manifest and verdicts note is in exactly one of the first two.
+class _Notes:
+    """The manifest, verdicts and analysis notes' data, by commit, decoded from the notes cache when
+    first asked for: a kept `log --json` step needs only the blob ids."""
+
+    def __init__(self, entries: dict[str, dict[str, str]], kept: Callable[[], dict[str, dict[str, Any]]],
+                 raw: dict[str, set[str]]) -> None:
+        self.entries, self._kept, self._raw = entries, kept, raw
+
+    @cached_property
+    def dicts(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """{kind: {commit: to_dict()}} of the manifest and verdicts notes whose cached data is that,
+        and of every analysis note."""
+        kept = self._kept()
+        return {kind: {commit: kept[kind][blob] for commit, blob in self.entries[kind].items()
+                       if blob in kept[kind] and blob not in self._raw.get(kind, ())}
+                for kind in _CHECKED_KINDS}
+
+    @cached_property
+    def records(self) -> dict[str, dict[str, Any]]:
+        """{kind: {commit: record}} of the manifest and verdicts notes whose data to_dict does not give
+        back (their cached data is the note as read)."""
+        kept = self._kept()
+        records: dict[str, dict[str, Any]] = {kind: {} for kind in ("manifest", "verdicts")}
+        for kind in ("manifest", "verdicts"):
+            for commit, blob in self.entries[kind].items():
+                if blob in self._raw[kind] and blob in kept[kind]:
+                    from git_hermit.model.records import RECORD_KINDS
+                    records[kind][commit] = RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
+        return records
+
+
+def _read_notes(repo: Repo, bad: list[str], read_ref: Callable[[str], str | None]) -> _Notes:
+    """The manifest, verdicts and analysis notes (_Notes), with {kind: {commit: blob}} of every notes
+    ref; a note that fails its schema is reported, not fatal.
 
     A note is read from git and validated once: its data is kept under its blob id (checked.py),
     which names its content, the cache's format naming the schemas. Each notes ref's {commit: blob}
     is kept under the notes commit it was listed from, so an unchanged ref's tree is not read again.
+    The data is the cache's second part, decoded only when a note's data is read.
     """
     file = repo.common_dir / "hermit" / "cache" / "notes.json"
-    format = "notes/3:" + __version__ + ":" + ",".join(fingerprint(RECORD_KINDS[k][0]) for k in _CHECKED_KINDS)
-    known = checked.load(file, format)
+    format = "notes/4:" + __version__ + ":" + ",".join(fingerprint(_SCHEMAS[k]) for k in _CHECKED_KINDS)
+    known, load_kept = checked.load_split(file, format)
     def part(name: str, kind: str, empty: type) -> Any:   # a part of another shape is ignored
         value = known.get(name)
         value = value.get(kind) if isinstance(value, dict) else None
         return value if isinstance(value, empty) else empty()
 
     trees: dict[str, Any] = {kind: part("trees", kind, list) for kind in (*_CHECKED_KINDS, "scores")}
-    kept: dict[str, dict[str, Any]] = {kind: part("data", kind, dict) for kind in _CHECKED_KINDS}
+    kept_ids = {kind: set(part("kept", kind, list)) for kind in _CHECKED_KINDS}   # the blobs the data holds
     raw: dict[str, list[str]] = {kind: part("raw", kind, list) for kind in _CHECKED_KINDS}
     entries: dict[str, dict[str, str]] = {}
     changed = False
     for kind in (*_CHECKED_KINDS, "scores"):
-        tip = repo.read_ref(NOTES_REFS[kind])
+        tip = read_ref(NOTES_REFS[kind])
         listed = trees.get(kind)
         if isinstance(listed, list) and len(listed) == 2 and listed[0] == tip and isinstance(listed[1], dict):
             entries[kind] = listed[1]
@@ -157,8 +249,13 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
             trees[kind] = [tip, entries[kind]]
             changed = True
     missing = [(kind, commit, blob) for kind in _CHECKED_KINDS for commit, blob in entries[kind].items()
-               if blob not in kept[kind]]
-    for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])):
+               if blob not in kept_ids[kind]]
+    new: dict[str, dict[str, Any]] = {kind: {} for kind in _CHECKED_KINDS}
+    if missing:
+        from git_hermit.model.records import RECORD_KINDS, loads
+    # (no object reader started when nothing is missing: a warm `log` reads no object)
+    for (kind, commit, blob), found in zip(missing, repo.read_objects([blob for _, _, blob in missing])
+                                           if missing else []):
         if found is None:
             raise GitStateError(f"note blob for {commit} in {NOTES_REFS[kind]} is missing")
         text = found[2].decode("utf-8", "replace")
@@ -168,38 +265,46 @@ def _read_notes(repo: Repo, bad: list[str]) -> tuple[dict[str, dict[str, Any]], 
             bad.append(exc.message)
             continue
         data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
-        kept[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
-        if kept[kind][blob] is not data:
+        new[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
+        if new[kind][blob] is not data:
             raw[kind].append(blob)
+
+    merged: list[dict[str, dict[str, Any]]] = []
+
+    def part_of(loaded: dict[str, Any], kind: str) -> dict[str, Any]:
+        value = loaded.get(kind)
+        return value if isinstance(value, dict) else {}
+
+    def kept() -> dict[str, dict[str, Any]]:   # the cached data and the notes checked now, decoded once
+        if not merged:
+            loaded = load_kept()
+            merged.append({kind: {**(part_of(loaded, kind)), **new[kind]} for kind in _CHECKED_KINDS})
+        return merged[0]
+
     if missing or changed:   # the blobs the refs hold now, and no others
-        data = {kind: {blob: kept[kind][blob] for blob in entries[kind].values() if blob in kept[kind]}
+        data = {kind: {blob: kept()[kind][blob] for blob in entries[kind].values() if blob in kept()[kind]}
                 for kind in _CHECKED_KINDS}
         raw = {kind: sorted(set(raw[kind]) & set(data[kind])) for kind in _CHECKED_KINDS}
-        checked.save(file, format, {"trees": trees, "data": data, "raw": raw})
-    # Records only of the analysis notes and of the notes whose cached data is not to_dict's: the
-    # others' changes and verdicts are made from their data when first read (ChangeView)
-    as_read = {kind: set(raw[kind]) for kind in _CHECKED_KINDS}
-    records = {kind: {commit: RECORD_KINDS[kind][1].from_dict(kept[kind][blob])
-                      for commit, blob in entries[kind].items()
-                      if blob in kept[kind] and (kind == "analysis" or blob in as_read[kind])}
-               for kind in _CHECKED_KINDS}
-    # {commit: to_dict()} of the manifest and verdict notes whose cached data is that
-    dicts = {kind: {commit: kept[kind][blob] for commit, blob in entries[kind].items()
-                    if blob in kept[kind] and blob not in as_read[kind]}
-             for kind in ("manifest", "verdicts")}
-    return records, dicts, entries["scores"]
+        checked.save_split(file, format, {"trees": trees, "raw": raw,
+                                          "kept": {kind: sorted(data[kind]) for kind in _CHECKED_KINDS}}, data)
+    return _Notes(entries, kept, {kind: set(raw[kind]) for kind in _CHECKED_KINDS})
 
 
-# The summaries' shape follows the Scores record: a field added or renamed makes a new cache.
-_SUMMARY_FORMAT = "scores-summary/2:" + ",".join(f.name for f in fields(Scores))
+def _summary_format() -> str:
+    """The summaries are Scores.to_dict(tasks=False), whose shape follows the scores schema: a changed
+    schema or git-hermit version makes a new cache. (Named without importing the records module: a
+    warm `log --json` makes no record.)"""
+    return "scores-summary/3:" + __version__ + ":" + fingerprint(_SCHEMAS["scores"])
 
 
 def _summary_cache(repo: Repo) -> Any:
     return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
 
 
-def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None) -> dict[str, Scores]:
-    """Every scores note, its per-task outcomes read from git only when asked for (TaskScores.deferred).
+def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None
+                 ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores]]]:
+    """Every scores note as (its summary data, what makes its record): the record's per-task outcomes
+    read from git only when asked for (TaskScores.deferred).
 
     A note's blob id names its content, so a summary cached under it never goes stale; notes not in
     the cache yet are read, validated and summarised in one batch, and the cache rewritten.
@@ -207,9 +312,11 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
     if entries is None:   # {commit: blob}
         entries = note_entries(repo, repo.read_ref(NOTES_REFS["scores"]))
     path = _summary_cache(repo)
-    cached = checked.load(path, _SUMMARY_FORMAT)
+    format = _summary_format()
+    cached = checked.load(path, format)
     missing = [commit for commit, blob in entries.items() if blob not in cached]
     if missing:
+        from git_hermit.model.records import TaskScores, loads
         for commit, found in zip(missing, repo.read_objects([entries[c] for c in missing])):
             if found is None:
                 raise GitStateError(f"note blob for {commit} in {NOTES_REFS['scores']} is missing")
@@ -221,7 +328,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
             cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
                                        else {}}
-        checked.save(path, _SUMMARY_FORMAT, {blob: cached[blob] for blob in entries.values() if blob in cached})
+        checked.save(path, format, {blob: cached[blob] for blob in entries.values() if blob in cached})
 
     def loader(blob: str) -> Callable[[], Any]:
         def load() -> Any:
@@ -231,24 +338,31 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
             return json.loads(found[2])["tasks"]
         return load
 
+    def maker(summary: dict[str, Any], blob: str) -> Callable[[], Scores]:
+        def make() -> Scores:
+            from git_hermit.model.records import Scores, TaskScores
+            tasks = TaskScores.deferred(summary["tasks"], summary["outcomes"], loader(blob))
+            return Scores.from_dict(summary["data"], tasks=tasks)
+        return make
+
     out = {}
     for commit, blob in entries.items():
         summary = cached.get(blob)
-        if summary is None:
-            continue
-        tasks = TaskScores.deferred(summary["tasks"], summary["outcomes"], loader(blob))
-        out[commit] = Scores.from_dict(summary["data"], tasks=tasks)
+        if summary is not None:
+            out[commit] = (summary["data"], maker(summary, blob))
     return out
+
+
+def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | None]:
+    return lambda: notes.dicts["analysis"].get(commit)
 
 
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
-    notes, dicts, scores_notes = _read_notes(repo, bad)
-    manifests: dict[str, Manifest] = notes["manifest"]
-    verdicts: dict[str, VerdictNote] = notes["verdicts"]
-    scores: dict[str, Scores] = _read_scores(repo, bad, scores_notes)
-    analyses: dict[str, Analysis] = notes["analysis"]
+    notes = _read_notes(repo, bad, ctx.read_ref)
+    blobs = notes.entries
+    scores = _read_scores(repo, bad, blobs["scores"])
 
     seed = ctx.steps[0][1]
     tip = ctx.tip[1]
@@ -279,22 +393,37 @@ def load_history(ctx: RunContext) -> RunHistory:
         step = parse_step_name(trailers.get("hermit-step") or "")
         if step is None:
             continue
-        manifest = manifests.get(info.sha)
-        note = verdicts.get(info.sha)
-        manifest_data = dicts["manifest"].get(info.sha)
-        note_data = dicts["verdicts"].get(info.sha)
-        changes = _change_views(info.sha, manifest, manifest_data, note, note_data, rolled_back_by.get(info.sha),
-                                tuple(lines_removed_by.get(info.sha, ())))
+        sha = info.sha
+        by = rolled_back_by.get(sha)
+        removed = tuple(lines_removed_by.get(sha, ()))
+
+        def changes(sha: str = sha, by: str | None = by, removed: tuple[str, ...] = removed
+                    ) -> tuple[ChangeView, ...]:
+            records, dicts = notes.records, notes.dicts
+            return _change_views(sha, records["manifest"].get(sha), dicts["manifest"].get(sha),
+                                 records["verdicts"].get(sha), dicts["verdicts"].get(sha), by, removed)
         by_step.setdefault(step, []).append(CommitView(
-            info=info, changes=changes, reverts=trailers.get("hermit-reverts"),
-            reverts_verdict=trailers.get("hermit-verdict"),
-            undeclared=(trailers.get("hermit-change") == "undeclared")))
-    views = tuple(
-        StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), scores=scores.get(sha),
-                 analysis=analyses.get(sha), bad_notes=tuple(bad) if n == ctx.tip[0] else ())
-        for n, sha in ctx.steps)
-    return RunHistory(run=ctx.run, steps=views, best=repo.read_ref(best_tag(ctx.run)),
-                      final=repo.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name})
+            info=info, reverts=trailers.get("hermit-reverts"), reverts_verdict=trailers.get("hermit-verdict"),
+            undeclared=(trailers.get("hermit-change") == "undeclared"), rolled_back_by=by,
+            lines_removed_by=removed, make_changes=changes))
+    views = []
+    for n, sha in ctx.steps:
+        data, make = scores.get(sha) or (None, None)
+        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())),
+                              make_analysis=_analysis_of(notes, sha) if sha in blobs["analysis"] else None,
+                              bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make))
+    return RunHistory(run=ctx.run, steps=tuple(views), best=ctx.read_ref(best_tag(ctx.run)),
+                      final=ctx.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
+                      blobs=blobs)
+
+
+def json_fragments(repo: Repo, encoding: str) -> checked.Fragments:
+    """`log --json`'s encoded notes, kept by blob id in ``<git dir>/hermit/cache/log-json.txt``; the
+    format names ``encoding`` (the encoder's own version), git-hermit's version and the records'
+    schemas, as the notes cache's does."""
+    format = encoding + ":" + __version__ + ":" + ",".join(fingerprint(_SCHEMAS[k])
+                                                          for k in ("manifest", "verdicts", "scores", "analysis"))
+    return checked.Fragments(repo.common_dir / "hermit" / "cache" / "log-json.txt", format)
 
 
 @dataclass(frozen=True)
@@ -315,6 +444,7 @@ def records_for(repo: Repo, commit: str) -> CommitRecords:
     found: dict[str, Any] = {}
     for kind in ("manifest", "verdicts", "scores", "analysis"):
         text = store.read(NOTES_REFS[kind], info.sha)
+        from git_hermit.model.records import loads
         found[kind] = loads(kind, text, where=info.sha[:12]) if text else None
     return CommitRecords(info=info, step=parse_step_name(_trailer(info, "Hermit-Step") or ""),
                          manifest=found["manifest"], verdict=found["verdicts"], scores=found["scores"],

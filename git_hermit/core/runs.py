@@ -45,10 +45,11 @@ def check_run_name(run: str) -> None:
                          hint="use letters, digits, '.', '_' or '-', starting with a letter or digit")
 
 
-def list_steps(repo: Repo, run: str) -> list[tuple[int, str]]:
-    """The run's step branches as (step, commit), ascending — one git process."""
+def list_steps(repo: Repo, run: str, refs: dict[str, str] | None = None) -> list[tuple[int, str]]:
+    """The run's step branches as (step, commit), ascending — one git process, none when ``refs``
+    (a listing of them) is given."""
     steps = []
-    for ref, sha in repo.list_refs(f"refs/heads/hermit/{run}/").items():
+    for ref, sha in (refs if refs is not None else repo.list_refs(f"refs/heads/hermit/{run}/")).items():
         match = _STEP_REF.match(ref)
         if match and match["run"] == run:
             steps.append((int(match["n"]), sha))
@@ -71,6 +72,14 @@ class RunContext:
     repo: Repo
     config: RunConfig
     steps: tuple[tuple[int, str], ...]
+    # the refs listed with the steps (open_run's with_refs): {name: sha}, a missing ref absent; None: not listed
+    refs: dict[str, str] | None = None
+
+    def read_ref(self, ref: str) -> str | None:
+        """``ref`` as listed with the steps when it was, else read now."""
+        if self.refs is not None and ref.startswith(("refs/notes/hermit/", f"refs/tags/hermit/{self.run}/")):
+            return self.refs.get(ref)
+        return self.repo.read_ref(ref)
 
     @property
     def run(self) -> str:
@@ -89,14 +98,21 @@ class RunContext:
                             hint=f"steps here: 0..{self.tip[0]} (see `git hermit log`)")
 
 
-def open_run(repo: Repo, run: str | None = None) -> RunContext:
-    """Load the run's config and steps; a clear error when the run has not been initialised."""
+def open_run(repo: Repo, run: str | None = None, with_refs: bool = False) -> RunContext:
+    """Load the run's config and steps; a clear error when the run has not been initialised.
+
+    ``with_refs``: the notes refs and the run's tags are listed in the same git process as its step
+    branches and kept in ``refs`` (for a command that reads them right after and writes nothing)."""
     config = load_config(repo.work_tree, run, cache_dir=repo.common_dir / "hermit" / "cache")
-    steps = list_steps(repo, config.run)
+    refs = None
+    if with_refs:
+        refs = repo.list_refs(f"refs/heads/hermit/{config.run}/", "refs/notes/hermit/",
+                               f"refs/tags/hermit/{config.run}/")
+    steps = list_steps(repo, config.run, refs)
     if not steps:
         raise GitStateError(f"run {config.run!r} has no step branches (refs/heads/hermit/{config.run}/step-0000)",
                             hint="run `git hermit init` to create the seed, or fetch the run's branches")
-    return RunContext(repo=repo, config=config, steps=tuple(steps))
+    return RunContext(repo=repo, config=config, steps=tuple(steps), refs=refs)
 
 
 def parse_step_name(text: str) -> int | None:

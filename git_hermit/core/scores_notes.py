@@ -14,7 +14,7 @@ from typing import Any, Mapping, TypeGuard
 from git_hermit.model.merge import merge_json, merge_records
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts import stats
-from git_hermit.rollouts.ledger import sum_usage
+from git_hermit.rollouts.ledger import add_by_role, sum_usage
 
 _TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 _SUMMARY = ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step")   # a ``splits`` entry
@@ -30,9 +30,7 @@ def roles_of(usage: Mapping[str, Any] | None, by_role: Mapping[str, Any] | None)
 def add_spending(usage: Mapping[str, Any] | None, by_role: Mapping[str, Any] | None,
                  added: Mapping[str, Usage]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A record's (usage, usage_by_role) with ``added`` (by role) spent on top."""
-    roles = roles_of(usage, by_role)
-    for role, extra in added.items():
-        roles[role] = sum_usage([roles[role], extra]) if role in roles else extra
+    roles = add_by_role(roles_of(usage, by_role), added)
     before = [Usage.from_dict(dict(usage))] if isinstance(usage, Mapping) else list(roles_of(None, by_role).values())
     total = sum_usage([*before, *added.values()])
     return total.to_dict(), {role: u.to_dict() for role, u in roles.items()}

@@ -30,7 +30,7 @@ from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, Ref
                               check_ref_locks, drop_stale_keepalive)
 from git_hermit.learners import Learner, SessionLearner, make_learner
 from git_hermit.rollouts.sandbox import spec_from_config
-from git_hermit.rollouts.scratch import clean_stale
+from git_hermit.rollouts.scratch import clean_stale, slots_kept
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts import stats
@@ -444,6 +444,13 @@ def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say:
     ctx = open_run(repo, run)
     limit, unit = _step_limit(ctx, epochs)
     done: list[StepOutcome] = []
+    with slots_kept():      # each step's rollouts reuse the last step's directories
+        return _train_steps(repo, ctx, limit, unit, done, say=say, on_progress=on_progress, wait=wait)
+
+
+def _train_steps(repo: Repo, ctx: RunContext, limit: int | None, unit: str, done: list[StepOutcome], *,
+                 say: Callable[[str], None], on_progress: Callable[[Progress], None] | None,
+                 wait: bool) -> TrainOutcome:
     while True:
         ctx = open_run(repo, ctx.run)
         if limit is not None and ctx.tip[0] >= limit:

@@ -11,15 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from git_hermit.adapter.check_spec import Violation
-from git_hermit.config import RunConfig
 from git_hermit.learners import Learner
 from git_hermit.model.files import FileChange
 from git_hermit.model.records import Change, Manifest, Provenance, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.ledger import Ledger
+
+if TYPE_CHECKING:   # config imports the evolver registry: the evolvers name its type only
+    from git_hermit.config import RunConfig
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
@@ -19,6 +18,7 @@ _HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
+    import tempfile   # imported where a file is written: a read command (`log`) needs none
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -200,6 +199,7 @@ class NotesStore:
                     return commit
                 except RefConflict:
                     # Another writer published first: back off (jittered, growing), rebuild on its tip.
+                    import random   # only on a retry: a read command never needs it
                     time.sleep(random.uniform(0.5, 1.5) * min(0.005 * 2 ** attempt, 0.5))
         raise RefConflict(
             f"notes ref {ref} kept moving; gave up after {_MAX_ATTEMPTS} attempts",

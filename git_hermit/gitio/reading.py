@@ -53,16 +53,18 @@ class ObjectReader(GitDir):
         found = self._batch.read(ref)
         return found[0] if found else None
 
-    def list_refs(self, prefix: str) -> dict[str, str]:
-        """{full ref name: object sha} for refs whose name starts with ``prefix`` (a plain string prefix,
-        e.g. "refs/heads/hermit/r/step-"); annotated tags give the tag object's sha, not peeled."""
-        # for-each-ref matches whole path components only: ask for the enclosing directory, filter here.
-        directory = prefix[: prefix.rfind("/") + 1] or "refs/"
-        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", directory)
+    def list_refs(self, prefix: str, *more: str) -> dict[str, str]:
+        """{full ref name: object sha} for refs whose name starts with ``prefix`` or one of ``more``
+        (plain string prefixes, e.g. "refs/heads/hermit/r/step-"), in one git process; annotated tags
+        give the tag object's sha, not peeled."""
+        prefixes = (prefix, *more)
+        # for-each-ref matches whole path components only: ask for the enclosing directories, filter here.
+        directories = dict.fromkeys(p[: p.rfind("/") + 1] or "refs/" for p in prefixes)
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *directories)
         refs = {}
         for line in out.splitlines():
             sha, _, name = line.partition(" ")
-            if name.startswith(prefix):
+            if name.startswith(prefixes):
                 refs[name] = sha
         return refs
 

@@ -9,7 +9,6 @@ a commit's files into a directory (materialise) or comparing the work tree with 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from ..errors import GitStateError
@@ -96,6 +95,7 @@ class Repo(ObjectWriter):
     def worktree_changes(self, commit: str, paths: list[str]) -> list[str]:
         """Paths under ``paths`` whose work-tree content differs from ``commit`` (edited, added
         untracked-but-not-ignored, or deleted). A throw-away index keeps the user's index as it is."""
+        import tempfile   # here, not at the top: a read command (`log`) needs none
         with tempfile.TemporaryDirectory(prefix="hermit-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             self.git("read-tree", commit, env=env)

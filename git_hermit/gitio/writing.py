@@ -6,7 +6,6 @@ strict fsck of new objects, and refs moved only in ``update-ref --stdin`` transa
 from __future__ import annotations
 
 import re
-import tempfile
 from pathlib import Path
 
 from ..errors import GitLockFile, GitStateError, RefConflict
@@ -90,6 +89,7 @@ class ObjectWriter(ObjectReader):
                        author: tuple[str, str] | None = None) -> str:
         """Parent's tree + ``{path: (mode, blob sha) | None}`` in a temporary index, committed with ``commit-tree``."""
         parent_sha = self.resolve_commit(parent) if parent else None
+        import tempfile   # here, not at the top: a read command (`log`) needs none
         with tempfile.TemporaryDirectory(prefix="hermit-index-") as temp:
             env = {"GIT_INDEX_FILE": str(Path(temp, "index"))}
             if parent_sha:
@@ -159,6 +159,7 @@ class ObjectWriter(ObjectReader):
         if self._objects_dir is None:
             self._objects_dir = self.git("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
         real = self._objects_dir
+        import tempfile
         with tempfile.TemporaryDirectory(prefix="hermit-fsck-") as temp:
             (Path(temp) / "pack").mkdir()
             proc = self._run(["index-pack", "--strict", "--stdin"], input=pack,

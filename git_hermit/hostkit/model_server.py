@@ -34,12 +34,14 @@ class Fault:
 
     ``status``: an HTTP error (429 with ``retry_after`` seconds, 500, 529 …); ``malformed``:
     a 200 whose body is not the API's JSON; ``delay_s``: wait this long before answering the
-    turn normally (longer than the client's timeout: a timeout)."""
+    turn normally (longer than the client's timeout: a timeout); ``after_tool_results``: answered
+    only once the conversation holds that many tool results (a 429 after some billed turns)."""
 
     status: int | None = None
     retry_after: float | None = None
     malformed: bool = False
     delay_s: float = 0.0
+    after_tool_results: int = 0
 
 
 FAULT_TURN = -2   # RecordedRequest.turn_index of a request answered with a Fault
@@ -150,9 +152,11 @@ class ScriptedModelServer:
         index = min(tool_results, len(self._script) - 1)
         return index, self._script[index]
 
-    def _next_fault(self) -> Fault | None:
+    def _next_fault(self, tool_results: int = 0) -> Fault | None:
         with self._lock:
-            return self._faults.pop(0) if self._faults else None
+            if self._faults and self._faults[0].after_tool_results <= tool_results:
+                return self._faults.pop(0)
+            return None
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -360,7 +364,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             results = count_tool_results(api, body)
-            fault = server._next_fault()
+            fault = server._next_fault(results)
             if fault is not None:   # recorded as it arrives (turn -2), so tests can count it at once
                 server._record(RecordedRequest(api, path, headers, body, results, FAULT_TURN))
                 if fault.delay_s:   # a late answer: the client has timed out and gone by then

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from operator import itemgetter
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from git_hermit.model.rollout import Outcome, RolloutResult
+if TYPE_CHECKING:   # results() imports it: reading notes (`log`) needs no rollout result
+    from git_hermit.model.rollout import Outcome, RolloutResult
 from git_hermit.model.schema import validate
 
 VerdictName = Literal["EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL"]
@@ -313,6 +314,7 @@ class Scores:
     def results(self) -> dict[str, tuple[RolloutResult, ...]]:
         """The note's attempts as the typed results a step reads (outcomes already scored, so
         ``timeout_as`` is not applied again): how a past evaluation reaches an evolver."""
+        from git_hermit.model.rollout import RolloutResult
         return {task: tuple(RolloutResult(task, i, a.outcome, a.reward, a.exception_type)
                             for i, a in enumerate(score.attempts, 1))
                 for task, score in self.tasks.items()}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_hermit.core.history import CommitRecords, RunHistory, StepView
-from git_hermit.model.records import Scores, TaskScore, TaskScores
+if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
+    from git_hermit.checked import Fragments
+    from git_hermit.model.records import Scores, TaskScore
 
 
 def _usage_bits(usage: dict[str, Any] | None, by_role: dict[str, Any] | None = None) -> str:
@@ -26,7 +29,7 @@ def _usage_bits(usage: dict[str, Any] | None, by_role: dict[str, Any] | None = N
 
 def _learner_usage(view: StepView) -> str:
     """Tokens and cost of this step's learner sessions (Debugger, Evolve Agent)."""
-    ledger = (view.analysis.body.get("ledger") or {}) if view.analysis else {}
+    ledger = (view.analysis_data.get("ledger") or {}) if view.analysis_data is not None else {}
     roles = [usage for role, usage in ledger.items() if role not in ("acting", "judge")]
     tokens = sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in roles)
     if not tokens:
@@ -60,9 +63,12 @@ def _train(view: StepView) -> Scores | None:
 
 
 def _split(view: StepView, name: str) -> dict[str, Any] | None:
-    if view.scores is None:
+    data = view.scores_data   # the note's data, as its record holds it: no record made to look for a split
+    if data is None:
         return None
-    return view.scores.split_summary() if view.scores.split == name else view.scores.splits.get(name)
+    if data["split"] == name:
+        return view.scores.split_summary() if view.scores else None
+    return (data.get("splits") or {}).get(name)
 
 
 def stream_scores(history: RunHistory) -> dict[int, dict[str, Any]]:
@@ -109,13 +115,15 @@ def _held_out_line(held: dict[str, Any]) -> str:
 
 
 def _score_bits(view: StepView) -> str:
-    train = _train(view)
+    # from the note's data (Scores.to_dict(tasks=False)), as the record would give it: the text log
+    # makes no Scores record
+    train = view.scores_data if view.scores_data is not None and view.scores_data["split"] == "train" else None
     if train is None:
         return "pass@1 —    "
-    text = f"pass@1 {train.pass_at_1:.3f}"
-    ci = train.ci
-    if ci is not None:
-        text += f" ({ci.delta:+.1f} [{ci.low:+.1f}, {ci.high:+.1f}])"
+    text = f"pass@1 {train['pass_at_1']:.3f}"
+    ci = train.get("ci")
+    if ci:
+        text += f" ({ci['delta']:+.1f} [{ci['low']:+.1f}, {ci['high']:+.1f}])"
     return text
 
 
@@ -141,10 +149,11 @@ def log_lines(history: RunHistory) -> list[str]:
             head += f" ({cum['window_tasks']} tasks)  stream pass@1 {cum['pass_at_1']:.3f} ({cum['tasks']} tasks)"
         if marks:
             head += "  [" + ", ".join(marks) + "]"
-        flips = ((view.scores.evaluation or {}) if view.scores else {}).get("flips")
+        scores = view.scores_data or {}   # the note's data, as the Scores record holds it
+        flips = (scores.get("evaluation") or {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
-        usage = _usage_bits(view.scores.usage, view.scores.usage_by_role) if view.scores else ""
+        usage = _usage_bits(scores.get("usage"), scores.get("usage_by_role"))
         if usage and not usage.startswith("tokens 0 "):
             head += "  " + usage
         learners = _learner_usage(view)
@@ -152,19 +161,19 @@ def log_lines(history: RunHistory) -> list[str]:
             head += f"  (learners: {learners})"
         lines.append(head)
         for change in view.changes:
-            verdict = change.verdict.verdict if change.verdict else "pending"
-            by = change.rolled_back_by or (change.verdict.rollback_commit if change.verdict else None)
+            verdict = change.verdict_name or "pending"
+            by = change.rolled_back_by or change.rollback_commit
             rolled = f" (rolled back by {by[:10]})" if by else ""
             rolled += "".join(f" (lines removed by rollback {sha[:10]})" for sha in change.lines_removed_by)
-            lines.append(f"    {change.commit[:10]} {change.change.id}: {verdict}{rolled}  {change.change.description[:70]}")
+            lines.append(f"    {change.commit[:10]} {change.change_id}: {verdict}{rolled}  {change.description[:70]}")
         for commit in view.commits:
             if commit.undeclared:
                 lines.append(f"    {commit.sha[:10]} undeclared edits")
             if commit.reverts:
                 why = f" ({commit.reverts_verdict})" if commit.reverts_verdict else ""
                 lines.append(f"    {commit.sha[:10]} rollback of {commit.reverts[:10]}{why}")
-        if view.scores is not None and view.scores.stop:
-            lines.append(f"    stop: step {view.scores.step} stopped training: {view.scores.stop}")
+        if scores.get("stop"):
+            lines.append(f"    stop: step {scores['step']} stopped training: {scores['stop']}")
         for problem in view.bad_notes:
             lines.append(f"    warning: {problem}")
     footer = prediction_line(history)
@@ -187,7 +196,7 @@ def _pct(value: float | None) -> str:
 def run_predictions(history: RunHistory) -> dict[str, Any] | None:
     """The run's prediction precision/recall, as the latest evaluation sums them."""
     for view in reversed(history.steps):
-        evaluation = (view.scores.evaluation or {}) if view.scores else {}
+        evaluation = (view.scores_data.get("evaluation") or {}) if view.scores_data else {}
         run = (evaluation.get("precision_recall") or {}).get("run")
         if run:
             return run
@@ -206,6 +215,7 @@ def prediction_line(history: RunHistory) -> str | None:
 
 
 def _outcomes(tasks: Mapping[str, TaskScore] | dict[str, Any] | None) -> dict[str, int]:
+    from git_hermit.model.records import TaskScore, TaskScores
     if isinstance(tasks, TaskScores):
         return tasks.outcomes()
     counts = {"pass": 0, "fail": 0, "exception": 0}
@@ -229,35 +239,92 @@ def _step_scores(scores: Scores) -> dict[str, Any]:
     return data
 
 
+def _step_json(view: StepView, streaming: bool, stream: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """One step of log_json."""
+    train = _train(view)
+    return {
+        "step": view.step, "commit": view.commit,
+        "pass_at_1": train.pass_at_1 if train else None,
+        **({"stream": stream.get(view.step)} if streaming else {}),
+        "scores": _step_scores(view.scores) if view.scores else None,
+        # the notes' cached data as it is (c.change and c.verdict would make records of it)
+        "changes": [{"commit": c.commit, **(c.change.to_dict() if c.change_data is None else c.change_data),
+                     "verdict": c.verdict_data if c.verdict_data is not None
+                     else c.verdict.to_dict() if c.verdict else None,
+                     "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}
+                    for c in view.changes],
+        "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
+                      for c in view.rollbacks],
+        "undeclared": [c.sha for c in view.commits if c.undeclared],
+        "analysis": view.analysis.to_dict() if view.analysis else None,
+        "warnings": list(view.bad_notes),
+    }
+
+
 def log_json(history: RunHistory) -> dict[str, Any]:
-    steps = []
     streaming = _streaming(history.extra.get("evolver"))
     stream = stream_scores(history) if streaming else {}
-    for view in history.steps:
-        train = _train(view)
-        steps.append({
-            "step": view.step, "commit": view.commit,
-            "pass_at_1": train.pass_at_1 if train else None,
-            **({"stream": stream.get(view.step)} if streaming else {}),
-            "scores": _step_scores(view.scores) if view.scores else None,
-            # the notes' cached data as it is (c.change and c.verdict would make records of it)
-            "changes": [{"commit": c.commit, **(c.change.to_dict() if c.change_data is None else c.change_data),
-                         "verdict": c.verdict_data if c.verdict_data is not None
-                         else c.verdict.to_dict() if c.verdict else None,
-                         "rolled_back_by": c.rolled_back_by, "lines_removed_by": list(c.lines_removed_by)}
-                        for c in view.changes],
-            "rollbacks": [{"commit": c.sha, "reverts": c.reverts, "verdict": c.reverts_verdict}
-                          for c in view.rollbacks],
-            "undeclared": [c.sha for c in view.commits if c.undeclared],
-            "analysis": view.analysis.to_dict() if view.analysis else None,
-            "warnings": list(view.bad_notes),
-        })
+    steps = [_step_json(view, streaming, stream) for view in history.steps]
     out = {"run": history.run, "best": history.best, "final": history.final,
            "predictions": run_predictions(history), "steps": steps, "held_out": held_out(history)}
     if streaming:
         out["stream"] = {**(stream[max(stream)] if stream else {"pass_at_1": None, "tasks": 0}),
                          "windows": len(stream), "note": STREAM_NOTE}
     return out
+
+
+# Names what log_json_parts keeps of a step (_step_json's encoding): a change to what it encodes
+# bumps it, so no step of the old form is read
+FRAGMENTS_ENCODING = "log-json/2"
+
+# json.dumps(data, sort_keys=True, default=str, check_circular=False) as one reusable encoder: the
+# `--json` output of a pipe, and each step of it log_json_parts keeps
+_encode = json.JSONEncoder(sort_keys=True, default=str, check_circular=False).encode
+
+
+def _step_key(view: StepView, blobs: dict[str, dict[str, str]]) -> str | None:
+    """What a step's entry of log_json is made of, by name: its number and tip, the blob ids of the
+    tip's scores and analysis notes, and for each of its commits (whose id names its message and
+    trailers) the blob ids of its manifest and verdict notes and the rollbacks that name it (other
+    commits' trailers). None when the step carries warnings (they are not notes): made each time."""
+    if view.bad_notes:
+        return None
+    tip = view.commit
+    parts = [str(view.step), tip, blobs["scores"].get(tip, "-"), blobs["analysis"].get(tip, "-")]
+    manifests, verdicts = blobs["manifest"], blobs["verdicts"]
+    for cv in view.commits:   # (its changes are not made: the commit's rollbacks are theirs)
+        sha = cv.info.sha
+        parts += (sha, manifests.get(sha, "-"), verdicts.get(sha, "-"), cv.rolled_back_by or "-",
+                  ",".join(cv.lines_removed_by) or "-")
+    return ":".join(parts)
+
+
+def log_json_parts(history: RunHistory, fragments: Fragments) -> list[bytes]:
+    """``_encode(log_json(history))`` and a newline, UTF-8, byte for byte, in parts to join, without
+    encoding every step on every
+    `log`: a step's entry is encoded once and kept in ``fragments`` under the names of everything it is
+    made of (_step_key: commit and note blob ids, which name their contents), so it is never stale; the
+    rest is joined around them. A streaming run's log (cumulative scores across steps) is encoded whole."""
+    streaming = _streaming(history.extra.get("evolver"))
+    if streaming:
+        return [_encode(log_json(history)).encode(), b"\n"]
+    blobs = {kind: history.blobs.get(kind, {}) for kind in ("manifest", "verdicts", "scores", "analysis")}
+    get, put = fragments.get, fragments.put
+    parts = [f'{{"best": {_encode(history.best)}, "final": {_encode(history.final)}, '
+             f'"held_out": {_encode(held_out(history))}, "predictions": {_encode(run_predictions(history))}, '
+             f'"run": {_encode(history.run)}, "steps": ['.encode()]
+    for i, view in enumerate(history.steps):
+        key = _step_key(view, blobs)
+        text = get(key) if key is not None else None
+        if text is None:
+            text = _encode(_step_json(view, False, {})).encode()   # ASCII: the encoder escapes the rest
+            if key is not None:
+                put(key, text)
+        if i:
+            parts.append(b", ")
+        parts.append(text)
+    parts.append(b"]}\n")
+    return parts
 
 
 def show_json(records: CommitRecords) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from git_hermit.errors import BudgetReached, ConfigError
 from git_hermit.model.rollout import RolloutResult, Usage
-from git_hermit.rollouts.ledger import Ledger, LedgerEntry, Price, sum_usage
+from git_hermit.rollouts.ledger import Ledger, LedgerEntry, Price, row_of, sum_usage
 
 ROLLOUT_ROLES = ("acting", "judge")     # billed per rollout; every other role is a learner's
 
@@ -51,12 +51,17 @@ def usd(value: float) -> str:
 
 
 def rollout_usages(entries: Iterable[LedgerEntry]) -> list[Usage]:
-    """One usage per rollout (its agent plus its judge), from ledger entries of any steps."""
+    """One usage per rollout (its agent, its judge, its re-queued rate-limited attempts), from
+    ledger entries of any steps. A row with only re-queued attempts is no rollout (yet)."""
     grouped: dict[tuple[Any, str], list[Usage]] = {}
+    finished: set[tuple[Any, str]] = set()
     for entry in entries:
         if entry.role in ROLLOUT_ROLES:
-            grouped.setdefault((entry.step, entry.key), []).append(entry.usage)
-    return [sum_usage(usages) for usages in grouped.values()]
+            row = (entry.step, row_of(entry.key))
+            grouped.setdefault(row, []).append(entry.usage)
+            if row[1] == entry.key:
+                finished.add(row)
+    return [sum_usage(usages) for row, usages in grouped.items() if row in finished]
 
 
 def unpriced_models(entries: Iterable[LedgerEntry]) -> list[str]:
@@ -185,6 +190,18 @@ class Budget:
         self._step_rollouts = sum_usage([self._step_rollouts, usage])
         self._rollouts_total = sum_usage([self._rollouts_total, usage])
         self._rollouts_count += 1
+
+    def add_retried(self, retried: Any, *, reused: bool = False) -> None:
+        """Bill a rate-limited attempt the runner re-queued (a ``runner.RetriedAttempt``): spent, and
+        part of its rollout's mean cost, though not a rollout of its own."""
+        if reused and self.evaluation:
+            return                           # an evaluation's earlier spending is in ``prior``
+        one = Ledger(self.prices)
+        one.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=self.model, step=self.step)
+        usage = one.total()
+        self._unpriced.update(unpriced_models(one.entries))
+        self._step_rollouts = sum_usage([self._step_rollouts, usage])
+        self._rollouts_total = sum_usage([self._rollouts_total, usage])
 
     def reached_error(self, finished: int, total: int) -> BudgetReached:
         return self._error(f"budget reached in {self.what}: {finished} of its {total} rollout(s) finished "

@@ -110,7 +110,11 @@ class DeployPlan:
 
 
 def _write_new(path: str, content: bytes, mode: int) -> None:
-    fd = os.open(path, _WRITE_FLAGS, mode)
+    _write_all(os.open(path, _WRITE_FLAGS, mode), content)
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    """Write ``content`` to ``fd`` whole, then close it."""
     try:
         view = memoryview(content)
         while view:
@@ -156,13 +160,7 @@ def _read(path: str) -> bytes:
 
 
 def _overwrite(path: str, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+    _write_all(os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)), content)
 
 
 def capture(dest: Path, record: DeployRecord) -> DeployPlan:
@@ -201,16 +199,22 @@ _lock = threading.Lock()
 _python: str | None = None
 
 
+def _plan_key(commit: str, adapter: Path, host: str) -> tuple[str, str, str, str]:
+    """What a plan is rendered from: the commit, the adapter's copy, the host and deploy's hook
+    interpreter."""
+    global _python
+    if _python is None:
+        _python = os.path.realpath(sys.executable)
+    return (commit, str(adapter), host, _python)
+
+
 def deploy_fresh(adapter: Path, dest: Path, host: str, *, commit: str) -> DeployRecord:
     """``deploy(adapter, dest, host)`` into the empty directory ``dest``, rendered once per
     (commit, adapter, host, interpreter) in this process and replayed for later workspaces.
 
     ``adapter`` must not change while its commit is the same (the worker's materialised copy)."""
-    global _python
     dest = Path(dest).resolve()
-    if _python is None:
-        _python = os.path.realpath(sys.executable)    # deploy's hook interpreter
-    key = (commit, str(adapter), host, _python)
+    key = _plan_key(commit, adapter, host)
     if not _PLAIN_PATH.fullmatch(str(dest)):
         return deploy(adapter, dest, host)
     with _lock:
@@ -239,10 +243,7 @@ def deploy_reset(adapter: Path, dest: Path, host: str, *, commit: str,
         dest.mkdir()
         return deploy_fresh(adapter, dest, host, commit=commit)
     if _PLAIN_PATH.fullmatch(str(dest)):
-        global _python
-        if _python is None:
-            _python = os.path.realpath(sys.executable)
-        plan = _plans.get((commit, str(adapter), host, _python))
+        plan = _plans.get(_plan_key(commit, adapter, host))
         if plan is not None:
             try:
                 return plan.reset(dest, keep)

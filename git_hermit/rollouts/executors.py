@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -106,10 +107,11 @@ def _bundle_bytes(repo: Repo, commit: str) -> bytes:
         repo.update_refs([RefUpdate(ref, None, commit)], message="git-hermit bundle done")
 
 
-def _end_running_rollouts() -> int:
-    """Run on every Dask worker at Ctrl-C: end the process trees of its running rollouts."""
+def _end_running_rollouts(batch: str) -> int:
+    """Run on every Dask worker at Ctrl-C: end the process trees of its running rollouts, and
+    refuse any process to the rest of ``batch`` (rollouts still preparing, or queued)."""
     from git_hermit.rollouts.process import kill_running
-    return kill_running()
+    return kill_running(batch)
 
 
 class DaskHandle:
@@ -127,6 +129,7 @@ class DaskHandle:
         self._bundles: dict[str, Any] = {}
         self._futures: list[Any] = []
         self._workers: tuple[int, float] | None = None
+        self._batch = uuid.uuid4().hex          # this command's rollouts, as a Ctrl-C names them
 
     def _connect(self) -> Client:
         if self._client is not None:
@@ -169,7 +172,7 @@ class DaskHandle:
         client = self._connect()
         if commit not in self._bundles:
             self._bundles[commit] = client.scatter(_bundle_bytes(self._repo, commit), broadcast=True)
-        return {"repo_path": None, "agent_slots": self._agent_slots}, (self._bundles[commit],)
+        return {"repo_path": None, "agent_slots": self._agent_slots, "batch": self._batch}, (self._bundles[commit],)
 
     def pause(self, host: str, until: float) -> None:
         """Every worker holds back its prepared agents of ``host`` until ``until``."""
@@ -186,7 +189,7 @@ class DaskHandle:
         def end() -> None:
             try:
                 client.cancel(futures)
-                client.run(_end_running_rollouts, wait=True)
+                client.run(_end_running_rollouts, self._batch, wait=True)
             except Exception:      # a worker already gone has nothing left to end
                 pass
         # bounded: an unreachable worker must not keep Ctrl-C from returning

@@ -17,6 +17,14 @@ from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import RolloutResult, Usage
 
 _PER_TOKEN = 1e-6
+# An attempt the model's rate limit ended and the runner re-queued is billed under its row's key
+# and this mark (``t1#2~rate-limited-<id>``): the row's cost, but no trial of it (runner.py).
+RETRIED = "~rate-limited-"
+
+
+def row_of(key: str) -> str:
+    """The row (``task#attempt``) a ledger key bills: a re-queued attempt's key names its row."""
+    return key.split(RETRIED, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,14 @@ class LedgerEntry:
                    data.get("step"), data.get("outcome"))
 
 
+def add_by_role(totals: Mapping[str, Usage], more: Mapping[str, Usage]) -> dict[str, Usage]:
+    """``totals`` with ``more`` added to it role by role (a role new to it comes last)."""
+    out = dict(totals)
+    for role, usage in more.items():
+        out[role] = sum_usage([out[role], usage]) if role in out else usage
+    return out
+
+
 def sum_usage(usages: Iterable[Usage]) -> Usage:
     """Token sums; the cost is None as soon as any usage with tokens has an unknown cost."""
     total = Usage(cost_usd=0.0)
@@ -132,6 +148,11 @@ class Ledger:
         self.record("acting", key, model, result.usage, step=step, outcome=result.outcome)
         if result.judge_usage.total_tokens or result.judge_usage.cost_usd:
             self.record("judge", key, judge_model, result.judge_usage, step=step)
+
+    def add_retried(self, task: str, attempt: int, retry_id: str, usage: Usage, *, model: str | None,
+                    step: int | None = None) -> None:
+        """Bill a rate-limited attempt the runner re-queued (an ``exception``, so no trial mean counts it)."""
+        self.record("acting", f"{task}#{attempt}{RETRIED}{retry_id}", model, usage, step=step, outcome="exception")
 
     def totals(self, by: str = "role") -> dict[Any, Usage]:
         """Summed usage grouped by ``role``, ``model`` or ``step`` (insertion order)."""

@@ -21,6 +21,8 @@ and refuses new starts. Output goes to files (an agent's stream can be large) or
 from __future__ import annotations
 
 import atexit
+import contextlib
+import contextvars
 import json
 import os
 import select
@@ -33,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 KILL_GRACE_S = 2.0
 MAX_IDLE_GUARDS = 32      # warm guards kept between children; more are told to exit
@@ -41,6 +43,10 @@ GUARD = Path(__file__).with_name("_guard.py")
 _live: set[int] = set()               # the write ends of the running guards' control pipes
 _live_lock = threading.Lock()
 _interrupted = threading.Event()
+# the rollout batch this thread's processes belong to, and the batches a Ctrl-C ended (a Dask
+# worker outlives the driver's Ctrl-C and serves the next run: it refuses that batch only)
+_batch: contextvars.ContextVar[str] = contextvars.ContextVar("hermit_batch", default="")
+_cancelled_batches: set[str] = set()
 
 
 def kill_all() -> int:
@@ -53,13 +59,32 @@ def kill_all() -> int:
         return len(_live)
 
 
-def kill_running() -> int:
+def kill_running(batch: str = "") -> int:
     """SIGKILL every running process tree, yet keep starting new ones (a Dask worker serves
-    the next run after the driver's Ctrl-C); how many."""
+    the next run after the driver's Ctrl-C); how many. With ``batch``, the rollouts of that
+    batch start no process from now on: one still preparing its workspace when the Ctrl-C came
+    would otherwise start its agent after this kill."""
     with _live_lock:
+        if batch:
+            _cancelled_batches.add(batch)
         for fd in _live:
             _send(fd, b"K")
         return len(_live)
+
+
+@contextlib.contextmanager
+def in_batch(batch: str) -> Iterator[None]:
+    """The processes this thread starts inside the block belong to ``batch`` (see kill_running)."""
+    token = _batch.set(batch)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+
+
+def _refused() -> bool:
+    """No new process: after Ctrl-C (kill_all), or in a batch kill_running ended (under _live_lock)."""
+    return _interrupted.is_set() or (_batch.get() in _cancelled_batches)
 
 
 def _send(fd: int, command: bytes) -> None:
@@ -239,7 +264,7 @@ def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int 
           stdout: int | None = None, stderr: int | None = None, grace_s: float = KILL_GRACE_S) -> Guarded:
     """Start ``argv`` under a guard (see the module docstring). ``stdin``/``stdout``/``stderr``
     are file descriptors (None: /dev/null); raises OSError if it cannot run."""
-    if _interrupted.is_set():
+    if _refused():
         raise InterruptedError("interrupted: no new child process starts after Ctrl-C")
     argv = [str(a) for a in argv]
     if not argv:
@@ -265,6 +290,8 @@ def start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int 
         os.close(status_write)
     with _live_lock:
         _live.add(control)
+        if _refused():       # a kill came between the check above and now: this one ends too
+            _send(control, b"K")
     child = Guarded(control, status, argv[0], time.monotonic())
     try:
         child.wait(0)          # a program that cannot start says so at once, most of the time

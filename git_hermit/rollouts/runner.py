@@ -12,22 +12,26 @@ import os
 import random
 import re
 import time
+import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
 from git_hermit.hosts import registry
-from git_hermit.model.rollout import RolloutResult
+from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
-from git_hermit.rollouts.scratch import clean_stale, drop_slots
+from git_hermit.rollouts.scratch import clean_stale, end_batch
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import RolloutHandle
-from git_hermit.rollouts.worker import RolloutJob, RolloutOutput, execute_rollout
+from git_hermit.rollouts.worker import TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
 
 RESULT_FILE = "result.json"
+# A row's attempts the model's rate limit ended and the driver re-queued, one JSON line each: what
+# they billed counts in the ledger (ledger.RETRIED keys), though no result of theirs is scored.
+RETRIED_FILE = "rate-limited.jsonl"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -82,10 +86,16 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     for name, data in output.files.items():
         # written in place, not through a temp file and a rename: result.json, written last,
         # is what says the rollout finished, and a rerun of an unfinished one rewrites these
+        content = redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape")
+        if name == TASK_FILE:
+            # the same for every attempt: kept once, in the task's directory (each file made is
+            # an inode, and on ext4 without a journal each new inode costs a scan)
+            _write_if_changed(directory.parent / TASK_FILE, content)
+            continue
         target = directory / name
         if "/" in name:
             target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(redact(data.decode("utf-8", "surrogateescape"), values).encode("utf-8", "surrogateescape"))
+        target.write_bytes(content)
     result = RolloutResult.from_dict(output.result)
     result = result.with_(final_answer=redact(result.final_answer, values) if result.final_answer else result.final_answer,
                           verifier_output=redact(result.verifier_output, values),
@@ -97,6 +107,61 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
                  durable=False)
     return result
+
+
+def _write_if_changed(path: Path, content: bytes) -> None:
+    try:
+        if path.read_bytes() == content:
+            return
+    except OSError:
+        pass
+    path.write_bytes(content)
+
+
+@dataclass(frozen=True)
+class RetriedAttempt:
+    """A re-queued rate-limited attempt of row ``task#attempt``; ``id`` keys it in ledgers (once)."""
+
+    task: str
+    attempt: int
+    id: str
+    usage: Usage
+
+
+def record_retried(directory: Path, output: RolloutOutput) -> RetriedAttempt:
+    """Keep what a re-queued attempt billed (the usage the worker read from its trajectory before
+    its scratch went) beside the row's result: a killed or stopped run, resumed, still bills it once."""
+    result = output.result
+    retried = RetriedAttempt(str(result["task"]), int(result["attempt"]), uuid.uuid4().hex[:12],
+                             Usage.from_dict(result.get("usage")))
+    line = {"id": retried.id, "task": retried.task, "attempt": retried.attempt, "commit": result.get("commit"),
+            "agent": result.get("agent"), "usage": retried.usage.to_dict()}
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / RETRIED_FILE, "a") as handle:    # one write: a kill leaves whole lines
+        handle.write(json.dumps(line, sort_keys=True) + "\n")
+    return retried
+
+
+def read_retried(directory: Path, commit: str | None = None, agent: str | None = None) -> list[RetriedAttempt]:
+    """The re-queued attempts recorded in ``directory`` (of ``commit`` and ``agent`` when given)."""
+    try:
+        lines = (directory / RETRIED_FILE).read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+            if (commit is None or data.get("commit") == commit) and (agent is None or data.get("agent") == agent):
+                found.append(RetriedAttempt(str(data["task"]), int(data["attempt"]), str(data["id"]),
+                                            Usage.from_dict(data.get("usage"))))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue                  # a torn last line (power cut): that attempt is lost, not invented
+    return found
+
+
+def job_retried(job: RolloutJob, out_dir: Path) -> list[RetriedAttempt]:
+    return read_retried(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
 
 
 def _backend(job: RolloutJob) -> str:
@@ -163,6 +228,9 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
     if budget is not None:
         for result in results.values():     # reused: billed by this step's ledger all the same
             budget.add_rollout(result, reused=True)
+        for job in jobs:                     # so are attempts a killed or stopped run re-queued
+            for retried in job_retried(job, out_dir):
+                budget.add_retried(retried, reused=True)
         budget.start_step(len(pending))
     if pending and before_start is not None:
         before_start()
@@ -182,7 +250,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         handle.interrupt()     # remote workers: cancel the queued, end the running (their agents too)
         raise
     finally:
-        drop_slots()           # this process's reused rollout directories (Dask workers: at close)
+        end_batch()            # this process's reused rollout directories (Dask workers: at close)
     if budget is not None and budget.stopped:
         raise budget.reached_error(len(results), len(jobs))
     grouped: dict[str, list[RolloutResult]] = {}
@@ -198,7 +266,7 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
     """Submit within the worker and per-host limits; store each result as it completes.
 
     A rollout the model's rate limit ended (``RateLimited``, an infrastructure error) is not
-    stored: its host pauses for a jittered, growing backoff (no new rollout of that host starts
+    stored (only what it billed: ``record_retried``): its host pauses for a jittered, growing backoff (no new rollout of that host starts
     meanwhile, whichever worker would run it) and the rollout goes back to the queue's head,
     up to ``handle.rate_limit.retries`` times; then it is stored as the exception it is."""
     policy = handle.rate_limit
@@ -257,6 +325,10 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
                 handle.pause(job.host, time.time() + delay)     # the jobs in flight wait too
                 if reruns.get(key, 0) < policy.retries:
                     reruns[key] = reruns.get(key, 0) + 1
+                    # billed all the same: kept (once) for the ledger, and spent for the budget
+                    retried = record_retried(rollout_dir(out_dir, job.task.id, job.attempt), output)
+                    if budget is not None:
+                        budget.add_retried(retried)
                     queue.insert(0, job)
                     continue
                 output = RolloutOutput({**output.result, "error": f"{output.result.get('error')} "

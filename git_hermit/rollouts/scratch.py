@@ -140,6 +140,35 @@ def drop_slots() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+_kept = 0      # open ``slots_kept`` blocks: while any is, a batch's end keeps its directories
+
+
+@contextlib.contextmanager
+def slots_kept() -> Iterator[None]:
+    """Inside this block rollout directories outlive each batch (``end_batch`` keeps them), so a
+    command that runs several batches (``train``'s steps, ``eval``'s candidate and baseline)
+    makes them once; they are removed when the outermost block ends."""
+    global _kept
+    with _slots_lock:
+        _kept += 1
+    try:
+        yield
+    finally:
+        with _slots_lock:
+            _kept -= 1
+            last = _kept == 0
+        if last:
+            drop_slots()
+
+
+def end_batch() -> None:
+    """A batch of rollouts ended: its free directories are removed, unless ``slots_kept``."""
+    with _slots_lock:
+        if _kept:
+            return
+    drop_slots()
+
+
 @atexit.register
 def _drop_all_slots() -> None:
     with _slots_lock:

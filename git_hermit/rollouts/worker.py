@@ -26,6 +26,7 @@ from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset
 from git_hermit.rollouts.judges import make_judge
+from git_hermit.rollouts.process import in_batch
 from git_hermit.rollouts.scratch import rollout_slot
 from git_hermit.rollouts.tasks import Task
 
@@ -61,6 +62,7 @@ class RolloutJob:
     prices: dict[str, Any] = field(default_factory=dict)
     sandbox: Any = None                   # a sandbox.SandboxSpec (hermit.yaml's sandbox:), or None
     agent_env: dict[str, str] = field(default_factory=dict)   # agent.env + the pass_env values, resolved by the driver
+    batch: str = ""                       # the driver's batch id: a Ctrl-C there ends it (process.kill_running)
 
     @property
     def key(self) -> str:
@@ -241,6 +243,11 @@ def _empty(directory: Path, *, truncate: bool) -> None:
 
 def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutput:
     """Run one rollout in a scratch directory; never raises for the agent's or judge's failures."""
+    with in_batch(job.batch):
+        return _execute_rollout(job, bundle)
+
+
+def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
     start = time.monotonic()
     setup_failed: list[bool] = []
     with rollout_slot("rollout-", lambda root: _release_slot(root, bool(setup_failed))) as root:

@@ -122,7 +122,7 @@ class AHEEvolver:
             result.best = True
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
-                       else self._read_json(state / "best_ever.json"))
+                       else self._best_ever_of_history(ctx, stats, past_stats, state))
         score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp="", commit=e.commit)
                          for e in ctx.history]
         score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
@@ -187,6 +187,27 @@ class AHEEvolver:
         return result
 
     # -------------------------------------------------------------------------------- pieces
+    @classmethod
+    def _best_ever_of_history(cls, ctx: StepContext, stats: analysis.StepStats,
+                              past_stats: dict[int, analysis.StepStats], state: Path) -> dict[str, Any] | None:
+        """best_ever.json as the run's git history says: the evaluation of the best tag's commit
+        (its scores note), so a clone that fetched the run hands the Evolve Agent the same record
+        as the machine that made it; written to the state folder too (the agent reads it there).
+        The state file only when the history holds no evaluation of that commit."""
+        if ctx.best is None:
+            return cls._read_json(state / "best_ever.json")
+        # the evaluation that made it the best: its first (a later one of the same commit ties)
+        first = next((e for e in ctx.history if e.commit == ctx.best[0]), None)
+        if first is not None:
+            record = records.best_ever_record(first.step, past_stats[first.step], first.commit)
+        elif ctx.commit == ctx.best[0]:      # this step evaluates the best commit again
+            record = records.best_ever_record(ctx.step, stats, ctx.commit)
+        else:
+            return cls._read_json(state / "best_ever.json")
+        if cls._read_json(state / "best_ever.json") != record:
+            records.write_best_ever(state, record)
+        return record
+
     @staticmethod
     def _read_json(path: Path) -> Any:
         return json.loads(path.read_text()) if path.is_file() else None

@@ -14,12 +14,11 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template as TextTemplate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
 from git_hermit.adapter.screen import scrub
 from git_hermit.adapter.templates import Template, load_template
-from git_hermit.config import RunConfig
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.evolvers.files import write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
@@ -30,6 +29,9 @@ from git_hermit.hosts import registry
 from git_hermit.model.files import FileChange
 from git_hermit.model.records import Provenance
 from git_hermit.redact import redact
+
+if TYPE_CHECKING:   # config imports the evolver registry: the evolvers name its type only
+    from git_hermit.config import RunConfig
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 LEVELS = ("topic", "general")

@@ -16,7 +16,8 @@ from git_hermit.redact import redact
 from git_hermit.rollouts.trajectories import iter_steps, render_step
 
 FIELDS = ("lesson", "trigger", "evidence", "scope_hint")
-# the task statement the rollout kept (the worker writes task.md beside result.json)
+# the task statement the rollout kept: task.md in its task's directory (beside result.json in
+# runs made before it was kept once per task)
 PROMPT_FILES = ("task.md", "prompt.md", "prompt.txt")
 
 
@@ -42,10 +43,10 @@ def evidence(result: RolloutResult, directory: Path, limit: int) -> str:
     parts = [f"Task: {result.task} (attempt {result.attempt})",
              f"Outcome: {result.outcome}" + (f", reward {result.reward}" if result.reward is not None else "")
              + (f", {result.exception_type}" if result.exception_type else "")]
-    for name in PROMPT_FILES:
-        if (directory / name).is_file():
-            parts += ["", "## Task statement", (directory / name).read_text(errors="replace")]
-            break
+    statement = next((folder / name for folder in (directory, directory.parent) for name in PROMPT_FILES
+                      if (folder / name).is_file()), None)
+    if statement is not None:
+        parts += ["", "## Task statement", statement.read_text(errors="replace")]
     if result.error:
         parts += ["", "## Error", result.error]
     if result.verifier_output:

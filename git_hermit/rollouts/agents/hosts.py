@@ -101,8 +101,27 @@ class HostCLIAgent:
         limit = rate_limit_report(trajectory, ctx.stderr_path) if failed else None
         if limit is None:
             return run
-        # the host gave up on (or was still waiting out) the model's rate limit: infrastructure
-        return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}")
+        # the host gave up on (or was still waiting out) the model's rate limit: infrastructure.
+        # What it billed before counts all the same (the runner runs it again and bills both).
+        return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}",
+                       usage=self._billed_before_limit(ctx, run.usage))
+
+    def _billed_before_limit(self, ctx: AgentContext, streamed: Usage) -> Usage:
+        """The larger of the stream's usage and the stored session's (read from the private home
+        before its scratch goes): Codex 0.164's exec stream reports a turn's usage only when the
+        turn completes, so the calls billed before a 429 ended it are only in its session file."""
+        formats = self.host_impl.trajectory_formats
+        if len(formats) < 2:                 # no stored session of its own beside the stream
+            return streamed
+        best = streamed
+        for path in self.host_impl.config_dir(ctx.home).glob("**/*.jsonl"):
+            try:
+                usage = summarize(path, formats[0]).usage
+            except Exception:                # best effort: another file of the host's, unreadable
+                continue
+            if usage.total_tokens > best.total_tokens:
+                best = usage
+        return best
 
     def _finish_run(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
         summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
