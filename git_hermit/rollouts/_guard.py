@@ -137,8 +137,8 @@ def _spawn(request: "dict[str, Any]", stdio: list[int]) -> int:
 
 
 def _watch(pid: int, control: int, grace: float) -> int:
-    """Wait until the child exits or git-hermit says K / T / EOF on the control pipe; kill
-    what is left of the tree; the wait status to report."""
+    """Wait until the child exits or git-hermit says K / T / EOF on the control pipe (T: SIGTERM
+    to the tree, then the grace); the wait status to report (the caller kills what is left)."""
     poller = select.poll()
     poller.register(control, select.POLLIN | select.POLLHUP)
     pidfd = -1
