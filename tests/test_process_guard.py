@@ -94,6 +94,19 @@ def test_a_guard_killed_mid_request_ends_the_request_and_its_child(tmp_path):
     assert again.returncode == 0 and again.stdout == "next\n"
 
 
+def test_a_program_that_cannot_start_leaves_its_warm_guard_serving(tmp_path):
+    guard = run_capture(["sh", "-c", "echo $PPID"], cwd=tmp_path, env=os.environ, timeout_s=10).stdout
+    for argv, cwd in ((["/nonexistent/program"], tmp_path), (["true"], tmp_path / "missing")):
+        try:
+            run_capture(argv, cwd=cwd, env=os.environ, timeout_s=10)
+        except OSError as exc:
+            assert exc.errno == 2
+        else:
+            raise AssertionError(f"{argv} in {cwd} started")
+    again = run_capture(["sh", "-c", "echo $PPID; pwd"], cwd=tmp_path, env=os.environ, timeout_s=10)
+    assert again.stdout == f"{guard}{tmp_path}\n"
+
+
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
         return [int(p) for p in handle.read().split()]
