@@ -7,7 +7,6 @@ time; ``json_chunks`` yields the text. Pure: the caller writes the chunks.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Callable, Iterable, Iterator
 
@@ -37,9 +36,9 @@ def json_chunks(value: Any, *, indent: int | None = None, sort_keys: bool = Fals
     with every LazyList and LazyMap as the list and dict they stand for, in pieces. A subtree
     without one is encoded whole by ``json.dumps`` (its C encoder), so only the lazy parts and
     the dicts holding them are walked here."""
-    # check_circular=False: as the CLI's own output, a tree built for this output is never cyclic
-    encode = functools.partial(json.dumps, indent=indent, sort_keys=sort_keys, default=default,
-                               check_circular=False)
+    # what json.dumps makes for each call, made once; check_circular=False: as the CLI's own
+    # output, a tree built for this output is never cyclic
+    encode = json.JSONEncoder(indent=indent, sort_keys=sort_keys, default=default, check_circular=False).encode
     return _chunks(value, 0, encode, indent, sort_keys)
 
 
