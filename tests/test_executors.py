@@ -126,6 +126,34 @@ def test_worker_without_repository_or_bundle_is_a_setup_exception(repo, tmp_path
     assert "no bundle" in result["error"]
 
 
+def test_a_worker_process_removes_dead_processes_scratch_at_its_first_rollout_only(repo, tmp_path, monkeypatch):
+    """A worker process (here this one, as a Dask worker runs rollouts) removes the scratch of
+    dead processes under its TMPDIR at its first rollout, and lists that directory no more: a
+    process that dies later is the next worker process's to clean."""
+    from git_hermit.rollouts.scratch import drop_slots
+    assert hermit(repo, "init").code == 0
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    handle = Repo.discover(repo)
+    try:
+        bundle = _bundle_bytes(handle, commit)
+    finally:
+        handle.close()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    root = tmp_path / f"git-hermit-{os.getuid()}"
+    dead = root / "4194305-1"           # above the kernel's largest pid: no such process, ever
+    (dead / "rollout-x" / "home").mkdir(parents=True)
+    try:
+        assert execute_rollout(_bundle_job(repo, commit, tmp_path), bundle).result["outcome"] == "pass"
+        assert not dead.exists()
+        later = root / "4194306-1"
+        later.mkdir()
+        assert execute_rollout(_bundle_job(repo, commit, tmp_path), bundle).result["outcome"] == "pass"
+        assert later.is_dir()
+    finally:
+        drop_slots()
+
+
 # Answers like ANSWER_IF_EVEN, slowly enough that a worker can be killed while agents run.
 SLOW_ANSWER = """
 import time
