@@ -107,7 +107,7 @@ class StepReport:
         if self.evaluation is not None:
             text += f", pass@1 {self.evaluation.pass_at_1:.3f} ({self.evaluation.split})"
             if self.evaluation.partial:
-                text += f" (partial: {self.evaluation.partial['rollouts']}/{self.evaluation.partial['expected']})"
+                text += f" (partial: {self.evaluation.partial['rollouts']}/{self.evaluation.partial['expected']} rollouts)"
         return text
 
 
