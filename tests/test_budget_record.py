@@ -106,3 +106,23 @@ def test_a_clones_step_with_a_rate_limited_attempt_keeps_what_the_origin_spent_o
     assert _acting_tokens(_scores_note(other, SEED)["usage_by_role"]) == spent
     ledger = json.loads((step_dir(other, 1) / "ledger.json").read_text())["entries"]
     assert sum(e["usage"]["input_tokens"] + e["usage"]["output_tokens"] for e in ledger if e["role"] == "acting") == spent
+
+
+def test_two_machines_budget_stopped_notes_merge_partial_until_their_rows_add_up():
+    from git_hermit.core.scores_notes import merge_scores_notes
+    from git_hermit.model.records import canonical_json, loads
+
+    def note(tasks: dict, partial: dict | None) -> dict:
+        data = {"v": 1, "run": "r", "step": 1, "commit": "c" * 40, "split": "train", "k": 1, "pass_at_1": 0.0,
+                "pass_at": {"1": 0.0}, "tasks": {t: {"outcome": "pass", "attempts": [{"outcome": "pass", "reward": 1.0}]}
+                                                for t in tasks}}
+        return {**data, "partial": partial} if partial else data
+
+    ours = note(["a"], {"rollouts": 1, "expected": 3})
+    theirs = note(["b"], {"rollouts": 1, "expected": 3})
+    merged = merge_scores_notes(None, ours, theirs)
+    assert merged["partial"] == {"rollouts": 2, "expected": 3} and merged["pass_at_1"] == 1.0
+    loads("scores", canonical_json(merged), where="test")          # still a valid scores note
+    # the other machine finished the split: whole
+    merged = merge_scores_notes(None, ours, note(["b", "c"], None))
+    assert "partial" not in merged and sorted(merged["tasks"]) == ["a", "b", "c"]
