@@ -683,7 +683,9 @@ def finalize(run: str | None, archive: Path | None, wait: bool) -> None:
     """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
     from git_hermit.core.step import finalize as do_finalize
     outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr)
-    score = f", training pass@1 {outcome.pass_at_1:.3f}" if outcome.pass_at_1 is not None else ""
+    from git_hermit.render.views import partial_text
+    score = (f", training pass@1 {outcome.pass_at_1:.3f}{partial_text(outcome.partial)}"
+             if outcome.pass_at_1 is not None else "")
     click.echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
     if outcome.archive:
         click.echo(f"adapter archived to {outcome.archive}")

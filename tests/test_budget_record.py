@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from budget_support import ROLLOUT_USD
 from cli_helpers import hermit
 from review_support import teammate_clone
@@ -47,6 +49,16 @@ def test_a_budget_stopped_steps_score_reads_as_partial_in_log_show_and_report_he
     assert json.loads(hermit(repo, "log", "--json").out)["steps"][0]["partial"] is None
     assert "partial" not in _scores_note(repo, SEED)
     assert "partial" not in hermit(repo, "show", SEED).out
+
+
+def test_finalize_says_the_tips_training_score_is_partial_after_a_budget_stop(repo):
+    control = _run(repo, {"max_usd": 0.07})
+    _edit(repo, evolver={**yaml.safe_load((repo / "hermit.yaml").read_text())["evolver"],
+                         "params": {"k": 2, "target_pass_rate": 1.0, "final": "last"}})
+    assert hermit(repo, "step", env=env_for(control)).code == BUDGET_EXIT
+    r = hermit(repo, "finalize", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert "training pass@1 0.000 (partial: 3/8 rollouts)" in r.out, r.out
 
 
 def test_a_rollout_partly_rerun_after_a_budget_stop_is_whole_once_every_row_has_its_result(repo):
