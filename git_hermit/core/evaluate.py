@@ -71,10 +71,6 @@ class EvalRun:
     fresh: frozenset[str] = frozenset()
     rows: int = 0                         # the rollouts the split asks for (fewer results: a stopped run's)
 
-    @property
-    def finished(self) -> int:
-        return sum(len(attempts) for attempts in self.results.values())
-
     def new_to(self, held: set[str]) -> dict[str, Usage]:
         """What this run's ledger adds, by role, to a note holding the rows ``held``: the rows it
         does not hold and the rows run again, and the re-queued attempts no note holds yet."""
@@ -260,7 +256,10 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
     Usage (see ``scores_notes``): the note's, plus the rows of ``ev`` the note did not hold and
     the rows ``ev`` ran again; a row run again replaces its outcome but adds its cost (the
     replaced rollout was spent too, maybe on another machine, which only the note records).
-    A reused row the note holds adds nothing. Without ``ev``, every row of ``new`` is new.
+    A reused row the note holds adds nothing, nor does a re-queued rate-limited attempt a stopped
+    run already noted (``EvalRun.new_to``). Without ``ev``, every row of ``new`` is new.
+
+    A run the budget stopped leaves the record ``partial`` until it holds the rollouts it expected.
     """
     held = {f"{task}#{i}" for task, score in old.tasks.items() for i in range(1, len(score.attempts) + 1)}
     added = ev.new_to(held) if ev is not None else roles_of(new.usage, new.usage_by_role)
