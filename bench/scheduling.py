@@ -32,7 +32,7 @@ from git_hermit.core.evaluate import load_benchmark, make_jobs
 from git_hermit.core.runs import open_run
 from git_hermit.gitio import Repo
 from git_hermit.rollouts.executors import open_executor
-from git_hermit.rollouts.process import guard_server_pid
+from git_hermit.rollouts.process import guard_cpu_seconds
 from git_hermit.rollouts.runner import Progress, run_jobs
 
 AGENT_SLEEP_S = 0.5
@@ -71,16 +71,12 @@ def scratch_note() -> str:
 
 
 def cpu_seconds() -> float:
-    """CPU time of this process, its waited-for children (git), and the guard server with the
-    guards and agents it reaped (it is still running, so getrusage does not count it)."""
+    """CPU time of this process, its waited-for children (git), and the guard server with its
+    guards and the agents and judges they reaped (all still running, so getrusage does not
+    count them): ``guard_cpu_seconds`` sums utime, stime, cutime and cstime of the server and
+    of every live warm guard, whose children the server's own figures would miss."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    server = guard_server_pid()
-    if server is not None:
-        with open(f"/proc/{server}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")   # utime stime cutime cstime
-    return total
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + guard_cpu_seconds()
 
 
 def agent_cpu_ms(runs: int = 20) -> float:
