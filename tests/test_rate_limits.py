@@ -293,3 +293,77 @@ def test_real_codex_rate_limited_after_a_billed_turn_is_billed_once_and_run_agai
     assert len(retried) == 1 and retried[0]["usage"]["input_tokens"] > 0, entries
     acting = scores_note(repo)["usage_by_role"]["acting"]
     assert acting["input_tokens"] == result["usage"]["input_tokens"] + retried[0]["usage"]["input_tokens"]
+
+
+def _real_host_rate_limited_run(repo: Path, host: str, faults: list, agent: dict, shell_tool: str | None = None):
+    """One task whose first model call (a shell call) is answered and billed and whose next call
+    gets ``faults``, through ``rollout`` with the real ``host`` CLI; then the attempt run again
+    gets through. Returns the result, the ledger's entries and the (input, output) tokens the
+    scripted server billed for each answered call."""
+    from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
+    make_project(repo, "print('unused')\n", n_tasks=1, k=1, host=host)
+    with open(repo / "tasks.jsonl", "w") as handle:
+        handle.write(json.dumps({"id": "t0", "prompt": "Run the check, then answer.", "answer": "42"}) + "\n")
+    with ScriptedModelServer([Turn(command="echo ran", tool=shell_tool), Turn.say("42")], faults=faults) as server:
+        cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+        cfg["agent"] = {"backend": host, "model": "scripted-model",
+                        "provider": {"base_url": server.base_url, "env_key": "SCRIPTED_API_KEY"}, **agent}
+        cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 2, "backoff_s": 0.2}}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        r = hermit(repo, "rollout", "--json", env={"SCRIPTED_API_KEY": "scripted-" + "key" * 4}, timeout=300)
+        billed = server.billed()
+    assert r.code == 0, r.err
+    [result_path] = result_files(repo)
+    [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
+    return json.loads(result_path.read_text()), json.loads(ledger.read_text())["entries"], billed
+
+
+def _assert_billed_once(repo: Path, result: dict, entries: list[dict], billed: list[tuple[int, int]]) -> None:
+    """The 429'd attempt's answered call (the server's first) is in the ledger once, as the row's
+    retry entry; the attempt run again bills the rest; the note's acting usage is their sum."""
+    assert result["outcome"] == "pass", result
+    retried = [e for e in entries if "~rate-limited-" in e["key"]]
+    assert len(retried) == 1, entries
+    assert (retried[0]["usage"]["input_tokens"], retried[0]["usage"]["output_tokens"]) == billed[0], (entries, billed)
+    again = result["usage"]["input_tokens"], result["usage"]["output_tokens"]
+    assert again == tuple(map(sum, zip(*billed[1:]))), (result["usage"], billed)
+    acting = scores_note(repo)["usage_by_role"]["acting"]
+    assert acting["input_tokens"] + acting["output_tokens"] == sum(i + o for i, o in billed), (acting, billed)
+
+
+# Claude Code 2.1.317 waits out a 429 itself, honouring Retry-After, up to 10 retries (or
+# CLAUDE_CODE_MAX_RETRIES). When it gives up, its stream's `result` line carries the whole
+# session's usage. When hermit's timeout ends it while it waits, the stream holds only each
+# call's first usage snapshot (output_tokens 1): the billed output is only in the session it
+# stores under CLAUDE_CONFIG_DIR/projects/<cwd>/<session>.jsonl (measured against the scripted server).
+CLAUDE_LIMITS = {
+    "gives-up": ([{"status": 429, "retry_after": 0}] * 2, {"timeout_s": 120, "env": {"CLAUDE_CODE_MAX_RETRIES": "1"}}),
+    # it waits out a Retry-After of 60 s (a much longer one, 600 s, it gives up on at once)
+    "killed-while-waiting": ([{"status": 429, "retry_after": 60}], {"timeout_s": 20}),
+}
+
+
+@pytest.mark.hosts
+@pytest.mark.parametrize("how", sorted(CLAUDE_LIMITS))
+def test_real_claude_code_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(repo, how):
+    if find_host_cli("claude-code") is None:
+        pytest.skip("the claude CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault
+    faults, agent = CLAUDE_LIMITS[how]
+    result, entries, billed = _real_host_rate_limited_run(
+        repo, "claude-code", [Fault(**f, after_tool_results=1) for f in faults], agent)
+    _assert_billed_once(repo, result, entries, billed)
+
+
+@pytest.mark.hosts
+def test_real_pi_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(repo):
+    """Pi 0.73.1 (run with --no-session: it stores no session) reports each call's usage in its
+    stream's ``message_end`` as the call ends, so the call billed before the 429 is there: its
+    SDK tries a request 3 times and Pi retries the turn 3 times (2, 4, 8 s), then ends on an
+    assistant error (measured against the scripted server)."""
+    if find_host_cli("pi") is None:
+        pytest.skip("the pi CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault
+    faults = [Fault(status=429, retry_after=0, after_tool_results=1)] * 12
+    result, entries, billed = _real_host_rate_limited_run(repo, "pi", faults, {"timeout_s": 120}, shell_tool="bash")
+    _assert_billed_once(repo, result, entries, billed)
