@@ -295,16 +295,17 @@ def test_real_codex_rate_limited_after_a_billed_turn_is_billed_once_and_run_agai
     assert acting["input_tokens"] == result["usage"]["input_tokens"] + retried[0]["usage"]["input_tokens"]
 
 
-def _real_host_rate_limited_run(repo: Path, host: str, faults: list, agent: dict, shell_tool: str | None = None):
-    """One task whose first model call (a shell call) is answered and billed and whose next call
-    gets ``faults``, through ``rollout`` with the real ``host`` CLI; then the attempt run again
-    gets through. Returns the result, the ledger's entries and the (input, output) tokens the
-    scripted server billed for each answered call."""
-    from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
+
+def _real_host_rate_limited_run(repo: Path, host: str, script, faults: list, agent: dict):
+    """One task through ``rollout`` with the real ``host`` CLI against the scripted model: the
+    model answers ``script`` and ``faults`` end the first attempt (a 429 after some billed calls);
+    the attempt run again gets through. Returns the result, the ledger's entries and the (input,
+    output) tokens the scripted server billed for each answered call, in order."""
+    from git_hermit.hostkit.model_server import ScriptedModelServer
     make_project(repo, "print('unused')\n", n_tasks=1, k=1, host=host)
     with open(repo / "tasks.jsonl", "w") as handle:
         handle.write(json.dumps({"id": "t0", "prompt": "Run the check, then answer.", "answer": "42"}) + "\n")
-    with ScriptedModelServer([Turn(command="echo ran", tool=shell_tool), Turn.say("42")], faults=faults) as server:
+    with ScriptedModelServer(script, faults=faults) as server:
         cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
         cfg["agent"] = {"backend": host, "model": "scripted-model",
                         "provider": {"base_url": server.base_url, "env_key": "SCRIPTED_API_KEY"}, **agent}
@@ -318,24 +319,49 @@ def _real_host_rate_limited_run(repo: Path, host: str, faults: list, agent: dict
     return json.loads(result_path.read_text()), json.loads(ledger.read_text())["entries"], billed
 
 
-def _assert_billed_once(repo: Path, result: dict, entries: list[dict], billed: list[tuple[int, int]]) -> None:
-    """The 429'd attempt's answered call (the server's first) is in the ledger once, as the row's
-    retry entry; the attempt run again bills the rest; the note's acting usage is their sum."""
+def _tokens(calls: list[tuple[int, int]]) -> tuple[int, int]:
+    return sum(i for i, _ in calls), sum(o for _, o in calls)
+
+
+def _assert_billed_once(repo: Path, result: dict, entries: list[dict], billed: list[tuple[int, int]],
+                        limited_calls: int) -> None:
+    """The 429'd attempt's answered calls (the server's first ``limited_calls``) are in the
+    ledger once, as the row's retry entry; the attempt run again bills the rest; the note's
+    acting usage is every token the server billed."""
     assert result["outcome"] == "pass", result
     retried = [e for e in entries if "~rate-limited-" in e["key"]]
     assert len(retried) == 1, entries
-    assert (retried[0]["usage"]["input_tokens"], retried[0]["usage"]["output_tokens"]) == billed[0], (entries, billed)
+    usage = retried[0]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == _tokens(billed[:limited_calls]), (entries, billed)
     again = result["usage"]["input_tokens"], result["usage"]["output_tokens"]
-    assert again == tuple(map(sum, zip(*billed[1:]))), (result["usage"], billed)
+    assert again == _tokens(billed[limited_calls:]), (result["usage"], billed)
     acting = scores_note(repo)["usage_by_role"]["acting"]
-    assert acting["input_tokens"] + acting["output_tokens"] == sum(i + o for i, o in billed), (acting, billed)
+    assert (acting["input_tokens"], acting["output_tokens"]) == _tokens(billed), (acting, billed)
+
+
+def _claude_with_a_sub_agent(body: dict, tool_results: int):
+    """The main agent hands the check to a sub-agent (Claude Code's Agent tool, in the
+    foreground), which answers "done"; then the main agent answers 42."""
+    from git_hermit.hostkit.model_server import Turn
+    first = (body.get("messages") or [{}])[0].get("content")
+    first_text = first if isinstance(first, str) else " ".join(
+        b.get("text", "") for b in first or [] if isinstance(b, dict))
+    if "Say done." in first_text:                  # the sub-agent's own conversation
+        return Turn.say("done")
+    if tool_results == 0:
+        return Turn(tool="Agent", tool_input={"description": "check", "prompt": "Say done.",
+                                              "subagent_type": "general-purpose", "run_in_background": False})
+    return Turn.say("42")
 
 
 # Claude Code 2.1.317 waits out a 429 itself, honouring Retry-After, up to 10 retries (or
-# CLAUDE_CODE_MAX_RETRIES). When it gives up, its stream's `result` line carries the whole
-# session's usage. When hermit's timeout ends it while it waits, the stream holds only each
-# call's first usage snapshot (output_tokens 1): the billed output is only in the session it
-# stores under CLAUDE_CONFIG_DIR/projects/<cwd>/<session>.jsonl (measured against the scripted server).
+# CLAUDE_CODE_MAX_RETRIES). When it gives up, its stream's `result` line says so; that line's
+# `usage` counts only the main agent's calls, its `modelUsage` every call, sub-agents' too.
+# When hermit's timeout ends it while it waits, the stream holds only each call's first usage
+# snapshot (output_tokens 1), and only some of a sub-agent's: the billed calls are in the
+# sessions it stores under CLAUDE_CONFIG_DIR/projects/<cwd>/, the main agent's in
+# <session>.jsonl, each sub-agent's in <session>/subagents/agent-<id>.jsonl (all measured
+# against the scripted server).
 CLAUDE_LIMITS = {
     "gives-up": ([{"status": 429, "retry_after": 0}] * 2, {"timeout_s": 120, "env": {"CLAUDE_CODE_MAX_RETRIES": "1"}}),
     # it waits out a Retry-After of 60 s (a much longer one, 600 s, it gives up on at once)
@@ -345,14 +371,16 @@ CLAUDE_LIMITS = {
 
 @pytest.mark.hosts
 @pytest.mark.parametrize("how", sorted(CLAUDE_LIMITS))
-def test_real_claude_code_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(repo, how):
+def test_real_claude_code_rate_limited_after_a_sub_agent_ran_is_billed_once_and_run_again(repo, how):
     if find_host_cli("claude-code") is None:
         pytest.skip("the claude CLI is not installed (git hermit hosts install)")
     from git_hermit.hostkit.model_server import Fault
     faults, agent = CLAUDE_LIMITS[how]
     result, entries, billed = _real_host_rate_limited_run(
-        repo, "claude-code", [Fault(**f, after_tool_results=1) for f in faults], agent)
-    _assert_billed_once(repo, result, entries, billed)
+        repo, "claude-code", _claude_with_a_sub_agent, [Fault(**f, after_tool_results=1) for f in faults], agent)
+    # the limited attempt: the main agent's Agent call and the sub-agent's answer; run again: those and 42
+    assert len(billed) == 5, billed
+    _assert_billed_once(repo, result, entries, billed, limited_calls=2)
 
 
 @pytest.mark.hosts
@@ -363,7 +391,9 @@ def test_real_pi_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(r
     assistant error (measured against the scripted server)."""
     if find_host_cli("pi") is None:
         pytest.skip("the pi CLI is not installed (git hermit hosts install)")
-    from git_hermit.hostkit.model_server import Fault
+    from git_hermit.hostkit.model_server import Fault, Turn
     faults = [Fault(status=429, retry_after=0, after_tool_results=1)] * 12
-    result, entries, billed = _real_host_rate_limited_run(repo, "pi", faults, {"timeout_s": 120}, shell_tool="bash")
-    _assert_billed_once(repo, result, entries, billed)
+    result, entries, billed = _real_host_rate_limited_run(
+        repo, "pi", [Turn(command="echo ran", tool="bash"), Turn.say("42")], faults, {"timeout_s": 120})
+    assert len(billed) == 3, billed
+    _assert_billed_once(repo, result, entries, billed, limited_calls=1)

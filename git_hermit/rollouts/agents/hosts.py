@@ -107,21 +107,22 @@ class HostCLIAgent:
                        usage=self._billed_before_limit(ctx, run.usage))
 
     def _billed_before_limit(self, ctx: AgentContext, streamed: Usage) -> Usage:
-        """The larger of the stream's usage and the stored session's (read from the private home
-        before its scratch goes): Codex 0.164's exec stream reports a turn's usage only when the
-        turn completes, so the calls billed before a 429 ended it are only in its session file."""
-        formats = self.host_impl.trajectory_formats
-        if len(formats) < 2:                 # no stored session of its own beside the stream
+        """The larger of the stream's usage and the sum over the sessions the host stored in the
+        private home (read before its scratch goes; each agent's calls are in one file, a
+        sub-agent's apart). Measured: Codex 0.164's exec stream reports a turn's usage only when
+        the turn completes; Claude Code 2.1's stream, ended while it waits out a 429, holds each
+        call's first usage snapshot (1 output token) and not every sub-agent call. So the calls
+        billed before the 429 ended the session are only in its stored sessions."""
+        pattern = self.host_impl.stored_sessions
+        if pattern is None:
             return streamed
-        best = streamed
-        for path in self.host_impl.config_dir(ctx.home).glob("**/*.jsonl"):
+        stored = Usage()
+        for path in self.host_impl.config_dir(ctx.home).glob(pattern):
             try:
-                usage = summarize(path, formats[0]).usage
-            except Exception:                # best effort: another file of the host's, unreadable
+                stored += summarize(path, self.host_impl.trajectory_formats[0]).usage
+            except Exception:                # best effort: a file of the host's it does not read
                 continue
-            if usage.total_tokens > best.total_tokens:
-                best = usage
-        return best
+        return stored if stored.total_tokens > streamed.total_tokens else streamed
 
     def _finish_run(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
         summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
