@@ -296,19 +296,21 @@ def test_real_codex_rate_limited_after_a_billed_turn_is_billed_once_and_run_agai
 
 
 
-def _real_host_rate_limited_run(repo: Path, host: str, script, faults: list, agent: dict):
-    """One task through ``rollout`` with the real ``host`` CLI against the scripted model: the
-    model answers ``script`` and ``faults`` end the first attempt (a 429 after some billed calls);
-    the attempt run again gets through. Returns the result, the ledger's entries and the (input,
-    output) tokens the scripted server billed for each answered call, in order."""
+def _real_host_run(repo: Path, host: str, script, faults: list, agent: dict):
+    """One task through ``rollout`` with the real ``host`` CLI against the scripted model, which
+    answers ``script`` after ``faults`` (e.g. a 429 after some billed calls). Returns the result,
+    the ledger's entries and the (input, output) tokens the server billed for each answered
+    call, in order."""
     from git_hermit.hostkit.model_server import ScriptedModelServer
     make_project(repo, "print('unused')\n", n_tasks=1, k=1, host=host)
     with open(repo / "tasks.jsonl", "w") as handle:
         handle.write(json.dumps({"id": "t0", "prompt": "Run the check, then answer.", "answer": "42"}) + "\n")
     with ScriptedModelServer(script, faults=faults) as server:
         cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-        cfg["agent"] = {"backend": host, "model": "scripted-model",
-                        "provider": {"base_url": server.base_url, "env_key": "SCRIPTED_API_KEY"}, **agent}
+        provider = {"base_url": server.base_url, "env_key": "SCRIPTED_API_KEY"}
+        if host == "codex":           # Codex posts to {base_url}/responses
+            provider |= {"base_url": f"{server.base_url}/v1", "wire_api": "responses"}
+        cfg["agent"] = {"backend": host, "model": "scripted-model", "provider": provider, **agent}
         cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 2, "backoff_s": 0.2}}
         (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         r = hermit(repo, "rollout", "--json", env={"SCRIPTED_API_KEY": "scripted-" + "key" * 4}, timeout=300)
@@ -376,7 +378,7 @@ def test_real_claude_code_rate_limited_after_a_sub_agent_ran_is_billed_once_and_
         pytest.skip("the claude CLI is not installed (git hermit hosts install)")
     from git_hermit.hostkit.model_server import Fault
     faults, agent = CLAUDE_LIMITS[how]
-    result, entries, billed = _real_host_rate_limited_run(
+    result, entries, billed = _real_host_run(
         repo, "claude-code", _claude_with_a_sub_agent, [Fault(**f, after_tool_results=1) for f in faults], agent)
     # the limited attempt: the main agent's Agent call and the sub-agent's answer; run again: those and 42
     assert len(billed) == 5, billed
@@ -393,7 +395,28 @@ def test_real_pi_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(r
         pytest.skip("the pi CLI is not installed (git hermit hosts install)")
     from git_hermit.hostkit.model_server import Fault, Turn
     faults = [Fault(status=429, retry_after=0, after_tool_results=1)] * 12
-    result, entries, billed = _real_host_rate_limited_run(
+    result, entries, billed = _real_host_run(
         repo, "pi", [Turn(command="echo ran", tool="bash"), Turn.say("42")], faults, {"timeout_s": 120})
     assert len(billed) == 3, billed
     _assert_billed_once(repo, result, entries, billed, limited_calls=1)
+
+
+
+@pytest.mark.hosts
+@pytest.mark.parametrize("host", ["codex", "claude-code"])
+def test_a_real_host_session_its_timeout_ended_bills_the_calls_it_made(repo, host):
+    """Budgets need every billed token, a timed-out session's too: the model answers a shell
+    call, then takes longer than the rollout's timeout. Codex's stream had reported nothing
+    (a turn's usage comes with ``turn.completed``), Claude Code's only a first usage snapshot
+    (1 output token); their stored sessions hold what the call billed."""
+    if find_host_cli(host) is None:
+        pytest.skip(f"the {host} CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault, Turn
+    faults = [Fault(delay_s=60, after_tool_results=1)]
+    result, entries, billed = _real_host_run(repo, host, [Turn.shell("echo ran"), Turn.say("42")], faults,
+                                             {"timeout_s": 15})
+    assert result["exception_type"] == "AgentTimeout" or result.get("timed_out"), result
+    assert len(billed) == 1, billed
+    assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == billed[0], (result, billed)
+    [entry] = entries
+    assert (entry["usage"]["input_tokens"], entry["usage"]["output_tokens"]) == billed[0], entries
