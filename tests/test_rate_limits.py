@@ -329,7 +329,7 @@ def _assert_billed_once(repo: Path, result: dict, entries: list[dict], billed: l
                         limited_calls: int) -> None:
     """The 429'd attempt's answered calls (the server's first ``limited_calls``) are in the
     ledger once, as the row's retry entry; the attempt run again bills the rest; the note's
-    acting usage is every token the server billed."""
+    acting usage and ``estimate``'s spending are every token the server billed."""
     assert result["outcome"] == "pass", result
     retried = [e for e in entries if "~rate-limited-" in e["key"]]
     assert len(retried) == 1, entries
@@ -339,6 +339,7 @@ def _assert_billed_once(repo: Path, result: dict, entries: list[dict], billed: l
     assert again == _tokens(billed[limited_calls:]), (result["usage"], billed)
     acting = scores_note(repo)["usage_by_role"]["acting"]
     assert (acting["input_tokens"], acting["output_tokens"]) == _tokens(billed), (acting, billed)
+    assert _spent(repo, {}) == sum(_tokens(billed))          # what `estimate` and the budget count
 
 
 def _claude_with_a_sub_agent(body: dict, tool_results: int):
