@@ -1,9 +1,12 @@
 """Benchmark: what starting one child under its guard costs (every agent, judge, verifier).
 
-Runs ``true`` 200 times through ``process.run_capture`` (the guard server forks a guard, which
-starts the child and reports its exit) and through a bare ``subprocess.run`` (the reference:
-no guard), and prints the CPU (this process, the guard server, the guards and the children)
-and the wall time of one child, as a ratio. Usage: python bench/child_start.py [--runs N]
+Runs ``true`` 200 times through ``process.run_capture`` (the guard server hands the request to a
+warm guard, which starts the child and reports its exit) and through a bare ``subprocess.run``
+(the reference: no guard), and prints the CPU (this process, the guard server, the guards and
+the children) and the wall time of one child, as a ratio. The warm guards are still running
+(not reaped), so the server's cutime/cstime miss them and the children they reaped: the CPU is
+read with ``process.guard_cpu_seconds``, which adds every live guard's utime, stime, cutime and
+cstime to the server's. Usage: python bench/child_start.py [--runs N]
 """
 
 from __future__ import annotations
@@ -25,24 +28,17 @@ def own_cpu() -> float:
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
-def server_cpu() -> float:
-    """utime + stime + cutime + cstime of the guard server (the guards and children it reaped)."""
-    with open(f"/proc/{process.guard_server_pid()}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
     n = args.runs
     process.run_capture(["true"], cwd=Path("."), env=os.environ, timeout_s=10)   # the server is up
-    cpu, server, wall = own_cpu(), server_cpu(), time.perf_counter()
+    cpu, server, wall = own_cpu(), process.guard_cpu_seconds(), time.perf_counter()
     for _ in range(n):
         process.run_capture(["true"], cwd=Path("."), env=os.environ, timeout_s=10)
     wall = (time.perf_counter() - wall) / n * 1000
-    guarded = ((own_cpu() - cpu) + (server_cpu() - server)) / n * 1000
+    guarded = ((own_cpu() - cpu) + (process.guard_cpu_seconds() - server)) / n * 1000
     cpu, bare_wall = own_cpu(), time.perf_counter()
     for _ in range(n):
         subprocess.run(["true"], capture_output=True)
