@@ -6,8 +6,9 @@ ends; one left by a killed process (its pid gone, or now another process's) is r
 ``clean_stale`` at the next start (a driver's command, or a Dask worker process's first rollout:
 on a machine that shares no disk with the driver nobody else would) — a live run's directory
 is never touched. Rollouts take their directory from a per-process pool (``rollout_slot``) and
-leave it for the next rollout, which resets it: on ext4 without a journal each file made costs a scan of every inode freed in
-the last minutes, so making and removing ~40 a rollout cost more than the rest of hermit.
+leave it for the next rollout, which resets it: on ext4 without a journal each file made costs
+a scan of every inode freed in the last minutes, so making and removing ~40 a rollout cost more
+than the rest of hermit.
 """
 
 from __future__ import annotations
