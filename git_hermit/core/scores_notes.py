@@ -171,10 +171,11 @@ def _merge_task(task: str, base: Any, ours: dict[str, Any], theirs: dict[str, An
         one = mine[i] if i < len(mine) else None
         two = other[i] if i < len(other) else None
         old = was[i] if i < len(was) else None
-        if one is None or two is None or one == two or old in (one, two):
-            took = one if two is None else two if one is None or old == one else one
-            assert took is not None     # one side at least has row i
-            attempts.append(took)
+        if one is None or two is None:          # a row only one side ran
+            attempts.append(one or two or {})
+            continue
+        if old is not None and old in (one, two):  # only one side ran it (again)
+            attempts.append(two if old == one else one)
             continue
         kept, lost = sorted((one, two), key=_keep_key)
         attempts.append(kept)

@@ -404,7 +404,7 @@ def disagreement_line(found: "RowDisagreement", remote: str) -> str:
         reward = attempt.get("reward")
         same = found.ours.get("outcome") == found.theirs.get("outcome")
         return f"{attempt.get('outcome')}" + (f" (reward {reward:g})" if same and isinstance(reward, (int, float)) else "")
-    other = found.theirs if found.kept is found.ours else found.ours
+    other = found.theirs if found.kept == found.ours else found.ours
     return (f"{found.task}#{found.attempt} of {found.commit[:12]} ({found.split}) ran on both machines: "
             f"{said(found.ours)} here, {said(found.theirs)} on {remote}; kept {said(found.kept)} (the worse), "
             f"the {said(other)} is in the scores note's tasks.{found.task}.disagreed")
