@@ -310,6 +310,7 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
     _reading_only()
     from dataclasses import asdict
     from git_hermit.core.compare import compare_runs
+    from git_hermit.render.views import partial_text
     result = compare_runs(_repo(), run_a, run_b, split)
     comp = result.comparison
     if as_json:
@@ -319,7 +320,7 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
         return
     rows = [("run", lambda r: r.run), ("evolver", lambda r: r.evolver),
             ("final commit", lambda r: f"{r.commit[:10]} ({r.chosen_by})"),
-            (f"pass@1 ({result.split})", lambda r: f"{r.pass_at_1:.3f} (k={r.k}, {r.tasks} tasks)"),
+            (f"pass@1 ({result.split})", lambda r: f"{r.pass_at_1:.3f}{partial_text(r.partial)} (k={r.k}, {r.tasks} tasks)"),
             ("steps", lambda r: str(r.steps)),
             ("changes kept", lambda r: str(r.changes - r.rolled_back)), ("rolled back", lambda r: str(r.rolled_back)),
             ("tokens", lambda r: f"{r.tokens:,}"),
@@ -693,7 +694,9 @@ def finalize(run: str | None, archive: Path | None, wait: bool) -> None:
     """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
     from git_hermit.core.step import finalize as do_finalize
     outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr)
-    score = f", training pass@1 {outcome.pass_at_1:.3f}" if outcome.pass_at_1 is not None else ""
+    from git_hermit.render.views import partial_text
+    score = (f", training pass@1 {outcome.pass_at_1:.3f}{partial_text(outcome.partial)}"
+             if outcome.pass_at_1 is not None else "")
     click.echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
     if outcome.archive:
         click.echo(f"adapter archived to {outcome.archive}")

@@ -48,3 +48,19 @@ def test_compare_without_scores_on_the_split_says_how_to_measure(two_runs):
     result = hermit(repo, "compare", "demo", "b", "--split", "valid")
     assert result.code == 4
     assert result.err.startswith("error: run 'demo' has no valid scores") and "hint: measure it: git hermit eval" in result.err
+
+
+def test_compare_says_when_a_runs_score_is_over_the_rollouts_a_budget_stop_left(two_runs, tmp_path):
+    repo, _ = two_runs
+    seed = git(repo, "rev-parse", "hermit/b/step-0000").strip()
+    note = json.loads(git(repo, "notes", "--ref=hermit/scores", "show", seed))
+    test = note["splits"]["test"] if note["split"] != "test" else note
+    rollouts = sum(len(t["attempts"]) for t in test["tasks"].values())
+    test["partial"] = {"rollouts": rollouts, "expected": rollouts + 3}     # as a budget stop writes it
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps(note))
+    git(repo, "notes", "--ref=hermit/scores", "add", "-f", "-F", str(path), seed)
+    data = json.loads(hermit(repo, "compare", "demo", "b", "--json").out)
+    assert data["b"]["partial"] == {"rollouts": rollouts, "expected": rollouts + 3} and data["a"]["partial"] is None
+    text = hermit(repo, "compare", "demo", "b").out
+    assert f"(partial: {rollouts}/{rollouts + 3} rollouts)" in text, text

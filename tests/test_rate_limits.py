@@ -293,3 +293,131 @@ def test_real_codex_rate_limited_after_a_billed_turn_is_billed_once_and_run_agai
     assert len(retried) == 1 and retried[0]["usage"]["input_tokens"] > 0, entries
     acting = scores_note(repo)["usage_by_role"]["acting"]
     assert acting["input_tokens"] == result["usage"]["input_tokens"] + retried[0]["usage"]["input_tokens"]
+
+
+
+def _real_host_run(repo: Path, host: str, script, faults: list, agent: dict):
+    """One task through ``rollout`` with the real ``host`` CLI against the scripted model, which
+    answers ``script`` after ``faults`` (e.g. a 429 after some billed calls). Returns the result,
+    the ledger's entries and the (input, output) tokens the server billed for each answered
+    call, in order."""
+    from git_hermit.hostkit.model_server import ScriptedModelServer
+    make_project(repo, "print('unused')\n", n_tasks=1, k=1, host=host)
+    with open(repo / "tasks.jsonl", "w") as handle:
+        handle.write(json.dumps({"id": "t0", "prompt": "Run the check, then answer.", "answer": "42"}) + "\n")
+    with ScriptedModelServer(script, faults=faults) as server:
+        cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+        provider = {"base_url": server.base_url, "env_key": "SCRIPTED_API_KEY"}
+        if host == "codex":           # Codex posts to {base_url}/responses
+            provider |= {"base_url": f"{server.base_url}/v1", "wire_api": "responses"}
+        cfg["agent"] = {"backend": host, "model": "scripted-model", "provider": provider, **agent}
+        cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 2, "backoff_s": 0.2}}
+        (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        r = hermit(repo, "rollout", "--json", env={"SCRIPTED_API_KEY": "scripted-" + "key" * 4}, timeout=300)
+        billed = server.billed()
+    assert r.code == 0, r.err
+    [result_path] = result_files(repo)
+    [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
+    return json.loads(result_path.read_text()), json.loads(ledger.read_text())["entries"], billed
+
+
+def _tokens(calls: list[tuple[int, int]]) -> tuple[int, int]:
+    return sum(i for i, _ in calls), sum(o for _, o in calls)
+
+
+def _assert_billed_once(repo: Path, result: dict, entries: list[dict], billed: list[tuple[int, int]],
+                        limited_calls: int) -> None:
+    """The 429'd attempt's answered calls (the server's first ``limited_calls``) are in the
+    ledger once, as the row's retry entry; the attempt run again bills the rest; the note's
+    acting usage and ``estimate``'s spending are every token the server billed."""
+    assert result["outcome"] == "pass", result
+    retried = [e for e in entries if "~rate-limited-" in e["key"]]
+    assert len(retried) == 1, entries
+    usage = retried[0]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == _tokens(billed[:limited_calls]), (entries, billed)
+    again = result["usage"]["input_tokens"], result["usage"]["output_tokens"]
+    assert again == _tokens(billed[limited_calls:]), (result["usage"], billed)
+    acting = scores_note(repo)["usage_by_role"]["acting"]
+    assert (acting["input_tokens"], acting["output_tokens"]) == _tokens(billed), (acting, billed)
+    assert _spent(repo, {}) == sum(_tokens(billed))          # what `estimate` and the budget count
+
+
+def _claude_with_a_sub_agent(body: dict, tool_results: int):
+    """The main agent hands the check to a sub-agent (Claude Code's Agent tool, in the
+    foreground), which answers "done"; then the main agent answers 42."""
+    from git_hermit.hostkit.model_server import Turn
+    first = (body.get("messages") or [{}])[0].get("content")
+    first_text = first if isinstance(first, str) else " ".join(
+        b.get("text", "") for b in first or [] if isinstance(b, dict))
+    if "Say done." in first_text:                  # the sub-agent's own conversation
+        return Turn.say("done")
+    if tool_results == 0:
+        return Turn(tool="Agent", tool_input={"description": "check", "prompt": "Say done.",
+                                              "subagent_type": "general-purpose", "run_in_background": False})
+    return Turn.say("42")
+
+
+# Claude Code 2.1.317 waits out a 429 itself, honouring Retry-After, up to 10 retries (or
+# CLAUDE_CODE_MAX_RETRIES). When it gives up, its stream's `result` line says so; that line's
+# `usage` counts only the main agent's calls, its `modelUsage` every call, sub-agents' too.
+# When hermit's timeout ends it while it waits, the stream holds only each call's first usage
+# snapshot (output_tokens 1), and only some of a sub-agent's: the billed calls are in the
+# sessions it stores under CLAUDE_CONFIG_DIR/projects/<cwd>/, the main agent's in
+# <session>.jsonl, each sub-agent's in <session>/subagents/agent-<id>.jsonl (all measured
+# against the scripted server).
+CLAUDE_LIMITS = {
+    "gives-up": ([{"status": 429, "retry_after": 0}] * 2, {"timeout_s": 120, "env": {"CLAUDE_CODE_MAX_RETRIES": "1"}}),
+    # it waits out a Retry-After of 60 s (a much longer one, 600 s, it gives up on at once)
+    "killed-while-waiting": ([{"status": 429, "retry_after": 60}], {"timeout_s": 20}),
+}
+
+
+@pytest.mark.hosts
+@pytest.mark.parametrize("how", sorted(CLAUDE_LIMITS))
+def test_real_claude_code_rate_limited_after_a_sub_agent_ran_is_billed_once_and_run_again(repo, how):
+    if find_host_cli("claude-code") is None:
+        pytest.skip("the claude CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault
+    faults, agent = CLAUDE_LIMITS[how]
+    result, entries, billed = _real_host_run(
+        repo, "claude-code", _claude_with_a_sub_agent, [Fault(**f, after_tool_results=1) for f in faults], agent)
+    # the limited attempt: the main agent's Agent call and the sub-agent's answer; run again: those and 42
+    assert len(billed) == 5, billed
+    _assert_billed_once(repo, result, entries, billed, limited_calls=2)
+
+
+@pytest.mark.hosts
+def test_real_pi_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(repo):
+    """Pi 0.73.1 (run with --no-session: it stores no session) reports each call's usage in its
+    stream's ``message_end`` as the call ends, so the call billed before the 429 is there: its
+    SDK tries a request 3 times and Pi retries the turn 3 times (2, 4, 8 s), then ends on an
+    assistant error (measured against the scripted server)."""
+    if find_host_cli("pi") is None:
+        pytest.skip("the pi CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault, Turn
+    faults = [Fault(status=429, retry_after=0, after_tool_results=1)] * 12
+    result, entries, billed = _real_host_run(
+        repo, "pi", [Turn(command="echo ran", tool="bash"), Turn.say("42")], faults, {"timeout_s": 120})
+    assert len(billed) == 3, billed
+    _assert_billed_once(repo, result, entries, billed, limited_calls=1)
+
+
+
+@pytest.mark.hosts
+@pytest.mark.parametrize("host", ["codex", "claude-code"])
+def test_a_real_host_session_its_timeout_ended_bills_the_calls_it_made(repo, host):
+    """Budgets need every billed token, a timed-out session's too: the model answers a shell
+    call, then takes longer than the rollout's timeout. Codex's stream had reported nothing
+    (a turn's usage comes with ``turn.completed``), Claude Code's only a first usage snapshot
+    (1 output token); their stored sessions hold what the call billed."""
+    if find_host_cli(host) is None:
+        pytest.skip(f"the {host} CLI is not installed (git hermit hosts install)")
+    from git_hermit.hostkit.model_server import Fault, Turn
+    faults = [Fault(delay_s=60, after_tool_results=1)]
+    result, entries, billed = _real_host_run(repo, host, [Turn.shell("echo ran"), Turn.say("42")], faults,
+                                             {"timeout_s": 15})
+    assert result["exception_type"] == "AgentTimeout" or result.get("timed_out"), result
+    assert len(billed) == 1, billed
+    assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == billed[0], (result, billed)
+    [entry] = entries
+    assert (entry["usage"]["input_tokens"], entry["usage"]["output_tokens"]) == billed[0], entries

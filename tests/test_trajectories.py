@@ -568,6 +568,32 @@ def test_claude_stream_subagent_lines_count_tokens_but_not_steps(tmp_path):
     assert summarize(path).model == "claude-opus-5-5"
 
 
+
+def test_claude_stream_bills_every_call_of_the_session_from_its_model_usage(tmp_path):
+    """Claude Code 2.1.317's ``result.usage`` counts the main agent's calls of that query only;
+    ``modelUsage`` counts every call of the session so far, sub-agents' and earlier queries'
+    (measured: a sub-agent's 7,724 input tokens were in modelUsage, not in usage). A session a
+    background sub-agent woke again ends on a second result line, for the last query alone."""
+    lines = (FIXTURES / "claude-stream.jsonl").read_text().splitlines()[:-1]
+    main = {"inputTokens": 1040, "outputTokens": 150, "cacheReadInputTokens": 4300,
+            "cacheCreationInputTokens": 20, "costUSD": 0.01}
+    sub = {"inputTokens": 300, "outputTokens": 7, "cacheReadInputTokens": 100,
+           "cacheCreationInputTokens": 0, "costUSD": 0.001}
+    first = {"type": "result", "subtype": "success", "is_error": False, "result": "done", "session_id": "s",
+             "total_cost_usd": 0.011, "usage": {"input_tokens": 40, "cache_creation_input_tokens": 20,
+                                                "cache_read_input_tokens": 4300, "output_tokens": 150},
+             "modelUsage": {"claude-opus-5-5": main, "claude-haiku-5": sub}}
+    path = tmp_path / "stream.jsonl"
+    path.write_text("\n".join(lines + [json.dumps(first)]) + "\n")
+    everything = Usage(1040 + 20 + 4300 + 300 + 100, 4300 + 100, 150 + 7, 0, 0.011)
+    assert summarize(path).usage == everything
+    # woken again: the last result's modelUsage holds the whole session, its usage the last query
+    main_later = {**main, "inputTokens": 2040, "outputTokens": 160}
+    later = {**first, "total_cost_usd": 0.015, "usage": {"input_tokens": 1000, "output_tokens": 10},
+             "modelUsage": {"claude-opus-5-5": main_later, "claude-haiku-5": sub}}
+    path.write_text("\n".join(lines + [json.dumps(first), json.dumps(later)]) + "\n")
+    assert summarize(path).usage == Usage(everything.input_tokens + 1000, 4400, 167, 0, 0.015)
+
 def test_detect_format_past_a_huge_first_line(tmp_path):
     rollout = (FIXTURES / "codex-rollout.jsonl").read_text().splitlines(keepends=True)
     meta = json.loads(rollout[0])

@@ -32,6 +32,7 @@ class RunSummary:
     rolled_back: int
     tokens: int
     cost_usd: float | None          # None: some usage has no price
+    partial: dict[str, int] | None = None   # the budget stopped its evaluation: {"rollouts", "expected"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def _summary(repo: Repo, name: str, split: str) -> tuple[RunSummary, dict[str, f
         run=name, evolver=ctx.config.evolver_name, commit=commit, chosen_by=chosen, steps=ctx.tip[0],
         pass_at_1=float(data["pass_at_1"]), k=int(data.get("k") or 0), tasks=len(rates), changes=len(changes),
         rolled_back=sum(1 for c in changes if c.verdict and c.verdict.rollback_commit), tokens=tokens,
-        cost_usd=sum(costs) if costs and all(c is not None for c in costs) else None), rates
+        cost_usd=sum(costs) if costs and all(c is not None for c in costs) else None,
+        partial=data.get("partial")), rates
 
 
 def compare_runs(repo: Repo, run_a: str, run_b: str, split: str = "test") -> CompareReport:

@@ -29,7 +29,7 @@ from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.budget import Budget
-from git_hermit.rollouts.ledger import Ledger, LedgerEntry, add_by_role, load_prices, row_of, sum_usage
+from git_hermit.rollouts.ledger import RETRIED, Ledger, LedgerEntry, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
 from git_hermit.rollouts.scratch import slots_kept
 from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
@@ -65,15 +65,19 @@ class EvalRun:
     ledger: Ledger
     duration_s: float
     reused: int
-    fresh: frozenset[str] = frozenset()   # "task#attempt" of the rows that ran in this process
+    # what no note holds yet, as far as this machine knows: "task#attempt" of the rows that ran in
+    # this process, and the ledger keys of re-queued rate-limited attempts the directory's ledger
+    # did not hold before this run (a stopped run's were written to its ledger and its note)
+    fresh: frozenset[str] = frozenset()
+    rows: int = 0                         # the rollouts the split asks for (fewer results: a stopped run's)
 
-    def spent_by_row(self) -> dict[str, dict[str, Usage]]:
-        """Each row's billed usage by role (``task#attempt`` → role → usage), its re-queued
-        rate-limited attempts included."""
-        rows: dict[str, list[LedgerEntry]] = {}
-        for entry in self.ledger.entries:
-            rows.setdefault(row_of(entry.key), []).append(entry)
-        return {row: Ledger(entries=entries).totals("role") for row, entries in rows.items()}
+    def new_to(self, held: set[str]) -> dict[str, Usage]:
+        """What this run's ledger adds, by role, to a note holding the rows ``held``: the rows it
+        does not hold and the rows run again, and the re-queued attempts no note holds yet."""
+        def new(key: str) -> bool:
+            row = row_of(key)
+            return key in self.fresh or (row == key and row not in held)
+        return Ledger(entries=[e for e in self.ledger.entries if new(e.key)]).totals("role")
 
     @property
     def pass_at_1(self) -> float:
@@ -147,9 +151,10 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
             results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
                                before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available)
     except (BudgetReached, KeyboardInterrupt) as stopped:
-        if progress.done > progress.reused:
-            # what finished is spent: its ledger is written now, so budgets and estimates count it,
-            # and a stopped step can record it in a note (``partial``)
+        if progress.done > progress.reused or progress.retried:
+            # what finished is spent, and so is a rate-limited attempt re-queued: its ledger is
+            # written now, so budgets and estimates count it, and a stopped step can record it
+            # in a note (``partial``)
             finished: dict[str, list[RolloutResult]] = {}
             for job in jobs:
                 result = finished_result(job, out_dir)
@@ -176,22 +181,32 @@ def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
     backend = (config.agent or {}).get("backend", registry.DEFAULT)
+    earlier = _read_ledger(out_dir / "ledger.json")
+    known = {(e.role, e.key) for e in earlier}
+    fresh = {f"{r.task}#{r.attempt}" for attempts in results.values() for r in attempts} - reused_rows
     for row in bench.split.rows:     # attempts re-queued after a rate limit billed too, finished row or not
-        for retried in read_retried(rollout_dir(out_dir, row.task, row.attempt), commit, backend):
-            ledger.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=model, step=step)
-    fresh = frozenset(f"{r.task}#{r.attempt}" for attempts in results.values() for r in attempts) - reused_rows
-    _write_ledger(out_dir / "ledger.json", ledger, fresh)
-    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused, fresh)
+        for again in read_retried(rollout_dir(out_dir, row.task, row.attempt), commit, backend):
+            ledger.add_retried(again.task, again.attempt, again.id, again.usage, model=model, step=step)
+            key = f"{again.task}#{again.attempt}{RETRIED}{again.id}"
+            if ("acting", key) not in known:    # not in a ledger (nor a note) before this run
+                fresh.add(key)
+    _write_ledger(out_dir / "ledger.json", ledger, frozenset(fresh), earlier)
+    return EvalRun(commit, bench.split.name, bench.split.k, results, ledger, duration_s, reused, frozenset(fresh),
+                   len(bench.split.rows))
 
 
-def _write_ledger(path: Path, ledger: Ledger, fresh: frozenset[str]) -> None:
-    """The directory's ledger: what was spent here, each rollout once. Earlier runs' entries stay
-    (rows a `--tasks` or `-k` re-run did not cover, and rows it ran again: that was spent too);
-    this run's rows are added when they ran now (``fresh``) or the file did not have them."""
+def _read_ledger(path: Path) -> tuple[LedgerEntry, ...]:
     try:
-        earlier = Ledger.from_dict(json.loads(path.read_text())).entries
+        return tuple(Ledger.from_dict(json.loads(path.read_text())).entries)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        earlier = ()
+        return ()
+
+
+def _write_ledger(path: Path, ledger: Ledger, fresh: frozenset[str], earlier: tuple[LedgerEntry, ...]) -> None:
+    """The directory's ledger: what was spent here, each rollout once. Earlier runs' entries
+    (``earlier``, the file's) stay (rows a `--tasks` or `-k` re-run did not cover, and rows it ran
+    again: that was spent too); this run's rows are added when they ran now (``fresh``) or the
+    file did not have them."""
     known = {(e.role, e.key) for e in earlier}
     kept = Ledger(ledger.prices, [*earlier, *(e for e in ledger.entries
                                               if e.key in fresh or (e.role, e.key) not in known)])
@@ -208,7 +223,8 @@ def scores_record(run: str, step: int, ev: EvalRun, *, ci: BaselineCI | None = N
     return Scores(run=run, step=step, commit=ev.commit, split=ev.split, k=ev.k, pass_at_1=round(ev.pass_at_1, 6),
                   tasks=tasks, pass_at={str(i): round(v, 6) for i, v in ev.pass_at().items()}, ci=ci,
                   usage=usage.to_dict(), duration_s=round(ev.duration_s, 3),
-                  usage_by_role={role: u.to_dict() for role, u in ev.ledger.totals("role").items()})
+                  usage_by_role={role: u.to_dict() for role, u in ev.ledger.totals("role").items()}
+                  ).expecting(ev.rows)     # a stopped run's: partial
 
 
 def merged_scores_text(repo: Repo, scores: Scores) -> str:
@@ -240,16 +256,13 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
     Usage (see ``scores_notes``): the note's, plus the rows of ``ev`` the note did not hold and
     the rows ``ev`` ran again; a row run again replaces its outcome but adds its cost (the
     replaced rollout was spent too, maybe on another machine, which only the note records).
-    A reused row the note holds adds nothing. Without ``ev``, every row of ``new`` is new.
+    A reused row the note holds adds nothing, nor does a re-queued rate-limited attempt a stopped
+    run already noted (``EvalRun.new_to``). Without ``ev``, every row of ``new`` is new.
+
+    A run the budget stopped leaves the record ``partial`` until it holds the rollouts it expected.
     """
     held = {f"{task}#{i}" for task, score in old.tasks.items() for i in range(1, len(score.attempts) + 1)}
-    rows = ev.spent_by_row() if ev is not None else None
-    added: dict[str, Usage] = {}
-    for row, by_role in (rows or {}).items():
-        if row not in held or (ev is not None and row in ev.fresh):
-            added = add_by_role(added, by_role)
-    if rows is None:
-        added = roles_of(new.usage, new.usage_by_role)
+    added = ev.new_to(held) if ev is not None else roles_of(new.usage, new.usage_by_role)
     spent: dict[str, Any] = {"usage": old.usage, "usage_by_role": old.usage_by_role, "duration_s": old.duration_s}
     if added:
         total, roles = add_spending(old.usage, old.usage_by_role, added)
@@ -264,17 +277,19 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
         kept = tasks[task].disagreed if task in tasks else ()     # a merge's record of two machines' rows
         tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts), kept)
     ci = new.ci or old.ci
+    # partial while fewer rollouts than a stopped run (either) asked for have their result
+    expected = max((p["expected"] for p in (old.partial, new.partial) if p), default=None)
     if tasks == old.tasks:
-        return replace(old, ci=ci, **spent)
+        return replace(old, ci=ci, **spent).expecting(expected)
     if tasks == new.tasks:
         return replace(new, ci=ci, evaluation=new.evaluation or old.evaluation, stop=new.stop or old.stop,
-                       splits=old.splits, **spent)
+                       splits=old.splits, **spent).expecting(expected)
     counts = {t: (len(s.attempts), sum(a.outcome == "pass" for a in s.attempts)) for t, s in tasks.items()}
     ks = sorted({int(k) for k in (*old.pass_at, *new.pass_at)})
     pass_at = {str(k): round(sum(stats.pass_at_k(n, c, k) for n, c in counts.values() if n >= k)
                              / max(1, sum(1 for n, _ in counts.values() if n >= k)), 6) for k in ks}
     return replace(old, tasks=tasks, pass_at_1=round(float(stats.exact_pass_at_1(counts)), 6), pass_at=pass_at,
-                   k=max(old.k, new.k), ci=ci, **spent)
+                   k=max(old.k, new.k), ci=ci, **spent).expecting(expected)
 
 
 def _rerun_record(existing: Scores | None, scores: Scores, ev: EvalRun | None = None) -> Scores:

@@ -37,6 +37,7 @@ class Score:
     ci_high: float | None = None
     ci_baseline: str | None = None
     best: bool = False
+    partial: dict[str, int] | None = None   # a budget-stopped evaluation's {"rollouts", "expected"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class StepReport:
         text = f"hermit {self.run} step {self.step}: {what}"
         if self.evaluation is not None:
             text += f", pass@1 {self.evaluation.pass_at_1:.3f} ({self.evaluation.split})"
+            if self.evaluation.partial:
+                text += f" (partial: {self.evaluation.partial['rollouts']}/{self.evaluation.partial['expected']} rollouts)"
         return text
 
 
@@ -135,7 +138,7 @@ def _score(view: StepView, best: str | None = None) -> Score | None:
     return Score(step=view.step, commit=view.commit, split=s.split, k=s.k, tasks=len(s.tasks),
                  pass_at_1=s.pass_at_1, ci_delta=ci.delta if ci else None, ci_low=ci.low if ci else None,
                  ci_high=ci.high if ci else None, ci_baseline=ci.baseline if ci else None,
-                 best=best == view.commit)
+                 best=best == view.commit, partial=s.partial)
 
 
 def _held_out(view: StepView) -> list[Score]:
@@ -148,7 +151,7 @@ def _held_out(view: StepView) -> list[Score]:
         out.append(Score(step=view.step, commit=view.commit, split=split, k=int(data.get("k") or 0),
                          tasks=len(tasks) if isinstance(tasks, dict) else int(tasks or 0),
                          pass_at_1=float(data["pass_at_1"]), ci_delta=ci.get("delta"), ci_low=ci.get("low"),
-                         ci_high=ci.get("high"), ci_baseline=ci.get("baseline")))
+                         ci_high=ci.get("high"), ci_baseline=ci.get("baseline"), partial=data.get("partial")))
     return out
 
 
@@ -195,7 +198,8 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
     before = views.get(step - 1)
     scored = [s for v in history.steps if v.step <= step and (s := _score(v, None))]
     # best-ever as of this step: the first to reach the highest pass@1 (the best tag's strict rule)
-    top = max(scored, key=lambda s: s.pass_at_1) if scored else None
+    whole = [s for s in scored if not s.partial]    # a budget-stopped evaluation's pass@1 is no step's score
+    top = max(whole, key=lambda s: s.pass_at_1) if whole else None
     curve = tuple(replace(s, best=s is top) for s in scored)
     changes = tuple(ChangeRow(
         id=c.change.id, component=c.change.component or "", files=tuple(c.change.files),

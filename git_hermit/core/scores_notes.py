@@ -21,7 +21,7 @@ from git_hermit.rollouts import stats
 from git_hermit.rollouts.ledger import add_by_role, sum_usage
 
 _TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-_SUMMARY = ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step")   # a ``splits`` entry
+_SUMMARY = ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step", "partial")   # a ``splits`` entry
 
 
 def roles_of(usage: Mapping[str, Any] | None, by_role: Mapping[str, Any] | None) -> dict[str, Usage]:
@@ -132,7 +132,16 @@ def _merge_split(base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict
     if isinstance(ours.get("duration_s"), (int, float)) and isinstance(theirs.get("duration_s"), (int, float)):
         was = base.get("duration_s") if isinstance(base.get("duration_s"), (int, float)) else 0.0
         derived["duration_s"] = round(was + max(ours["duration_s"] - was, 0) + max(theirs["duration_s"] - was, 0), 3)
-    return merge_json(base or None, {**ours, **derived}, {**theirs, **derived}, path)
+    one, two = {**ours, **derived}, {**theirs, **derived}
+    if "tasks" in derived and (ours.get("partial") or theirs.get("partial")):
+        # a budget-stopped side: still partial while the merged rows are fewer than it expected
+        expected = max(p["expected"] for p in (ours.get("partial"), theirs.get("partial")) if p)
+        finished = sum(n for n, _ in counts.values())
+        for side in (one, two):
+            side.pop("partial", None)
+            if finished < expected:
+                side["partial"] = {"rollouts": finished, "expected": expected}
+    return merge_json(base or None, one, two, path)
 
 
 def _changed_on_both_sides(base: Any, ours: Any, theirs: Any) -> bool:

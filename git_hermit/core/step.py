@@ -482,6 +482,7 @@ class FinalizeOutcome:
     pass_at_1: float | None
     archive: Path | None
     warning: str
+    partial: dict[str, int] | None = None    # the budget stopped the rollouts of pass_at_1
 
 
 def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None, wait: bool = False,
@@ -518,4 +519,5 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> Final
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "
                "on held-out tasks. Measure it with: git hermit eval "
                f"{commit[:12]} --baseline hermit/{ctx.run}/step-0000 --split test")
-    return FinalizeOutcome(commit, mode, scores.pass_at_1 if scores else None, written, warning)
+    return FinalizeOutcome(commit, mode, scores.pass_at_1 if scores else None, written, warning,
+                           scores.partial if scores else None)

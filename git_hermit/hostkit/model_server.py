@@ -98,6 +98,7 @@ class ScriptedModelServer:
         self._faults = list(faults)
         self.model = model
         self._requests: list[RecordedRequest] = []
+        self._billed: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -140,6 +141,12 @@ class ScriptedModelServer:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    def billed(self) -> list[tuple[int, int]]:
+        """The (input, output) tokens each answered request reported, in order (faults bill none):
+        what a provider would charge, for tests of what the hosts and hermit count."""
+        with self._lock:
+            return list(self._billed)
 
     def model_requests(self) -> list[RecordedRequest]:
         """Only the conversation requests (no token counts or model listings)."""
@@ -193,9 +200,13 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def _usage_numbers(raw_body: bytes, answer: str) -> tuple[int, int]:
-    """Deterministic token counts: about four bytes a token, as providers roughly count."""
-    return len(raw_body) // 4 + 1, len(answer.encode()) // 4 + 1
+def _usage_numbers(server: ScriptedModelServer, raw_body: bytes, answer: str) -> tuple[int, int]:
+    """Deterministic token counts: about four bytes a token, as providers roughly count; kept
+    in ``server.billed()``."""
+    numbers = len(raw_body) // 4 + 1, len(answer.encode()) // 4 + 1
+    with server._lock:
+        server._billed.append(numbers)
+    return numbers
 
 
 def _tool_call(api: str, turn: Turn) -> tuple[str, dict[str, Any]]:
@@ -237,7 +248,7 @@ def _responses_events(server: ScriptedModelServer, turn: Turn, raw: bytes) -> li
             ("response.output_item.done", {"output_index": 0, "item": item}),
         ]
         answer = text
-    input_tokens, output_tokens = _usage_numbers(raw, answer)
+    input_tokens, output_tokens = _usage_numbers(server, raw, answer)
     base = {"id": response_id, "object": "response", "model": server.model}
     usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
              "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
@@ -259,7 +270,7 @@ def _messages_message(server: ScriptedModelServer, turn: Turn, raw: bytes) -> tu
     else:
         block = {"type": "text", "text": turn.text or ""}
         answer, stop_reason = turn.text or "", "end_turn"
-    input_tokens, output_tokens = _usage_numbers(raw, answer)
+    input_tokens, output_tokens = _usage_numbers(server, raw, answer)
     message = {"id": server._next_id("msg"), "type": "message", "role": "assistant", "model": server.model,
                "content": [block], "stop_reason": stop_reason, "stop_sequence": None,
                "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
@@ -301,7 +312,7 @@ def _chat_completion(server: ScriptedModelServer, turn: Turn, raw: bytes) -> dic
     else:
         message["content"] = turn.text or ""
         answer, finish = turn.text or "", "stop"
-    prompt_tokens, completion_tokens = _usage_numbers(raw, answer)
+    prompt_tokens, completion_tokens = _usage_numbers(server, raw, answer)
     return {"id": server._next_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()),
             "model": server.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,

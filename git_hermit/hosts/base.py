@@ -118,6 +118,9 @@ class Host(ABC):
     aliases: ClassVar[tuple[str, ...]] = ()
     family: ClassVar[str]                 # `git hermit trace --format` value
     trajectory_formats: ClassVar[tuple[str, ...]]   # the reader formats its sessions write, stored session first
+    # The files (a glob under config_dir) in which it stores a session beside its stream, one
+    # per agent (a sub-agent's apart), read as trajectory_formats[0]; None: it stores none.
+    stored_sessions: ClassVar[str | None] = None
     default_endpoint: ClassVar[str]       # the model endpoint without provider.base_url (sandbox)
     api_path: ClassVar[str] = ""          # appended to a model server's root for the default wire
     # The model a session against the scripted server names; None: the CLI's own default.

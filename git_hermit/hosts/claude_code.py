@@ -27,6 +27,9 @@ class ClaudeCode(Host):
     aliases = ("claude",)
     family = "claude"
     trajectory_formats = ("claude-session", "claude-stream")   # the stored session first
+    # measured on 2.1.317: projects/<cwd>/<session>.jsonl (the main agent's calls only) and
+    # projects/<cwd>/<session>/subagents/agent-<id>.jsonl (each sub-agent's)
+    stored_sessions = "projects/**/*.jsonl"
     default_endpoint = "https://api.anthropic.com"
     scripted_model = None   # measured: with --model naming an unknown model, 2.1.317 lists no skills
     home_env = ("CLAUDE_CONFIG_DIR",)

@@ -34,6 +34,7 @@ class Codex(Host):
     package = "@openai/codex@0.164.0"
     family = "codex"
     trajectory_formats = ("codex-rollout", "codex-exec")   # the stored session first (trace reads an unknown head as it)
+    stored_sessions = "sessions/**/*.jsonl"   # measured on 0.164: sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
     default_endpoint = "https://api.openai.com"
     api_path = "/v1"
     home_env = ("CODEX_HOME",)

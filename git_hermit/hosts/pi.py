@@ -33,6 +33,7 @@ class Pi(Host):
     package = "@mariozechner/pi-coding-agent@0.73.1"
     family = "pi"
     trajectory_formats = ("pi",)
+    # run with --no-session: it stores none; its stream reports each call's usage as it ends
     default_endpoint = "https://api.anthropic.com"
     home_env = ("PI_CODING_AGENT_DIR",)
     layout = Layout(context_file="AGENTS.md", skills_dir=".agents/skills")

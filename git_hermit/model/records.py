@@ -309,6 +309,9 @@ class Scores:
     stop: str | None = None                                # training stopped after this evaluation
     evaluation: dict[str, Any] | None = None               # flips, verdicts, precision/recall it found
     usage_by_role: dict[str, Any] | None = None            # ``usage`` by role (older notes: none)
+    # a run the budget stopped: {"rollouts": finished, "expected": the split's}, its pass@1 over
+    # the finished ones only (None: every rollout asked for has its result)
+    partial: dict[str, int] | None = None
     v: int = SCHEMA_VERSION
 
     def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
@@ -336,7 +339,18 @@ class Scores:
             data["stop"] = self.stop
         if self.evaluation:
             data["evaluation"] = self.evaluation
+        if self.partial:
+            data["partial"] = dict(self.partial)
         return data
+
+    def rollouts(self) -> int:
+        return sum(len(score.attempts) for score in self.tasks.values())
+
+    def expecting(self, expected: int | None) -> "Scores":
+        """This record marked partial when it holds fewer than ``expected`` rollouts, else whole."""
+        finished = self.rollouts()
+        return replace(self, partial={"rollouts": finished, "expected": expected}
+                       if expected and finished < expected else None)
 
     def results(self) -> dict[str, tuple[RolloutResult, ...]]:
         """The note's attempts as the typed results a step reads (outcomes already scored, so
@@ -349,7 +363,8 @@ class Scores:
     def split_summary(self) -> dict[str, Any]:
         """This record's own split as an entry of another record's ``splits``."""
         data = self.to_dict()
-        return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step") if k in data}
+        return {k: data[k] for k in ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step",
+                                     "partial") if k in data}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], tasks: Mapping[str, TaskScore] | None = None) -> "Scores":
@@ -361,7 +376,8 @@ class Scores:
                    k=data["k"], pass_at_1=data["pass_at_1"], tasks=tasks,
                    pass_at=dict(data.get("pass_at", {})), ci=ci, usage=data.get("usage"),
                    duration_s=data.get("duration_s"), splits=dict(data.get("splits", {})), stop=data.get("stop"),
-                   evaluation=data.get("evaluation"), usage_by_role=data.get("usage_by_role"), v=data["v"])
+                   evaluation=data.get("evaluation"), usage_by_role=data.get("usage_by_role"),
+                   partial=data.get("partial"), v=data["v"])
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import html
 from typing import Any
 
 from git_hermit.core.report import ChangeRow, Score, StepReport
+from git_hermit.render.views import partial_text
 
 GITHUB_BODY_LIMIT = 65536
 
@@ -46,7 +47,8 @@ def _ci(score: Score) -> str:
 
 
 def _measure(score: Score) -> str:
-    return f"pass@1 **{score.pass_at_1:.3f}** on the {score.split} split (k={score.k}, {score.tasks} tasks)"
+    return (f"pass@1 **{score.pass_at_1:.3f}**{partial_text(score.partial)} on the {score.split} split "
+            f"(k={score.k}, {score.tasks} tasks)")
 
 
 def headline(report: StepReport) -> str:
@@ -122,7 +124,7 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
                   "|---:|---|---|---:|---:|---:|---|---|"]
         for s in report.curve:
             curve.append(f"| {s.step} | {_commit(report, s.commit)} | {s.split} | {s.k} | {s.tasks} | "
-                         f"{s.pass_at_1:.3f} | {_ci(s)} | {'best-ever' if s.best else ''} |")
+                         f"{s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)} | {'best-ever' if s.best else ''} |")
     else:
         curve.append("No step of this run is evaluated yet.")
     curve.append("")
@@ -156,7 +158,7 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
         tail += ["| split | k | tasks | pass@1 | vs baseline (95% CI) |", "|---|---:|---:|---:|---|"]
         for s in report.held_out:
             base = f" vs {s.ci_baseline[:7]}" if s.ci_baseline else ""
-            tail.append(f"| {s.split} | {s.k} | {s.tasks} | {s.pass_at_1:.3f} | {_ci(s)}{base} |")
+            tail.append(f"| {s.split} | {s.k} | {s.tasks} | {s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)}{base} |")
     else:
         tail.append(f"No held-out result on this commit yet: `git hermit eval {report.head} "
                     f"--baseline hermit/{report.run}/step-0000 --split test`.")

@@ -115,13 +115,24 @@ def _held_out_line(held: dict[str, Any]) -> str:
             f"(paired bootstrap 95% CI over {held['tasks']} tasks)")
 
 
+def partial_text(partial: Mapping[str, Any] | None) -> str:
+    """" (partial: 3/8 rollouts)" after the pass@1 of a run the budget stopped ('' when whole)."""
+    if not partial:
+        return ""
+    return f" (partial: {partial.get('rollouts', 0)}/{partial.get('expected', '?')} rollouts)"
+
+
+PARTIAL_NOTE = ("# partial: the budget stopped the step (or rollout) evaluating H_N: its pass@1 is over the "
+                "finished rollouts only; raise budget: and run it again to finish it")
+
+
 def _score_bits(view: StepView) -> str:
     # from the note's data (Scores.to_dict(tasks=False)), as the record would give it: the text log
     # makes no Scores record
     train = view.scores_data if view.scores_data is not None and view.scores_data["split"] == "train" else None
     if train is None:
         return "pass@1 —    "
-    text = f"pass@1 {train['pass_at_1']:.3f}"
+    text = f"pass@1 {train['pass_at_1']:.3f}{partial_text(train.get('partial'))}"
     ci = train.get("ci")
     if ci:
         text += f" ({ci['delta']:+.1f} [{ci['low']:+.1f}, {ci['high']:+.1f}])"
@@ -177,6 +188,9 @@ def log_lines(history: RunHistory) -> list[str]:
             lines.append(f"    stop: step {scores['step']} stopped training: {scores['stop']}")
         for problem in view.bad_notes:
             lines.append(f"    warning: {problem}")
+    if any((view.scores_data or {}).get("partial") and (view.scores_data or {}).get("split") == "train"
+           for view in history.steps):
+        lines.append(PARTIAL_NOTE)
     footer = prediction_line(history)
     if footer:
         lines.append(footer)
@@ -246,6 +260,8 @@ def _step_json(view: StepView, streaming: bool, stream: dict[int, dict[str, Any]
     return {
         "step": view.step, "commit": view.commit,
         "pass_at_1": train.pass_at_1 if train else None,
+        # a budget-stopped evaluation: {"rollouts": finished, "expected": the split's}; None when whole
+        "partial": train.partial if train else None,
         **({"stream": stream.get(view.step)} if streaming else {}),
         "scores": _step_scores(view.scores) if view.scores else None,
         # the notes' cached data as it is (c.change and c.verdict would make records of it)
@@ -276,7 +292,7 @@ def log_json(history: RunHistory) -> dict[str, Any]:
 
 # Names what log_json_parts keeps of a step (_step_json's encoding): a change to what it encodes
 # bumps it, so no step of the old form is read
-FRAGMENTS_ENCODING = "log-json/2"
+FRAGMENTS_ENCODING = "log-json/3"
 
 # json.dumps(data, sort_keys=True, default=str, check_circular=False) as one reusable encoder: the
 # `--json` output of a pipe, and each step of it log_json_parts keeps
@@ -366,7 +382,7 @@ def show_lines(records: CommitRecords) -> list[str]:
         s = records.scores
         counts = {o: sum(1 for t in s.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
         lines.append(f"scores of this commit ({s.split}, k={s.k}), measured by step {s.step}'s rollouts: "
-                     f"pass@1 {s.pass_at_1:.3f}  "
+                     f"pass@1 {s.pass_at_1:.3f}{partial_text(s.partial)}  "
                      f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
         if s.ci:
             lines.append(f"    vs {s.ci.baseline[:10]}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")

@@ -175,6 +175,7 @@ class Progress:
     total: int
     reused: int = 0
     reused_rows: set[str] = field(default_factory=set)   # "task#attempt" of the rows whose results were there
+    retried: set[str] = field(default_factory=set)       # ids of the rate-limited attempts re-queued in this run
     done: int = 0
     running: int = 0
     failed: int = 0
@@ -327,6 +328,7 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
                     reruns[key] = reruns.get(key, 0) + 1
                     # billed all the same: kept (once) for the ledger, and spent for the budget
                     retried = record_retried(rollout_dir(out_dir, job.task.id, job.attempt), output)
+                    progress.retried.add(retried.id)    # spent by this run (a stop keeps it: run_split)
                     if budget is not None:
                         budget.add_retried(retried)
                     queue.insert(0, job)

@@ -4,7 +4,8 @@ session's argv, environment and private home; this runs it and reads its event s
 Each rollout gets a private HOME holding the provider config from hermit.yaml; auth is an API
 key from the variable ``env_key`` names, or a copy of the user's own login files (``login:``)
 — never written to git, notes or logs. The final answer and token usage come from the
-agent's own event stream.
+agent's own event stream; a session that ended early is billed from the sessions the host
+stored, when they hold more.
 """
 
 from __future__ import annotations
@@ -98,30 +99,35 @@ class HostCLIAgent:
     def _finish(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
         run = self._finish_run(ctx, outcome, trajectory)
         failed = run.timed_out or run.returncode != 0 or run.final_answer is None
-        limit = rate_limit_report(trajectory, ctx.stderr_path) if failed else None
+        if not failed:
+            return run
+        # a session that ended early (timeout, a model error, a rate limit) billed what it
+        # called before all the same: the budget counts it
+        run = replace(run, usage=self._billed(ctx, run.usage))
+        limit = rate_limit_report(trajectory, ctx.stderr_path)
         if limit is None:
             return run
-        # the host gave up on (or was still waiting out) the model's rate limit: infrastructure.
-        # What it billed before counts all the same (the runner runs it again and bills both).
-        return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}",
-                       usage=self._billed_before_limit(ctx, run.usage))
+        # the host gave up on (or was still waiting out) the model's rate limit: infrastructure
+        # (the runner runs it again and bills both attempts)
+        return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}")
 
-    def _billed_before_limit(self, ctx: AgentContext, streamed: Usage) -> Usage:
-        """The larger of the stream's usage and the stored session's (read from the private home
-        before its scratch goes): Codex 0.164's exec stream reports a turn's usage only when the
-        turn completes, so the calls billed before a 429 ended it are only in its session file."""
-        formats = self.host_impl.trajectory_formats
-        if len(formats) < 2:                 # no stored session of its own beside the stream
+    def _billed(self, ctx: AgentContext, streamed: Usage) -> Usage:
+        """The larger of the stream's usage and the sum over the sessions the host stored in the
+        private home (read before its scratch goes; each agent's calls are in one file, a
+        sub-agent's apart). Measured: Codex 0.164's exec stream reports a turn's usage only when
+        the turn completes; Claude Code 2.1's stream, ended early (a timeout, or while it waits
+        out a 429), holds each call's first usage snapshot (1 output token) and not every
+        sub-agent call. So the calls billed before the session ended are only in its stored sessions."""
+        pattern = self.host_impl.stored_sessions
+        if pattern is None:
             return streamed
-        best = streamed
-        for path in self.host_impl.config_dir(ctx.home).glob("**/*.jsonl"):
+        stored = Usage()
+        for path in self.host_impl.config_dir(ctx.home).glob(pattern):
             try:
-                usage = summarize(path, formats[0]).usage
-            except Exception:                # best effort: another file of the host's, unreadable
+                stored += summarize(path, self.host_impl.trajectory_formats[0]).usage
+            except Exception:                # best effort: a file of the host's it does not read
                 continue
-            if usage.total_tokens > best.total_tokens:
-                best = usage
-        return best
+        return stored if stored.total_tokens > streamed.total_tokens else streamed
 
     def _finish_run(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
         summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None

@@ -3,8 +3,10 @@ session file ``~/.claude/projects/<slug>/<session>.jsonl`` (entries linked by uu
 
 Claude splits one model call into several lines (one per content block) that repeat its
 usage, so usage is counted once per message id and the lines form one step (their tool results,
-which may arrive between them, matched by ``tool_use_id``); a stream's ``result.usage`` is the
-total. A sub-agent's own transcript (every record ``isSidechain``) is read as its conversation.
+which may arrive between them, matched by ``tool_use_id``); a stream's last ``result`` line
+holds the total: its ``modelUsage`` (every call of the session, sub-agents' too), else its
+``usage`` (the main agent's calls of that query only). A sub-agent's own transcript (every
+record ``isSidechain``) is read as its conversation.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -44,6 +47,21 @@ def claude_usage(raw: Any, cost_usd: Any = None) -> Usage:
     prompt = as_int(raw.get("input_tokens")) + as_int(raw.get("cache_creation_input_tokens")) + cache_read
     cost = float(cost_usd) if isinstance(cost_usd, (int, float)) and not isinstance(cost_usd, bool) else None
     return Usage(prompt, cache_read, as_int(raw.get("output_tokens")), 0, cost)
+
+
+def claude_model_usage(raw: Any, cost_usd: Any = None) -> Usage | None:
+    """A ``result`` line's ``modelUsage`` (camelCase, per model, the session so far) summed as a
+    Usage (input includes cache reads/writes); None when the line has none."""
+    if not isinstance(raw, dict) or not raw:
+        return None
+    total = Usage()
+    for model in raw.values():
+        model = model if isinstance(model, dict) else {}
+        total += claude_usage({"input_tokens": model.get("inputTokens"),
+                               "cache_creation_input_tokens": model.get("cacheCreationInputTokens"),
+                               "cache_read_input_tokens": model.get("cacheReadInputTokens"),
+                               "output_tokens": model.get("outputTokens")})
+    return replace(total, cost_usd=claude_usage({}, cost_usd).cost_usd)
 
 
 class _UsagePerMessage:
@@ -145,7 +163,12 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
             state.open_turn = False
             if isinstance(record.get("result"), str) and record["result"]:
                 state.final_answer = record["result"]
-            if record.get("usage") is not None:
+            # Claude Code 2.1's result.usage counts only the main agent's calls of this query;
+            # modelUsage counts the session's every call so far (sub-agents, earlier queries)
+            whole = claude_model_usage(record.get("modelUsage"), record.get("total_cost_usd"))
+            if whole is not None:
+                result_usage = whole
+            elif record.get("usage") is not None:
                 result_usage = claude_usage(record["usage"], record.get("total_cost_usd"))
             if record.get("is_error") or record.get("subtype") not in (None, "success"):
                 detail = record.get("result") or "; ".join(map(str, record.get("errors") or []))
