@@ -232,19 +232,22 @@ def test_a_held_out_split_one_side_moved_under_splits_merges_with_the_others_new
 def test_the_same_row_run_differently_on_two_machines_merges_keeping_the_fail_and_the_disagreement(
         repo, tmp_path, first, merge):
     control = _run(repo, None)
+    _add_test_split(repo)
     env = env_for(control)
     other = teammate_clone(repo, tmp_path)
+    (other / "rows" / "test.txt").write_text((repo / "rows" / "test.txt").read_text())
     # t1's rows on both machines: here the agent knows t1's answer (pass), there it does not (fail)
     right = {**env, "HERMIT_TEST_ANSWER_t1": ANSWERS["t1"], "HERMIT_TEST_ANSWER_t3": ANSWERS["t3"]}
     for place, tasks, answers in ((repo, "t1,t3", right), (other, "t1,t2", env)):
-        r = hermit(place, "rollout", "--tasks", tasks, env=answers)
-        assert r.code == 0, r.out + r.err
+        for split, rows in (("test", "t1"), ("train", tasks)):        # and t1#1 of the held-out split
+            r = hermit(place, "rollout", "--split", split, "--tasks", rows, env=answers)
+            assert r.code == 0, r.out + r.err
     pushes = (repo, other) if first == "origin" else (other, repo)
     assert hermit(pushes[0], "push").code == 0
     r = hermit(pushes[1], merge)                  # merges the other's note with its own: no exit 15
     assert r.code == 0, r.out + r.err
     said = [line for line in r.out.splitlines() if "t1#" in line]      # one line per such row
-    assert len(said) == 2 and all(row in " ".join(said) for row in ("t1#1", "t1#2")), r.out
+    assert len(said) == 3 and all(row in " ".join(said) for row in ("t1#1 ", "t1#2 ", "(test)")), r.out
     assert all("kept fail" in line and "pass" in line and _seed_sha(repo)[:12] in line for line in said), said
     if merge == "fetch":
         assert hermit(pushes[1], "push").code == 0
@@ -263,17 +266,25 @@ def test_the_same_row_run_differently_on_two_machines_merges_keeping_the_fail_an
     assert all("disagreed" not in note["tasks"][t] for t in ("t2", "t3"))
     # all 8 rollouts were paid for: 4 here, 4 there
     _assert_costs(note, 8)
-    assert len(calls(control, "agent")) == 8
+    test = note["splits"]["test"]
+    assert test["tasks"]["t1"]["attempts"][0]["outcome"] == "fail" and test["pass_at_1"] == 0.0
+    assert [(d["attempt"], d["outcome"]) for d in test["tasks"]["t1"]["disagreed"]] == [(1, "pass")]
+    _assert_costs(test, 2)
+    assert len(calls(control, "agent")) == 10
     # show names the disagreement; --json carries it
     for place in (repo, other):
         shown = hermit(place, "show", SEED)
-        assert shown.code == 0 and "t1#1" in shown.out and "t1#2" in shown.out and "disagree" in shown.out, shown.out
+        lines = [line for line in shown.out.splitlines() if "disagree" in line]
+        assert shown.code == 0 and len(lines) == 2, shown.out
+        assert lines[0].split(":")[0].strip() == "train" and "t1#1 fail/pass, t1#2 fail/pass" in lines[0]
+        assert lines[1].split(":")[0].strip() == "test" and "t1#1 fail/pass" in lines[1]
         data = json.loads(hermit(place, "show", SEED, "--json").out)["commits"][-1]
         assert data["scores"]["tasks"]["t1"]["disagreed"] == note["tasks"]["t1"]["disagreed"]
     # a later rollout of other rows rewrites the note and keeps the record
     assert hermit(repo, "rollout", "--tasks", "t4", env=env).code == 0
     later = _scores_note(repo, SEED)
     assert later["tasks"]["t1"]["disagreed"] == note["tasks"]["t1"]["disagreed"] and _rollouts(later) == 8
+    assert later["splits"]["test"] == test
 
 
 def test_a_row_run_differently_beside_a_genuinely_conflicting_field_still_stops_the_push(repo, tmp_path):
