@@ -280,6 +280,10 @@ def test_the_same_row_run_differently_on_two_machines_merges_keeping_the_fail_an
         assert lines[1].split(":")[0].strip() == "test" and "t1#1 fail/pass" in lines[1]
         data = json.loads(hermit(place, "show", SEED, "--json").out)["commits"][-1]
         assert data["scores"]["tasks"]["t1"]["disagreed"] == note["tasks"]["t1"]["disagreed"]
+    # log's row of the seed says so (the held-out split's row is shown by show)
+    for place in (repo, other):
+        seed_row = next(line for line in hermit(place, "log").out.splitlines() if line.startswith("step    0"))
+        assert "2 row(s) run on two machines disagree" in seed_row, seed_row
     # a later rollout of other rows rewrites the note and keeps the record
     assert hermit(repo, "rollout", "--tasks", "t4", env=env).code == 0
     later = _scores_note(repo, SEED)

@@ -270,6 +270,10 @@ class TaskScores(Mapping[str, TaskScore]):
             self._outcomes = counts
         return dict(self._outcomes)
 
+    def disagreements(self) -> int:
+        """How many rows two machines ran with different outcomes (read without making the records)."""
+        return sum(len(data.get("disagreed") or ()) for data in self._entries().values())
+
     def to_dict(self) -> dict[str, Any]:
         """What ``{task: TaskScore.to_dict()}`` gives, straight from the note's data."""
         return {task: {"outcome": data["outcome"],

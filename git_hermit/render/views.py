@@ -171,6 +171,8 @@ def log_lines(history: RunHistory) -> list[str]:
         learners = _learner_usage(view)
         if learners:
             head += f"  (learners: {learners})"
+        if view.disagreed and scores.get("split") == "train":
+            head += f"  ({view.disagreed} row(s) run on two machines disagree: see show)"
         lines.append(head)
         for change in view.changes:
             verdict = change.verdict_name or "pending"
