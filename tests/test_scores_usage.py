@@ -2,7 +2,8 @@
 whichever machine ran it: a `rollout` re-run adds its new rows' usage and nothing for the rows
 it reused; a row run again (a clone has no result files) adds its new rollout's cost to the
 one it replaced, which was spent too; two machines' notes on one commit merge by adding what
-each spent beyond their common base. Every rollout of the scripted agent costs $0.02."""
+each spent beyond their common base; a row both ran differently keeps its worse attempt and
+records the other beside it. Every rollout of the scripted agent costs $0.02."""
 
 from __future__ import annotations
 
