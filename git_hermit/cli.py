@@ -21,7 +21,10 @@ from git_hermit.errors import INTERNAL_ERROR_EXIT, INTERRUPTED_EXIT, USAGE_EXIT,
 from git_hermit.hosts import registry
 
 if TYPE_CHECKING:     # imported where used: `git hermit --version` and completion stay fast
+    from collections.abc import Sequence
+
     from git_hermit.core.evaluate import EvalRun
+    from git_hermit.core.scores_notes import RowDisagreement
     from git_hermit.core.step import StepOutcome
     from git_hermit.gitio import Repo
     from git_hermit.render.manpage import CommandDoc
@@ -362,6 +365,12 @@ def rollback(target: str, reason: str, force: bool, run: str | None, wait: bool)
         click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
+def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:
+    from git_hermit.render.views import disagreement_line
+    for row in found:
+        click.echo(disagreement_line(row, remote))
+
+
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False, default="origin")
 @click.option("--run", help="Push only this run's branches and tags (default: every run).")
@@ -372,6 +381,7 @@ def push(remote: str, run: str | None) -> None:
     outcome = push_run(_repo(), remote, run)
     for move in outcome.merged:
         click.echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
+    _echo_disagreements(outcome.disagreements, outcome.remote)
     moved = [p for p in outcome.pushed if p.moved]
     for item in moved:
         click.echo(f"pushed {item.ref}  {item.summary}")
@@ -390,6 +400,7 @@ def fetch(remote: str) -> None:
     outcome = fetch_runs(_repo(), remote)
     for move in outcome.moves:
         click.echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
+    _echo_disagreements(outcome.disagreements, outcome.remote)
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
     if not outcome.moves and not outcome.warnings:

@@ -3,11 +3,13 @@
 It runs inside the `git hermit` process (``agent.backend: scripted``), answers what the
 deployed MEMORY.md tells it (as step_support's command agent does), logs each call to the
 control directory and emits a Codex ``exec --json`` stream whose ``turn.completed`` carries
-``USAGE``, so every rollout costs the same and a budget's arithmetic is exact.
+``USAGE``, so every rollout costs the same and a budget's arithmetic is exact. A machine can be
+made to answer differently: ``HERMIT_TEST_ANSWER_<task>`` in its environment is the answer.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from pathlib import Path
@@ -30,7 +32,7 @@ def fixed_usage_agent(workspace: Path, prompt: str, *, attempt: int, emit, run_h
     memory = Path(workspace, ".hermit-adapter", "MEMORY.md")
     text = memory.read_text() if memory.is_file() else ""
     found = re.findall(r"^- answer " + re.escape(task) + r": (.*)$", text, re.M)
-    answer = found[-1].strip() if found else "I do not know"
+    answer = os.environ.get(f"HERMIT_TEST_ANSWER_{task}") or (found[-1].strip() if found else "I do not know")
     emit({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": answer}})
     emit({"type": "turn.completed", "usage": dict(USAGE)})
     return answer

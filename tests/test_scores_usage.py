@@ -2,7 +2,8 @@
 whichever machine ran it: a `rollout` re-run adds its new rows' usage and nothing for the rows
 it reused; a row run again (a clone has no result files) adds its new rollout's cost to the
 one it replaced, which was spent too; two machines' notes on one commit merge by adding what
-each spent beyond their common base. Every rollout of the scripted agent costs $0.02."""
+each spent beyond their common base; a row both ran differently keeps its worse attempt and
+records the other beside it. Every rollout of the scripted agent costs $0.02."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ from step_support import RUN, calls, env_for
 from test_budget import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note
 
 SEED = f"hermit/{RUN}/step-0000"
+
+
+def _seed_sha(repo) -> str:
+    return git(repo, "rev-parse", SEED).strip()
 
 
 def _rollouts(record: dict) -> int:
@@ -203,11 +208,10 @@ def test_the_scores_note_merge_adds_each_sides_spending_and_keeps_conflicts_and_
     assert merge_scores_notes(None, ours, theirs)["usage"]["input_tokens"] == 280
     # a side whose cost is unknown makes the sum's unknown, never a guess
     assert merge_scores_notes(base, ours, {**theirs, "usage": _usage(130, None)})["usage"]["cost_usd"] is None
-    # the same row run differently on both sides stays a conflict naming it
+    # a field no rule merges, changed differently on both sides, stays a conflict naming it
     with pytest.raises(FieldConflict) as raised:
-        merge_scores_notes(base, {**ours, "tasks": {**ours["tasks"], "c": {"outcome": "fail", "attempts": [{"outcome": "fail"}]}}},
-                           theirs)
-    assert raised.value.path.startswith("tasks.c")
+        merge_scores_notes(base, {**ours, "stop": "here"}, {**theirs, "stop": "there"})
+    assert raised.value.path == "stop"
 
 
 def test_a_held_out_split_one_side_moved_under_splits_merges_with_the_others_new_rows():
@@ -223,3 +227,120 @@ def test_a_held_out_split_one_side_moved_under_splits_merges_with_the_others_new
     assert "duration_s" not in test and "run" not in test
     from git_hermit.model.records import canonical_json, loads
     loads("scores", canonical_json(merged), where="test")      # still a valid scores note
+
+
+@pytest.mark.parametrize("first, merge", [("origin", "push"), ("clone", "fetch")])
+def test_the_same_row_run_differently_on_two_machines_merges_keeping_the_fail_and_the_disagreement(
+        repo, tmp_path, first, merge):
+    control = _run(repo, None)
+    _add_test_split(repo)
+    env = env_for(control)
+    other = teammate_clone(repo, tmp_path)
+    (other / "rows" / "test.txt").write_text((repo / "rows" / "test.txt").read_text())
+    # t1's rows on both machines: here the agent knows t1's answer (pass), there it does not (fail)
+    right = {**env, "HERMIT_TEST_ANSWER_t1": ANSWERS["t1"], "HERMIT_TEST_ANSWER_t3": ANSWERS["t3"]}
+    for place, tasks, answers in ((repo, "t1,t3", right), (other, "t1,t2", env)):
+        for split, rows in (("test", "t1"), ("train", tasks)):        # and t1#1 of the held-out split
+            r = hermit(place, "rollout", "--split", split, "--tasks", rows, env=answers)
+            assert r.code == 0, r.out + r.err
+    pushes = (repo, other) if first == "origin" else (other, repo)
+    assert hermit(pushes[0], "push").code == 0
+    r = hermit(pushes[1], merge)                  # merges the other's note with its own: no exit 15
+    assert r.code == 0, r.out + r.err
+    said = [line for line in r.out.splitlines() if "t1#" in line]      # one line per such row
+    assert len(said) == 3 and all(row in " ".join(said) for row in ("t1#1 ", "t1#2 ", "(test)")), r.out
+    assert all("kept fail" in line and "pass" in line and _seed_sha(repo)[:12] in line for line in said), said
+    if merge == "fetch":
+        assert hermit(pushes[1], "push").code == 0
+    assert hermit(pushes[0], "fetch").code == 0
+    texts = [git(place, "notes", "--ref", "refs/notes/hermit/scores", "show", SEED) for place in (repo, other)]
+    assert texts[0] == texts[1]                   # byte-identical on both machines
+    note = json.loads(texts[0])
+    # rows stay rows: k attempts per task, the worse outcome kept, pass@k from the kept attempts
+    assert sorted(note["tasks"]) == ["t1", "t2", "t3"] and note["k"] == 2 and _rollouts(note) == 6
+    assert [a["outcome"] for a in note["tasks"]["t1"]["attempts"]] == ["fail", "fail"]
+    assert note["tasks"]["t1"]["outcome"] == "fail" and note["tasks"]["t3"]["outcome"] == "pass"
+    assert note["pass_at_1"] == pytest.approx(_pass_at_1(note)) == pytest.approx(1 / 3)
+    assert note["pass_at"]["2"] == pytest.approx(1 / 3)
+    # the other outcome of each such row is kept beside it
+    assert [(d["attempt"], d["outcome"]) for d in note["tasks"]["t1"]["disagreed"]] == [(1, "pass"), (2, "pass")]
+    assert all("disagreed" not in note["tasks"][t] for t in ("t2", "t3"))
+    # all 8 rollouts were paid for: 4 here, 4 there
+    _assert_costs(note, 8)
+    test = note["splits"]["test"]
+    assert test["tasks"]["t1"]["attempts"][0]["outcome"] == "fail" and test["pass_at_1"] == 0.0
+    assert [(d["attempt"], d["outcome"]) for d in test["tasks"]["t1"]["disagreed"]] == [(1, "pass")]
+    _assert_costs(test, 2)
+    assert len(calls(control, "agent")) == 10
+    # show names the disagreement; --json carries it
+    for place in (repo, other):
+        shown = hermit(place, "show", SEED)
+        lines = [line for line in shown.out.splitlines() if "disagree" in line]
+        assert shown.code == 0 and len(lines) == 2, shown.out
+        assert lines[0].split(":")[0].strip() == "train" and "t1#1 fail/pass, t1#2 fail/pass" in lines[0]
+        assert lines[1].split(":")[0].strip() == "test" and "t1#1 fail/pass" in lines[1]
+        data = json.loads(hermit(place, "show", SEED, "--json").out)["commits"][-1]
+        assert data["scores"]["tasks"]["t1"]["disagreed"] == note["tasks"]["t1"]["disagreed"]
+    # log's row of the seed says so (the held-out split's row is shown by show)
+    for place in (repo, other):
+        seed_row = next(line for line in hermit(place, "log").out.splitlines() if line.startswith("step    0"))
+        assert "2 row(s) run on two machines disagree" in seed_row, seed_row
+    # a later rollout of other rows rewrites the note and keeps the record
+    assert hermit(repo, "rollout", "--tasks", "t4", env=env).code == 0
+    later = _scores_note(repo, SEED)
+    assert later["tasks"]["t1"]["disagreed"] == note["tasks"]["t1"]["disagreed"] and _rollouts(later) == 8
+    assert later["splits"]["test"] == test
+
+
+def test_a_row_run_differently_beside_a_genuinely_conflicting_field_still_stops_the_push(repo, tmp_path):
+    control = _run(repo, None)
+    env = env_for(control)
+    other = teammate_clone(repo, tmp_path)
+    for place, answers in ((repo, {**env, "HERMIT_TEST_ANSWER_t1": ANSWERS["t1"]}), (other, env)):
+        r = hermit(place, "rollout", "--tasks", "t1", env=answers)
+        assert r.code == 0, r.out + r.err
+        note = _scores_note(place, SEED)      # a field no rule merges, set differently on each side
+        git(place, "notes", "--ref", "refs/notes/hermit/scores", "add", "-f", "-m",
+            json.dumps({**note, "stop": f"stopped on {place.name}"}), SEED)
+    assert hermit(repo, "push").code == 0
+    before = git(other, "for-each-ref", "refs/notes", "refs/heads", "refs/tags")
+    r = hermit(other, "push")
+    assert r.code == 15, r.out + r.err
+    lines = r.err.strip().splitlines()
+    assert lines[0].startswith("error: ") and "stop" in lines[0] and lines[1].startswith("hint: ")
+    assert git(other, "for-each-ref", "refs/notes", "refs/heads", "refs/tags") == before
+
+
+def test_a_row_both_sides_ran_merges_to_the_same_note_in_either_order_and_keeps_every_disagreement():
+    from git_hermit.core.scores_notes import merge_scores_notes
+    from git_hermit.model.records import canonical_json, loads
+
+    def attempts(*outcomes, tokens=100):
+        return {"outcome": "fail" if "fail" in outcomes else outcomes[0],
+                "attempts": [{"outcome": o, "reward": float(o == "pass"), "tokens": tokens} for o in outcomes]}
+
+    base = {**_note({"a": "pass"}, _usage(100, 1.0)), "k": 2, "tasks": {"a": attempts("pass", "fail")}}
+    ours = {**base, "tasks": {"a": attempts("pass", "pass", tokens=120), "b": attempts("pass", "pass")},
+            "usage": _usage(300, 3.0)}
+    rerun = attempts("exception", tokens=90)["attempts"] + base["tasks"]["a"]["attempts"][1:]     # a#1 only
+    theirs = {**base, "tasks": {"a": {"outcome": "fail", "attempts": rerun}, "b": attempts("pass", "pass", tokens=7)},
+              "usage": _usage(250, 2.5)}
+    found, other_way = [], []
+    merged = merge_scores_notes(base, ours, theirs, found)
+    assert canonical_json(merged) == canonical_json(merge_scores_notes(base, theirs, ours, other_way))
+    # row a#1: both ran it again differently, the worse (exception, not pass) kept; a#2: only ours ran it again
+    assert [x["outcome"] for x in merged["tasks"]["a"]["attempts"]] == ["exception", "pass"]
+    assert merged["tasks"]["a"]["disagreed"] == [{"attempt": 1, "outcome": "pass", "reward": 1.0, "tokens": 120}]
+    # b: the same outcomes, only the tokens differ: one kept, no disagreement to record
+    assert "disagreed" not in merged["tasks"]["b"] and len(merged["tasks"]["b"]["attempts"]) == 2
+    assert [(d.task, d.attempt, d.kept["outcome"]) for d in found] == [("a", 1, "exception")]
+    assert [(d.task, d.attempt, d.ours["outcome"], d.theirs["outcome"]) for d in other_way] == [("a", 1, "exception", "pass")]
+    assert merged["usage"]["input_tokens"] == 100 + 200 + 150       # every rollout paid for, once
+    assert merged["pass_at_1"] == pytest.approx((0.5 + 1.0) / 2) and merged["k"] == 2
+    loads("scores", canonical_json(merged), where="test")          # still a valid scores note
+    # a later merge keeps earlier disagreements from both sides, and adds its own
+    again = {**merged, "tasks": {**merged["tasks"], "a": {**merged["tasks"]["a"], "attempts": [
+        merged["tasks"]["a"]["attempts"][0], {"outcome": "fail", "reward": 0.0}]}}}
+    later = merge_scores_notes(merged, again, {**merged, "tasks": {**merged["tasks"], "a": {
+        **merged["tasks"]["a"], "disagreed": [*merged["tasks"]["a"]["disagreed"], {"attempt": 2, "outcome": "exception", "reward": None}]}}})
+    assert [(d["attempt"], d["outcome"]) for d in later["tasks"]["a"]["disagreed"]] == [(1, "pass"), (2, "exception")]

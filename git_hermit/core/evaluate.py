@@ -274,7 +274,8 @@ def _merge_runs(old: Scores, new: Scores, ev: EvalRun | None = None) -> Scores:
         attempts = list(tasks[task].attempts) if task in tasks else []
         for i, attempt in enumerate(score.attempts):
             attempts[i:i + 1] = [attempt]
-        tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts))
+        kept = tasks[task].disagreed if task in tasks else ()     # a merge's record of two machines' rows
+        tasks[task] = TaskScore(stats.task_label([a.outcome for a in attempts]), tuple(attempts), kept)
     ci = new.ci or old.ci
     # partial while fewer rollouts than a stopped run (either) asked for have their result
     expected = max((p["expected"] for p in (old.partial, new.partial) if p), default=None)

@@ -136,6 +136,7 @@ class StepView:
     make_scores: Callable[[], Scores] | None = field(default=None, compare=False, repr=False)
     # what gives H_N's analysis note's data when first read (a kept `log --json` step reads none)
     make_analysis: Callable[[], dict[str, Any] | None] | None = field(default=None, compare=False, repr=False)
+    disagreed: int = 0      # rows of the note's own split two machines ran with different outcomes
 
     @cached_property
     def analysis_data(self) -> dict[str, Any] | None:
@@ -294,7 +295,7 @@ def _summary_format() -> str:
     """The summaries are Scores.to_dict(tasks=False), whose shape follows the scores schema: a changed
     schema or git-hermit version makes a new cache. (Named without importing the records module: a
     warm `log --json` makes no record.)"""
-    return "scores-summary/3:" + __version__ + ":" + fingerprint(_SCHEMAS["scores"])
+    return "scores-summary/4:" + __version__ + ":" + fingerprint(_SCHEMAS["scores"])
 
 
 def _summary_cache(repo: Repo) -> Any:
@@ -302,9 +303,10 @@ def _summary_cache(repo: Repo) -> Any:
 
 
 def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None
-                 ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores]]]:
-    """Every scores note as (its summary data, what makes its record): the record's per-task outcomes
-    read from git only when asked for (TaskScores.deferred).
+                 ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores], int]]:
+    """Every scores note as (its summary data, what makes its record, how many of its own split's rows
+    two machines ran with different outcomes): the record's per-task outcomes read from git only when
+    asked for (TaskScores.deferred).
 
     A note's blob id names its content, so a summary cached under it never goes stale; notes not in
     the cache yet are read, validated and summarised in one batch, and the cache rewritten.
@@ -327,7 +329,9 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
                 continue
             cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
-                                       else {}}
+                                       else {},
+                                       "disagreed": record.tasks.disagreements() if isinstance(record.tasks, TaskScores)
+                                       else sum(len(t.disagreed) for t in record.tasks.values())}
         checked.save(path, format, {blob: cached[blob] for blob in entries.values() if blob in cached})
 
     def loader(blob: str) -> Callable[[], Any]:
@@ -349,7 +353,7 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
     for commit, blob in entries.items():
         summary = cached.get(blob)
         if summary is not None:
-            out[commit] = (summary["data"], maker(summary, blob))
+            out[commit] = (summary["data"], maker(summary, blob), int(summary.get("disagreed", 0)))
     return out
 
 
@@ -408,10 +412,11 @@ def load_history(ctx: RunContext) -> RunHistory:
             lines_removed_by=removed, make_changes=changes))
     views = []
     for n, sha in ctx.steps:
-        data, make = scores.get(sha) or (None, None)
+        data, make, disagreed = scores.get(sha) or (None, None, 0)
         views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())),
                               make_analysis=_analysis_of(notes, sha) if sha in blobs["analysis"] else None,
-                              bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make))
+                              bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make,
+                              disagreed=disagreed))
     return RunHistory(run=ctx.run, steps=tuple(views), best=ctx.read_ref(best_tag(ctx.run)),
                       final=ctx.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
                       blobs=blobs)

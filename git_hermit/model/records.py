@@ -173,17 +173,42 @@ def _attempt_dict(outcome: str, reward: float | None, exception_type: str | None
 
 
 @dataclass(frozen=True)
+class Disagreed:
+    """An attempt of a row two machines both ran with another outcome or reward than the one the
+    note kept (``attempt`` is the row's attempt number; see ``core.scores_notes``)."""
+
+    attempt: int
+    outcome: Outcome
+    reward: float | None
+    exception_type: str | None = None
+    tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, **_attempt_dict(self.outcome, self.reward, self.exception_type, self.tokens)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Disagreed":
+        return cls(int(data["attempt"]), data["outcome"], data.get("reward"), data.get("exception_type"),
+                   data.get("tokens"))
+
+
+@dataclass(frozen=True)
 class TaskScore:
     outcome: str
     attempts: tuple[Attempt, ...]
+    disagreed: tuple[Disagreed, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "attempts": [a.to_dict() for a in self.attempts]}
+        data: dict[str, Any] = {"outcome": self.outcome, "attempts": [a.to_dict() for a in self.attempts]}
+        if self.disagreed:
+            data["disagreed"] = [d.to_dict() for d in self.disagreed]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TaskScore":
         return cls(data["outcome"], tuple(Attempt(a["outcome"], a.get("reward"), a.get("exception_type"),
-                                                  a.get("tokens")) for a in data["attempts"]))
+                                                  a.get("tokens")) for a in data["attempts"]),
+                   tuple(Disagreed.from_dict(d) for d in data.get("disagreed", ())))
 
 
 class TaskScores(Mapping[str, TaskScore]):
@@ -245,6 +270,10 @@ class TaskScores(Mapping[str, TaskScore]):
             self._outcomes = counts
         return dict(self._outcomes)
 
+    def disagreements(self) -> int:
+        """How many rows two machines ran with different outcomes (read without making the records)."""
+        return sum(len(data.get("disagreed") or ()) for data in self._entries().values())
+
     def to_dict(self) -> dict[str, Any]:
         """What ``{task: TaskScore.to_dict()}`` gives, straight from the note's data."""
         return {task: self.task_dict(task) for task in self._entries()}
@@ -254,7 +283,9 @@ class TaskScores(Mapping[str, TaskScore]):
         data = self._entries()[task]
         return {"outcome": data["outcome"],
                 "attempts": [_attempt_dict(a["outcome"], a.get("reward"), a.get("exception_type"),
-                                           a.get("tokens")) for a in data["attempts"]]}
+                                           a.get("tokens")) for a in data["attempts"]],
+                **({"disagreed": [Disagreed.from_dict(d).to_dict() for d in data["disagreed"]]}
+                   if data.get("disagreed") else {})}
 
 
 @dataclass(frozen=True)

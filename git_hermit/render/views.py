@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from git_hermit.core.history import CommitRecords, RunHistory, StepView
 if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
     from git_hermit.checked import Fragments
+    from git_hermit.core.scores_notes import RowDisagreement
     from git_hermit.model.records import Scores, TaskScore
 
 
@@ -170,6 +171,8 @@ def log_lines(history: RunHistory) -> list[str]:
         learners = _learner_usage(view)
         if learners:
             head += f"  (learners: {learners})"
+        if view.disagreed and scores.get("split") == "train":
+            head += f"  ({view.disagreed} row(s) run on two machines disagree: see show)"
         lines.append(head)
         for change in view.changes:
             verdict = change.verdict_name or "pending"
@@ -385,6 +388,12 @@ def show_lines(records: CommitRecords) -> list[str]:
                      f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
         if s.ci:
             lines.append(f"    vs {s.ci.baseline[:10]}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")
+        for split, tasks in [(s.split, {t: score.to_dict() for t, score in s.tasks.items() if score.disagreed}),
+                             *((name, entry.get("tasks") or {}) for name, entry in sorted(s.splits.items()))]:
+            rows = _disagreed_rows(tasks)
+            if rows:
+                lines.append(f"    {split}: {len(rows)} row(s) run on two machines that disagree "
+                             f"(kept / other): {', '.join(rows)}")
     if records.analysis:
         overview = records.analysis.body.get("overview")
         if overview:
@@ -393,3 +402,27 @@ def show_lines(records: CommitRecords) -> list[str]:
     if not any((records.manifest, records.verdict, records.scores, records.analysis)):
         lines.append("(no git-hermit notes on this commit)")
     return lines
+
+
+def _disagreed_rows(tasks: Mapping[str, Any]) -> list[str]:
+    """``task#n kept/other`` for every row of a split's tasks whose machines disagreed (the note's data)."""
+    rows = []
+    for task, data in sorted(tasks.items()):
+        attempts = data.get("attempts") or [] if isinstance(data, Mapping) else []
+        for other in (data.get("disagreed") or [] if isinstance(data, Mapping) else []):
+            n = int(other.get("attempt", 0))
+            kept = attempts[n - 1].get("outcome") if 0 < n <= len(attempts) else "?"
+            rows.append(f"{task}#{n} {kept}/{other.get('outcome')}")
+    return rows
+
+
+def disagreement_line(found: "RowDisagreement", remote: str) -> str:
+    """One line of `push`/`fetch` for a row both machines ran differently: what each had, what was kept."""
+    def said(attempt: Mapping[str, Any]) -> str:    # the reward only when it is what differs
+        reward = attempt.get("reward")
+        same = found.ours.get("outcome") == found.theirs.get("outcome")
+        return f"{attempt.get('outcome')}" + (f" (reward {reward:g})" if same and isinstance(reward, (int, float)) else "")
+    other = found.theirs if found.kept == found.ours else found.ours
+    return (f"{found.task}#{found.attempt} of {found.commit[:12]} ({found.split}) ran on both machines: "
+            f"{said(found.ours)} here, {said(found.theirs)} on {remote}; kept {said(found.kept)} (the worse), "
+            f"the {said(other)} is in the scores note's tasks.{found.task}.disagreed")
