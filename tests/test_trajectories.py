@@ -674,3 +674,14 @@ def test_claude_stream_answer_is_its_result_line_and_a_cut_stream_keeps_the_last
     cut = records[:first_result]
     summary = summarize(_write(tmp_path, cut))
     assert summary.final_answer == "WAITING" and summary.truncated
+
+
+def test_claude_session_woken_again_that_ends_on_an_empty_answer_has_none():
+    """The session file of the same run: the woken query's last assistant text is empty, so
+    the stored session's answer is none too, not the first query's WAITING; the prompt is the
+    one human turn (the task notification and the nudge are injected)."""
+    path = RECORDED / "claude-2.1.317-woken-empty-session.jsonl"
+    summary = summarize(path)
+    assert summary.format == "claude-session"
+    assert summary.final_answer is None and summary.user_turns == 1
+    assert [s.message for s in iter_steps(path) if s.source == "agent" and s.message] == ["WAITING"]
