@@ -94,8 +94,8 @@ def test_real_claude_code_whose_woken_query_answers_nothing_is_not_scored_on_the
     the session's answer is empty, so the judge must not see the stale 42."""
     result, stream = _run(repo, "42", "")
     assert [r["result"] for r in _results(stream)] == ["42", ""]
-    assert result["final_answer"] is None, result
-    assert result["outcome"] == "fail", result
+    # before the fix: final_answer "42" and outcome "pass", the judge scored the stale answer
+    assert (result["outcome"], result["final_answer"]) == ("fail", None), result
     assert summarize(stream).user_turns == 0        # the CLI's nudge (isSynthetic) is not the human
 
 
