@@ -68,6 +68,17 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=indent, sort_keys=True, default=str, check_circular=False))
 
 
+def _echo_json_streamed(data: Any) -> None:
+    """``_echo_json(data)``, byte for byte, written as it is encoded: ``data`` may hold
+    ``model.jsonstream`` lazy lists and dicts, whose items are made one at a time."""
+    from git_hermit.model.jsonstream import json_chunks
+    out = sys.stdout
+    for chunk in json_chunks(data, indent=2 if out.isatty() else None, sort_keys=True, default=str):
+        out.write(chunk)
+    out.write("\n")
+    out.flush()
+
+
 def _complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Run names from the repository's step branches (one git process); nothing outside a repo."""
     try:
@@ -478,8 +489,12 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update, wait=wait,
                                     say=update.say)
     if as_json:
-        _echo_json({"scores": scores.to_dict(), "ledger": ev.ledger.to_dict(), "reused": ev.reused,
-                    "pass_at_1_ci": list(_ci(ev))})
+        # a row's ledger entry and score are made as they are written: memory flat in the rows
+        from git_hermit.model.jsonstream import LazyMap
+        data = scores.to_dict(tasks=False)
+        data["tasks"] = LazyMap(scores.tasks, scores.task_dict)
+        _echo_json_streamed({"scores": data, "ledger": ev.ledger.lazy_dict(), "reused": ev.reused,
+                             "pass_at_1_ci": list(_ci(ev))})
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
     interval = ev.pass_at_1_interval()
@@ -509,14 +524,14 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
         report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update, wait=wait,
                               say=update.say)
     cand, base, comp = report.candidate, report.baseline, report.comparison
-    if as_json:
-        _echo_json({
+    if as_json:     # the ledgers' entries made as they are written, as `rollout --json`'s
+        _echo_json_streamed({
             "split": split, "candidate": {"commit": cand.commit, "pass_at_1": cand.pass_at_1, "pass_at": cand.pass_at(),
                                           "pass_at_1_ci": list(_ci(cand)),
-                                          "ledger": cand.ledger.to_dict()},
+                                          "ledger": cand.ledger.lazy_dict()},
             "baseline": ({"commit": base.commit, "pass_at_1": base.pass_at_1, "pass_at": base.pass_at(),
                           "pass_at_1_ci": list(_ci(base)),
-                          "ledger": base.ledger.to_dict()} if base else None),
+                          "ledger": base.ledger.lazy_dict()} if base else None),
             "comparison": ({"delta_points": comp.delta * 100, "low": comp.low * 100, "high": comp.high * 100,
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
                             "flips_down": list(comp.flips_down)} if comp else None)})

@@ -6,17 +6,23 @@ the commit and fetch it into a per-machine cache repository, which these tests i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from cli_helpers import GIT_HERMIT, hermit
 from conftest import git
 from test_rollouts_e2e import ANSWER_IF_EVEN, make_project, result_files, scores_note
 
@@ -118,3 +124,169 @@ def test_worker_without_repository_or_bundle_is_a_setup_exception(repo, tmp_path
     result = execute_rollout(_bundle_job(repo, commit, tmp_path), None).result
     assert result["outcome"] == "exception" and result["exception_type"] == "WorkspaceSetupError"
     assert "no bundle" in result["error"]
+
+
+def test_a_worker_process_removes_dead_processes_scratch_at_its_first_rollout_only(repo, tmp_path, monkeypatch):
+    """A worker process (here this one, as a Dask worker runs rollouts) removes the scratch of
+    dead processes under its TMPDIR at its first rollout, and lists that directory no more: a
+    process that dies later is the next worker process's to clean."""
+    from git_hermit.rollouts.scratch import drop_slots
+    assert hermit(repo, "init").code == 0
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    handle = Repo.discover(repo)
+    try:
+        bundle = _bundle_bytes(handle, commit)
+    finally:
+        handle.close()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    root = tmp_path / f"git-hermit-{os.getuid()}"
+    dead = root / "4194305-1"           # above the kernel's largest pid: no such process, ever
+    (dead / "rollout-x" / "home").mkdir(parents=True)
+    try:
+        assert execute_rollout(_bundle_job(repo, commit, tmp_path), bundle).result["outcome"] == "pass"
+        assert not dead.exists()
+        later = root / "4194306-1"
+        later.mkdir()
+        assert execute_rollout(_bundle_job(repo, commit, tmp_path), bundle).result["outcome"] == "pass"
+        assert later.is_dir()
+    finally:
+        drop_slots()
+
+
+# Answers like ANSWER_IF_EVEN, slowly enough that a worker can be killed while agents run.
+SLOW_ANSWER = """
+import time
+time.sleep(0.5)
+print(task_id[1:] if int(task_id[1:]) % 2 == 0 else "no idea")
+"""
+
+
+def _start_time(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return stat[stat.rfind(b")") + 2:].split()[19].decode()
+
+
+def _worker_scratch(root: Path, besides: set[str]) -> Path | None:
+    """A worker process's scratch under ``root`` with a rollout directory in it (agents running)."""
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.name not in besides and any(p.name.startswith("rollout-") for p in entry.iterdir()):
+            return entry
+    return None
+
+
+@contextlib.contextmanager
+def _far_cluster(tmp_path: Path, workers: int, worker_tmp: Path):
+    """A `dask scheduler` on 127.0.0.1 and ``workers`` worker processes, each under a nanny (which
+    starts another when it dies), on "another machine": their TMPDIR is ``worker_tmp``, not the
+    driver's, so the driver's own clean-up never sees their scratch. Yields the address."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMIT_TEST")}
+    logs = open(tmp_path / "dask.log", "w")
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=logs)]
+    procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                   "--nworkers", str(workers), "--nthreads", "2", "--no-dashboard", "--name", "far"],
+                                  cwd=tmp_path, env={**env, "TMPDIR": str(worker_tmp)},
+                                  stdout=subprocess.DEVNULL, stderr=logs))
+    try:
+        _wait_for_workers(address, workers)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        logs.close()
+
+
+def _wait_for_workers(address: str, count: int) -> None:
+    from dask.distributed import Client
+    with Client(address, timeout=60) as client:
+        client.wait_for_workers(count, timeout=120)
+
+
+def _use_cluster(repo: Path, address: str) -> None:
+    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
+    cfg["executor"] = {"kind": "dask", "address": address}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def _kill_a_worker_mid_batch(repo: Path, root: Path, driver_env: dict, besides: set[str]) -> tuple[Path, str]:
+    """Start `git hermit rollout --json`, SIGKILL (as the OOM killer would) the first worker
+    process seen running rollouts (its scratch under ``root`` names its pid), let the batch end.
+    The killed process's scratch directory and the command's stderr."""
+    driver = subprocess.Popen([*GIT_HERMIT, "rollout", "--json"], cwd=repo, text=True, env=driver_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    killed = None
+    while killed is None and time.monotonic() < deadline and driver.poll() is None:
+        killed = _worker_scratch(root, besides)
+        time.sleep(0.05)
+    assert killed is not None, driver.communicate()[1] if driver.poll() is not None else "no rollout started"
+    os.kill(int(killed.name.split("-")[0]), signal.SIGKILL)
+    _, err = driver.communicate(timeout=180)
+    assert driver.returncode == 0, err
+    return killed, err
+
+
+def test_a_worker_removes_the_scratch_a_killed_worker_left_on_its_machine(repo, tmp_path):
+    """A Dask worker on a machine that shares no disk with the driver (its own TMPDIR) is
+    SIGKILLed mid-batch; the worker process its nanny starts in its place removes the dead one's
+    scratch (workspaces, homes) at its first rollout. A live process's scratch is kept."""
+    make_project(repo, SLOW_ANSWER, n_tasks=8, k=2)
+    driver_tmp, worker_tmp = tmp_path / "driver-tmp", tmp_path / "worker-tmp"
+    driver_tmp.mkdir()
+    worker_tmp.mkdir()
+    root = worker_tmp / f"git-hermit-{os.getuid()}"
+    live = root / f"{os.getpid()}-{_start_time(os.getpid())}"       # this test's process: alive
+    (live / "rollout-kept").mkdir(parents=True)
+    (live / "rollout-kept" / "file").write_text("a live run's")
+    driver_env = {**os.environ, "TMPDIR": str(driver_tmp)}
+    with _far_cluster(tmp_path, 2, worker_tmp) as address:
+        _use_cluster(repo, address)
+        # (this batch's outcomes are not the point)
+        killed, _ = _kill_a_worker_mid_batch(repo, root, driver_env, {live.name})
+        # the next batch, on the worker the nanny started in the killed one's place and the other
+        shutil.rmtree(repo / ".hermit" / "runs" / "ahe" / "evals")
+        _wait_for_workers(address, 2)
+        r = hermit(repo, "rollout", "--json", env={"TMPDIR": str(driver_tmp)}, timeout=180, subprocess=True)
+        assert r.code == 0, r.err
+        assert outcomes(scores_note(repo)) == {f"t{i}": ["pass", "pass"] if i % 2 == 0 else ["fail", "fail"]
+                                               for i in range(8)}
+        assert not killed.exists(), f"the killed worker's scratch is left: {sorted(killed.rglob('*'))[:5]}"
+        assert (live / "rollout-kept" / "file").read_text() == "a live run's"
+        left = {entry.name for entry in root.iterdir()}
+        assert len(left) >= 3, left         # the planted one, the surviving and the restarted worker's
+        for name in left:                   # each a live process's, untouched
+            pid, start = name.split("-")
+            assert Path(f"/proc/{pid}").exists() and _start_time(int(pid)) == start, name
+        assert not list(driver_tmp.glob(f"git-hermit-{os.getuid()}/*/rollout-*"))   # nothing ran there
+
+
+def test_a_batch_outlives_the_death_of_the_only_worker_holding_the_adapters_bundle(repo, tmp_path):
+    """One worker process, SIGKILLed mid-batch, takes the adapter's bundle (scattered to it) with
+    it. The rollouts it was running end as exceptions; the rest of the batch runs on the worker
+    its nanny starts, with the bundle shipped again. Before, every rollout submitted after the
+    loss was cancelled too: the whole batch was stored as exceptions."""
+    make_project(repo, SLOW_ANSWER, n_tasks=8, k=2)
+    worker_tmp = tmp_path / "worker-tmp"
+    worker_tmp.mkdir()
+    with _far_cluster(tmp_path, 1, worker_tmp) as address:
+        _use_cluster(repo, address)
+        _kill_a_worker_mid_batch(repo, worker_tmp / f"git-hermit-{os.getuid()}", dict(os.environ), set())
+    attempts = [a for score in scores_note(repo)["tasks"].values() for a in score["attempts"]]
+    assert len(attempts) == 16
+    lost = [a for a in attempts if a["outcome"] == "exception"]
+    # those in flight at the kill: 2 (its threads) measured; up to 4 while no worker is up (the
+    # driver then counts the configured concurrency)
+    assert len(lost) <= 4, f"{len(lost)} of 16 rollouts lost with one worker running 2 (threads: 2)"
+    assert {a["exception_type"] for a in lost} <= {"CancelledError", "KilledWorker"}, lost

@@ -276,12 +276,16 @@ class TaskScores(Mapping[str, TaskScore]):
 
     def to_dict(self) -> dict[str, Any]:
         """What ``{task: TaskScore.to_dict()}`` gives, straight from the note's data."""
-        return {task: {"outcome": data["outcome"],
-                       "attempts": [_attempt_dict(a["outcome"], a.get("reward"), a.get("exception_type"),
-                                                  a.get("tokens")) for a in data["attempts"]],
-                       **({"disagreed": [Disagreed.from_dict(d).to_dict() for d in data["disagreed"]]}
-                          if data.get("disagreed") else {})}
-                for task, data in self._entries().items()}
+        return {task: self.task_dict(task) for task in self._entries()}
+
+    def task_dict(self, task: str) -> dict[str, Any]:
+        """``to_dict()[task]``, made alone."""
+        data = self._entries()[task]
+        return {"outcome": data["outcome"],
+                "attempts": [_attempt_dict(a["outcome"], a.get("reward"), a.get("exception_type"),
+                                           a.get("tokens")) for a in data["attempts"]],
+                **({"disagreed": [Disagreed.from_dict(d).to_dict() for d in data["disagreed"]]}
+                   if data.get("disagreed") else {})}
 
 
 @dataclass(frozen=True)
@@ -346,6 +350,10 @@ class Scores:
         if self.partial:
             data["partial"] = dict(self.partial)
         return data
+
+    def task_dict(self, task: str) -> dict[str, Any]:
+        """``to_dict()["tasks"][task]``, made alone (``rollout --json`` writes one task at a time)."""
+        return self.tasks.task_dict(task) if isinstance(self.tasks, TaskScores) else self.tasks[task].to_dict()
 
     def rollouts(self) -> int:
         return sum(len(score.attempts) for score in self.tasks.values())

@@ -170,8 +170,12 @@ class DaskHandle:
     def ship(self, commit: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
         # a Future passed as a submit argument is resolved to the bundle's bytes on the worker
         client = self._connect()
-        if commit not in self._bundles:
-            self._bundles[commit] = client.scatter(_bundle_bytes(self._repo, commit), broadcast=True)
+        shipped = self._bundles.get(commit)
+        # lost: every worker holding it died (SIGKILL, OOM); a rollout naming it would be cancelled,
+        # so it is shipped again, under a new key (the lost one's name stays lost to the scheduler)
+        if shipped is None or shipped.status in ("lost", "cancelled", "error"):
+            self._bundles[commit] = client.scatter(_bundle_bytes(self._repo, commit), broadcast=True,
+                                                   hash=shipped is None)
         return {"repo_path": None, "agent_slots": self._agent_slots, "batch": self._batch}, (self._bundles[commit],)
 
     def pause(self, host: str, until: float) -> None:

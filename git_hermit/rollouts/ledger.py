@@ -8,12 +8,12 @@ unknown, never invented; a total that includes such usage is unknown too. Roles 
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping
 
 from git_hermit.errors import ConfigError
+from git_hermit.model.jsonstream import LazyList, json_chunks
 from git_hermit.model.rollout import RolloutResult, Usage
 
 _PER_TOKEN = 1e-6
@@ -180,19 +180,16 @@ class Ledger:
     def to_dict(self) -> dict[str, Any]:
         return {"v": 1, "entries": [entry.to_dict() for entry in self.entries]}
 
+    def lazy_dict(self) -> dict[str, Any]:
+        """``to_dict()`` with its entries made as they are written (``model.jsonstream``)."""
+        entries = self.entries
+        return {"v": 1, "entries": LazyList(lambda: (entry.to_dict() for entry in entries))}
+
     def json_chunks(self) -> Iterator[str]:
         """``json.dumps(self.to_dict(), indent=2) + "\\n"``, an entry at a time: a step's ledger
         has an entry per rollout, and their dicts all at once were the peak of a step's memory."""
-        entries = self.entries
-        if not entries:
-            yield json.dumps(self.to_dict(), indent=2) + "\n"
-            return
-        yield '{\n  "v": 1,\n  "entries": [\n'
-        last = len(entries) - 1
-        for index, entry in enumerate(entries):
-            # json.dumps escapes newlines inside strings: each one here is the layout's
-            yield "    " + json.dumps(entry.to_dict(), indent=2).replace("\n", "\n    ") + (",\n" if index < last else "\n")
-        yield "  ]\n}\n"
+        yield from json_chunks(self.lazy_dict(), indent=2)
+        yield "\n"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], prices: Mapping[str, Price] | None = None) -> "Ledger":

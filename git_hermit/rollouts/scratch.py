@@ -3,10 +3,12 @@
 Each git-hermit process keeps its scratch under ``$TMPDIR/git-hermit-<uid>/<pid>-<start>/``
 (mode 0700: copied login files are the owner's alone). A directory is removed when its work
 ends; one left by a killed process (its pid gone, or now another process's) is removed by
-``clean_stale`` at the next start — a live run's directory is never touched. Rollouts take
-their directory from a per-process pool (``rollout_slot``) and leave it for the next rollout,
-which resets it: on ext4 without a journal each file made costs a scan of every inode freed in
-the last minutes, so making and removing ~40 a rollout cost more than the rest of hermit.
+``clean_stale`` at the next start (a driver's command, or a Dask worker process's first rollout:
+on a machine that shares no disk with the driver nobody else would) — a live run's directory
+is never touched. Rollouts take their directory from a per-process pool (``rollout_slot``) and
+leave it for the next rollout, which resets it: on ext4 without a journal each file made costs
+a scan of every inode freed in the last minutes, so making and removing ~40 a rollout cost more
+than the rest of hermit.
 """
 
 from __future__ import annotations
@@ -180,9 +182,27 @@ def _drop_all_slots() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+_cleaned: set[tuple[int, Path]] = set()     # (process, scratch root) already cleaned
+
+
+def clean_stale_once() -> None:
+    """``clean_stale``, the first time this process asks (every rollout asks: a Dask worker
+    killed by SIGKILL or the OOM killer leaves its scratch on its own machine, which only the
+    next worker process there can see; listing the directory per rollout would cost too much)."""
+    key = (os.getpid(), scratch_root())
+    if key in _cleaned:
+        return
+    with _slots_lock:
+        if key in _cleaned:
+            return
+        _cleaned.add(key)
+    clean_stale()
+
+
 def clean_stale() -> list[Path]:
     """Remove the scratch of git-hermit processes that are gone; the paths removed."""
     root = scratch_root()
+    _cleaned.add((os.getpid(), root))
     if not root.is_dir():
         return []
     removed = []

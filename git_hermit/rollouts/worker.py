@@ -27,7 +27,7 @@ from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.process import in_batch
-from git_hermit.rollouts.scratch import rollout_slot
+from git_hermit.rollouts.scratch import clean_stale_once, rollout_slot
 from git_hermit.rollouts.tasks import Task
 
 if TYPE_CHECKING:
@@ -249,6 +249,7 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
 
 def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
     start = time.monotonic()
+    clean_stale_once()      # what a killed worker process left on this machine (once per process)
     setup_failed: list[bool] = []
     with rollout_slot("rollout-", lambda root: _release_slot(root, bool(setup_failed))) as root:
         out, home = _prepare_slot(root)
