@@ -48,12 +48,13 @@ def _woken(first_answer: str, second: str):
     return script
 
 
-def _run(repo: Path, first_answer: str, second: str, faults: list | None = None) -> tuple[dict, Path]:
+def _run(repo: Path, first_answer: str, second: str, faults: list | None = None,
+         after_tool_results: int = 2) -> tuple[dict, Path]:
     if find_host_cli("claude-code") is None:
         pytest.skip("the claude CLI is not installed (git hermit hosts install)")
     from git_hermit.hostkit.model_server import Fault
     # the rate-limit test's set-up: one task "Run the check, then answer." whose answer is 42
-    faults = [Fault(**f, after_tool_results=2) for f in faults or []]
+    faults = [Fault(**f, after_tool_results=after_tool_results) for f in faults or []]
     result, _, _ = _real_host_run(repo, "claude-code", _woken(first_answer, second), faults,
                                   {"timeout_s": 120, "env": {"CLAUDE_CODE_MAX_RETRIES": "1"}})
     [directory] = {p.parent for p in (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/rollouts/*/*/result.json")}
@@ -121,3 +122,24 @@ def test_real_claude_code_rate_limited_in_its_woken_query_is_run_again(repo):
     [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
     entries = json.loads(ledger.read_text())["entries"]
     assert len([e for e in entries if "~rate-limited-" in e["key"]]) == 1, entries
+
+
+def _ledger(repo: Path) -> list[dict]:
+    [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
+    return json.loads(ledger.read_text())["entries"]
+
+
+@pytest.mark.hosts
+@pytest.mark.parametrize("second, outcome", [("42", "pass"), ("", "fail")])
+def test_real_claude_code_woken_after_its_first_query_gave_up_on_a_429_is_scored_on_the_woken_query(
+        repo, second, outcome):
+    """The first query gives up on a 429 (an error result); the sub-agent's end wakes the
+    session, which goes on and ends (exit 0; both result lines printed at the end). That 429
+    is not how the session ended: it is scored on the woken query, and an empty answer there
+    is a fail, not a rate limit run again."""
+    result, stream = _run(repo, "unused", second, faults=[{"status": 429, "retry_after": 0}] * 2,
+                          after_tool_results=1)
+    # before the fix, the empty answer made the earlier 429 look like the end: run again
+    assert not [e for e in _ledger(repo) if "~rate-limited-" in e["key"]], _ledger(repo)
+    assert [r["is_error"] for r in _results(stream)] == [True, False]
+    assert (result["outcome"], result["final_answer"]) == (outcome, second or None), result
