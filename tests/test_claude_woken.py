@@ -87,6 +87,8 @@ def test_real_claude_code_woken_again_is_scored_on_its_last_result_and_keeps_bot
         f"query 2 ended (success, {last['num_turns']} turns, {last['duration_ms']} ms): '42' (the session's answer)"]
     summary = summarize(stream)
     assert summary.final_answer == "42" and not summary.errors and not summary.truncated
+    # each result's duration_ms is its query's alone; the rollout's is the process's, both queries
+    assert result["duration_s"] * 1000 >= first["duration_ms"] + last["duration_ms"]
 
 
 @pytest.mark.hosts

@@ -633,6 +633,10 @@ def test_claude_stream_woken_again_answers_with_its_last_result_and_keeps_both_q
     # the "woke again" step comes right before the second query's init, after WAITING
     messages = [s.message for s in steps]
     assert messages.index("WAITING") < messages.index(said[0]) < messages.index(said[1]) < messages.index("42")
+    atif = to_atif(path)               # the ATIF export keeps the second query's steps too
+    assert atif["final_metrics"]["total_steps"] == len(steps) == len(atif["steps"])
+    assert [s.get("message") for s in atif["steps"] if s.get("source") == "agent" and s.get("message")] \
+        == ["WAITING", "42"]
 
 
 def test_claude_stream_woken_again_that_ends_on_an_empty_answer_has_none_not_the_earlier_one():
