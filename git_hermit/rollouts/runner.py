@@ -32,6 +32,7 @@ RESULT_FILE = "result.json"
 # A row's attempts the model's rate limit ended and the driver re-queued, one JSON line each: what
 # they billed counts in the ledger (ledger.RETRIED keys), though no result of theirs is scored.
 RETRIED_FILE = "rate-limited.jsonl"
+WORKER_LOST_RERUNS = 2     # a row whose worker broke under it runs again this often, then is stored
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -269,11 +270,15 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
     A rollout the model's rate limit ended (``RateLimited``, an infrastructure error) is not
     stored (only what it billed: ``record_retried``): its host pauses for a jittered, growing backoff (no new rollout of that host starts
     meanwhile, whichever worker would run it) and the rollout goes back to the queue's head,
-    up to ``handle.rate_limit.retries`` times; then it is stored as the exception it is."""
+    up to ``handle.rate_limit.retries`` times; then it is stored as the exception it is.
+    A rollout whose worker broke under it (a lost Dask worker: ``KilledWorker``, ``CancelledError``)
+    is the executor's failure, not the task's: it goes back to the queue, up to
+    ``WORKER_LOST_RERUNS`` times, and only then is stored as that exception."""
     policy = handle.rate_limit
     paused_until: dict[str, float] = {}     # host -> monotonic time its backoff ends
     limited_in_row: dict[str, int] = {}     # host -> consecutive rate-limited rollouts
     reruns: dict[tuple[str, int], int] = {}
+    lost: dict[tuple[str, int], int] = {}   # row -> times its worker broke under it
     rng = random.Random()
 
     def can_start(job: RolloutJob) -> bool:
@@ -311,14 +316,19 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
             job = in_flight.pop(future)
             per_host[job.host] -= 1
             progress.running -= 1
+            key = (job.task.id, job.attempt)
             try:
                 output = future.result()
             except Exception as exc:   # the worker itself broke (e.g. a lost Dask worker)
+                if lost.get(key, 0) < WORKER_LOST_RERUNS:
+                    lost[key] = lost.get(key, 0) + 1
+                    queue.insert(0, job)      # run again on a worker still up (its nanny's new one)
+                    progress.changed()
+                    continue
                 output = RolloutOutput(RolloutResult(
                     task=job.task.id, attempt=job.attempt, outcome="exception",
                     exception_type=type(exc).__name__, error=f"{type(exc).__name__}: {exc}",
                     commit=job.commit, agent=_backend(job)).to_dict(), {})
-            key = (job.task.id, job.attempt)
             if output.result.get("exception_type") == RATE_LIMITED:
                 limited_in_row[job.host] = limited_in_row.get(job.host, 0) + 1
                 delay = policy.delay_s(limited_in_row[job.host], rng.random)
