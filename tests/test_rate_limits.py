@@ -421,3 +421,19 @@ def test_a_real_host_session_its_timeout_ended_bills_the_calls_it_made(repo, hos
     assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == billed[0], (result, billed)
     [entry] = entries
     assert (entry["usage"]["input_tokens"], entry["usage"]["output_tokens"]) == billed[0], entries
+
+
+def test_a_claude_session_woken_after_a_429_that_then_answers_nothing_is_no_rate_limit(tmp_path):
+    """Claude Code 2.1.317: the first query gave up on a 429 (an ``is_error`` result), a
+    background sub-agent's end woke the session and its second query finished (the CLI prints
+    both result lines at the end, exit 0). The session went on past that 429: if the woken
+    query answered nothing, that is the agent's failure, not a rate limit to run again."""
+    from git_hermit.rollouts.agents.hosts import rate_limit_report
+    recorded = Path(__file__).parent / "fixtures" / "trajectories" / "recorded" / "claude-2.1.317-woken-after-429-stream.jsonl"
+    events = [json.loads(line) for line in recorded.read_text().splitlines() if line.strip()]
+    assert [(e["is_error"], e["result"][:9]) for e in events if e["type"] == "result"] == [(True, "API Error"), (False, "42")]
+    events[-1] |= {"result": ""}
+    assert rate_limit_report(*_stream(tmp_path, events)) is None
+    # had the woken query given up on a 429 too, that is how the session ended
+    events[-1] |= {"is_error": True, "result": "API Error: Request rejected (429)"}
+    assert "429" in rate_limit_report(*_stream(tmp_path, events))

@@ -602,3 +602,90 @@ def test_detect_format_past_a_huge_first_line(tmp_path):
     path.write_text(json.dumps(meta) + "\n" + "".join(rollout[1:]))
     assert detect_format(path) == "codex-rollout"
     assert summarize(path).session_id == meta["payload"]["id"]
+
+
+def _recorded_lines(name: str) -> list[dict]:
+    return [json.loads(line) for line in (RECORDED / name).read_text().splitlines() if line.strip()]
+
+
+def _write(tmp_path: Path, records: list[dict]) -> Path:
+    path = tmp_path / "stream.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_claude_stream_woken_again_answers_with_its_last_result_and_keeps_both_queries():
+    """Claude Code 2.1.317, woken by a background sub-agent: two init … result queries; the
+    session's answer is the last result's, every step of both queries is there, and system
+    steps say where each query ended and which result is the answer."""
+    path = RECORDED / "claude-2.1.317-woken-stream.jsonl"
+    assert [r["result"] for r in _recorded_lines(path.name) if r["type"] == "result"] == ["WAITING", "42"]
+    summary = summarize(path)
+    assert summary.final_answer == "42" and not summary.errors and not summary.truncated
+    steps = list(iter_steps(path))
+    assert [c.name for s in steps for c in s.tool_calls] == ["Agent"]
+    assert [s.message for s in steps if s.source == "agent" and s.message] == ["WAITING", "42"]
+    said = [s.message for s in steps if s.source == "system" and s.message.startswith("query ")]
+    assert said == ["query 1 ended (success, 2 turns, 271 ms): 'WAITING' "
+                    "(not the session's answer: a later query's result is)",
+                    "query 2: the session woke again (e.g. a background task ended)",
+                    "query 2 ended (success, 1 turns, 30 ms): '42' (the session's answer)"]
+    # the "woke again" step comes right before the second query's init, after WAITING
+    messages = [s.message for s in steps]
+    assert messages.index("WAITING") < messages.index(said[0]) < messages.index(said[1]) < messages.index("42")
+    atif = to_atif(path)               # the ATIF export keeps the second query's steps too
+    assert atif["final_metrics"]["total_steps"] == len(steps) == len(atif["steps"])
+    assert [s.get("message") for s in atif["steps"] if s.get("source") == "agent" and s.get("message")] \
+        == ["WAITING", "42"]
+
+
+def test_claude_stream_woken_again_that_ends_on_an_empty_answer_has_none_not_the_earlier_one():
+    """The woken query answered nothing (2.1.317 nudged once, then ended on ``result: ""``):
+    the first query's WAITING is stale, never the session's answer; the nudge is the CLI's."""
+    path = RECORDED / "claude-2.1.317-woken-empty-stream.jsonl"
+    assert [r["result"] for r in _recorded_lines(path.name) if r["type"] == "result"] == ["WAITING", ""]
+    summary = summarize(path)
+    assert summary.final_answer is None
+    assert summary.user_turns == 0
+    nudge = [s for s in iter_steps(path) if "no visible output" in s.message]
+    assert [s.source for s in nudge] == ["system"]
+
+
+def test_claude_stream_whose_last_result_is_an_error_has_no_answer(tmp_path):
+    """2.1.317 on an API error: an assistant line carrying ``error`` with the CLI's message as
+    its text, then ``result`` with ``is_error: true`` (subtype still "success") and that text.
+    Neither is the agent's answer, and the first query's is stale."""
+    records = _recorded_lines("claude-2.1.317-woken-stream.jsonl")
+    text = "API Error: 500 scripted fault 500."
+    for record in records:
+        if record["type"] == "assistant" and record["message"]["content"][0].get("text") == "42":
+            record["error"] = "server_error"
+            record["message"]["content"][0]["text"] = text
+    records[-1] |= {"is_error": True, "result": text, "terminal_reason": "api_error"}
+    summary = summarize(_write(tmp_path, records))
+    assert summary.final_answer is None
+    assert summary.errors == ("server_error", f"api_error: {text}")
+
+
+def test_claude_stream_answer_is_its_result_line_and_a_cut_stream_keeps_the_last_text(tmp_path):
+    """A single query: an empty result ends on no answer, though the agent said something
+    before a tool call; a cut stream (no result line) keeps the last text said."""
+    records = [r for r in _recorded_lines("claude-2.1.317-woken-stream.jsonl")]
+    first_result = next(i for i, r in enumerate(records) if r["type"] == "result")
+    single = records[:first_result + 1]
+    single[-1] = {**single[-1], "result": ""}
+    assert summarize(_write(tmp_path, single)).final_answer is None
+    cut = records[:first_result]
+    summary = summarize(_write(tmp_path, cut))
+    assert summary.final_answer == "WAITING" and summary.truncated
+
+
+def test_claude_session_woken_again_that_ends_on_an_empty_answer_has_none():
+    """The session file of the same run: the woken query's last assistant text is empty, so
+    the stored session's answer is none too, not the first query's WAITING; the prompt is the
+    one human turn (the task notification and the nudge are injected)."""
+    path = RECORDED / "claude-2.1.317-woken-empty-session.jsonl"
+    summary = summarize(path)
+    assert summary.format == "claude-session"
+    assert summary.final_answer is None and summary.user_turns == 1
+    assert [s.message for s in iter_steps(path) if s.source == "agent" and s.message] == ["WAITING"]

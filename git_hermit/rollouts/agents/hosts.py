@@ -33,8 +33,10 @@ RATE_LIMITED = "RateLimited"    # the exception_type of a rollout the model's ra
 _RATE_LIMIT_TEXT = re.compile(r"\b(429|529)\b|too many requests|rate[ _-]?limit|overloaded", re.IGNORECASE)
 _RATE_LIMIT_STATUS = (429, 529)
 _TAIL_BYTES = 16_384
+# events after which an earlier error is not how the session ended; a Claude Code session woken
+# again prints each query's `result` at the end, so a later success outranks an earlier 429
 _PROGRESS = ("assistant", "user", "item.started", "item.completed", "turn.completed",
-             "tool_execution_start", "tool_execution_end")
+             "tool_execution_start", "tool_execution_end", "result")
 
 
 def _resolve_bin(cfg: Mapping[str, Any], host: Host) -> Path | None:

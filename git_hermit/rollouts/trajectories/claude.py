@@ -5,8 +5,10 @@ Claude splits one model call into several lines (one per content block) that rep
 usage, so usage is counted once per message id and the lines form one step (their tool results,
 which may arrive between them, matched by ``tool_use_id``); a stream's last ``result`` line
 holds the total: its ``modelUsage`` (every call of the session, sub-agents' too), else its
-``usage`` (the main agent's calls of that query only). A sub-agent's own transcript (every
-record ``isSidechain``) is read as its conversation.
+``usage`` (the main agent's calls of that query only). A session a background sub-agent woke
+again prints one ``init`` … ``result`` per query: the last ``result`` is the session's answer
+(empty or an error: none). A sub-agent's own transcript (every record ``isSidechain``) is read
+as its conversation.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
     abandoned = iter(state.abandoned)
     skip = next(abandoned, None)
     announced: tuple[int, int] | None = None
+    # the result lines read so far (a session woken again prints one per query; 2.1.317 may
+    # print them together at the end) and how many `init`s began a query
+    results: list[dict[str, Any]] = []
+    queries = announced_results = 0
     for record in records:
         # a rewound branch: its tokens were spent (usage below), its turns are not the
         # conversation; one system step says where it was
@@ -158,11 +164,28 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
         elif kind == "user":
             _user(message, record, timestamp, asm)
         elif kind == "system":
+            if record.get("subtype") == "init":
+                queries += 1
+                if queries > 1:      # a background task's end woke the session: a new query
+                    asm.close()
+                    if announced_results < len(results):      # the query before it ended here
+                        announced_results = len(results)
+                        asm.system(_query_ended(len(results), results[-1], last=False), timestamp)
+                    asm.system(f"query {queries}: the session woke again (e.g. a background task ended)",
+                               timestamp)
             _system(record, timestamp, asm, state, session_file=session_file)
         elif kind == "result":
             state.open_turn = False
-            if isinstance(record.get("result"), str) and record["result"]:
-                state.final_answer = record["result"]
+            if announced_results < len(results):   # an earlier query's: the session went on
+                announced_results = len(results)
+                asm.close()
+                asm.system(_query_ended(len(results), results[-1], last=False), timestamp)
+            results.append(record)
+            # the last result line is the session's answer, even an empty one (a session woken
+            # again ends on a second one); an error result's text is the CLI's message, no answer
+            text = record.get("result")
+            failed = bool(record.get("is_error")) or record.get("subtype") not in (None, "success")
+            state.final_answer = text if isinstance(text, str) and text and not failed else None
             # Claude Code 2.1's result.usage counts only the main agent's calls of this query;
             # modelUsage counts the session's every call so far (sub-agents, earlier queries)
             whole = claude_model_usage(record.get("modelUsage"), record.get("total_cost_usd"))
@@ -170,18 +193,38 @@ def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session
                 result_usage = whole
             elif record.get("usage") is not None:
                 result_usage = claude_usage(record["usage"], record.get("total_cost_usd"))
-            if record.get("is_error") or record.get("subtype") not in (None, "success"):
+            if failed:
                 detail = record.get("result") or "; ".join(map(str, record.get("errors") or []))
-                state.add_error(f"{record.get('subtype', 'error')}: {detail}".rstrip(": "))
+                state.add_error(f"{_outcome(record)}: {detail}".rstrip(": "))
         elif kind not in (None, "assistant", "user", "system", "result"):
             unknown[kind] = unknown.get(kind, 0) + 1
         yield from asm.drain()
     asm.close()
+    if len(results) > 1:             # several queries: say which result is the session's answer
+        asm.system(_query_ended(len(results), results[-1], last=True), results[-1].get("timestamp"))
     yield from asm.drain()
     for kind, count in unknown.items():
         state.add_warning(f"{count} record(s) of unknown type {kind!r} skipped")
     state.usage = result_usage if result_usage is not None else per_message.total
     state.usage_known = result_usage is not None or bool(per_message.recent) or per_message.closed != Usage()
+
+
+def _outcome(result: dict[str, Any]) -> str:
+    """A result line's outcome: its subtype, or for an error the CLI still labels ``success``
+    (2.1.317 on an API error: ``is_error`` true, ``terminal_reason: api_error``) that reason."""
+    subtype = result.get("subtype") or "error"
+    if result.get("is_error") and subtype == "success":
+        return str(result.get("terminal_reason") or "error")
+    return str(subtype)
+
+
+def _query_ended(number: int, result: dict[str, Any], *, last: bool) -> str:
+    """A system step's text for one query's ``result`` line of a session woken again."""
+    answered = result.get("result") and not result.get("is_error") and result.get("subtype") in (None, "success")
+    said = ("not the session's answer: a later query's result is" if not last
+            else "the session's answer" if answered else "the session's last result: no answer")
+    return (f"query {number} ended ({_outcome(result)}, {result.get('num_turns')} turns, "
+            f"{result.get('duration_ms')} ms): {result.get('result')!r} ({said})")
 
 
 def abandoned_branches(path: Path) -> list[tuple[int, int]]:
@@ -237,6 +280,7 @@ def _assistant(message: dict[str, Any], record: dict[str, Any], timestamp: str |
                asm: StepAssembler, state: ReadState) -> None:
     content = message.get("content")
     group = message.get("id")          # one model message = one step, however many records
+    api_error = bool(record.get("error") or record.get("isApiErrorMessage"))
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
     for block in blocks:
         if not isinstance(block, dict):
@@ -247,12 +291,12 @@ def _assistant(message: dict[str, Any], record: dict[str, Any], timestamp: str |
         elif block_type == "text":
             text = str(block.get("text") or "")
             asm.message(text, timestamp, group=group)
-            if text:
-                state.final_answer = text
+            if not api_error:   # the CLI's own error text is no answer; an empty text ends on none
+                state.final_answer = text or None
         elif block_type in ("tool_use", "server_tool_use"):
             asm.call(str(block.get("id")), str(block.get("name")), block.get("input"), timestamp,
                      group=group)
-    if record.get("error") or record.get("isApiErrorMessage"):
+    if api_error:
         error = str(record.get("error") or content_text(content) or "API error")
         state.add_error(error)
         asm.agent_error(error)
@@ -290,7 +334,8 @@ def _user_text(text: str, record: dict[str, Any], timestamp: str | None, asm: St
     """A user record's text: the human's turn, or context the harness injected (a meta record,
     a sub-agent's task notification, a system reminder), marked as such."""
     stripped = text.lstrip()
-    if record.get("isMeta") or stripped.startswith(_INJECTED_PREFIXES):
+    # isSynthetic: the stream's copy of a CLI nudge ("[Your previous response had no visible output…")
+    if record.get("isMeta") or record.get("isSynthetic") or stripped.startswith(_INJECTED_PREFIXES):
         asm.system("injected context: " + text, timestamp)
     else:
         asm.user(text, timestamp)
