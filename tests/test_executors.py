@@ -167,9 +167,17 @@ def _start_time(pid: int) -> str:
     return stat[stat.rfind(b")") + 2:].split()[19].decode()
 
 
+def _process_dirs(root: Path) -> list[Path]:
+    """The processes' scratch directories under ``root``: ``pid-ns-<ns>/<pid>-<start>``, and
+    ``<pid>-<start>`` (an older git-hermit's)."""
+    if not root.is_dir():
+        return []
+    return [entry for entry in [*root.iterdir(), *root.glob("pid-ns-*/*")] if not entry.name.startswith("pid-ns-")]
+
+
 def _worker_scratch(root: Path, besides: set[str]) -> Path | None:
     """A worker process's scratch under ``root`` with a rollout directory in it (agents running)."""
-    for entry in root.iterdir() if root.is_dir() else ():
+    for entry in _process_dirs(root):
         if entry.name not in besides and any(p.name.startswith("rollout-") for p in entry.iterdir()):
             return entry
     return None
@@ -264,12 +272,13 @@ def test_a_worker_removes_the_scratch_a_killed_worker_left_on_its_machine(repo, 
                                                for i in range(8)}
         assert not killed.exists(), f"the killed worker's scratch is left: {sorted(killed.rglob('*'))[:5]}"
         assert (live / "rollout-kept" / "file").read_text() == "a live run's"
-        left = {entry.name for entry in root.iterdir()}
+        left = {entry.name for entry in _process_dirs(root)}
         assert len(left) >= 3, left         # the planted one, the surviving and the restarted worker's
         for name in left:                   # each a live process's, untouched
             pid, start = name.split("-")
             assert Path(f"/proc/{pid}").exists() and _start_time(int(pid)) == start, name
-        assert not list(driver_tmp.glob(f"git-hermit-{os.getuid()}/*/rollout-*"))   # nothing ran there
+        assert not [d for d in _process_dirs(driver_tmp / f"git-hermit-{os.getuid()}")
+                    if list(d.glob("rollout-*"))]                               # nothing ran there
 
 
 def test_a_batch_outlives_the_death_of_the_only_worker_holding_the_adapters_bundle(repo, tmp_path):

@@ -122,7 +122,7 @@ def test_kill_9_during_rollouts_ends_every_agent_and_the_rerun_resumes(repo, who
     marker = str(control)
     wait_for(lambda: (control / "running-t1").exists() and (control / "running-t2").exists()
              and len(_ours(marker)) >= 4, "both agents and their escaped grandchildren", proc)
-    scratch_dirs = list(scratch_root().glob(f"{proc.pid}-*/rollout-*"))
+    scratch_dirs = list(scratch_root().glob(f"pid-ns-*/{proc.pid}-*/rollout-*"))
     assert scratch_dirs
     killed_at = _kill(proc, whole_group)
     _gone_within(marker, killed_at)
@@ -150,7 +150,7 @@ def test_kill_9_of_the_main_pid_during_a_learner_session_ends_it(repo):
     marker = str(control)
     wait_for(lambda: (control / "running-learner").exists() and len(_ours(marker)) >= 2,
              "the learner session and its escaped child", proc)
-    home_files = [p for p in scratch_root().glob(f"{proc.pid}-*/*/home")]
+    home_files = [p for p in scratch_root().glob(f"pid-ns-*/{proc.pid}-*/*/home")]
     assert home_files and all(oct(p.parent.parent.stat().st_mode & 0o777) == "0o700" for p in home_files)
     killed_at = _kill(proc, whole_group=False)
     _gone_within(marker, killed_at)

@@ -1,14 +1,16 @@
 """Scratch directories for rollouts and learner sessions (workspaces, private homes, logins).
 
-Each git-hermit process keeps its scratch under ``$TMPDIR/git-hermit-<uid>/<pid>-<start>/``
-(mode 0700: copied login files are the owner's alone). A directory is removed when its work
-ends; one left by a killed process (its pid gone, or now another process's) is removed by
-``clean_stale`` at the next start (a driver's command, or a Dask worker process's first rollout:
-on a machine that shares no disk with the driver nobody else would) — a live run's directory
-is never touched. Rollouts take their directory from a per-process pool (``rollout_slot``) and
-leave it for the next rollout, which resets it: on ext4 without a journal each file made costs
-a scan of every inode freed in the last minutes, so making and removing ~40 a rollout cost more
-than the rest of hermit.
+Each git-hermit process keeps its scratch under
+``$TMPDIR/git-hermit-<uid>/pid-ns-<ns>/<pid>-<start>/`` (mode 0700: copied login files are the
+owner's alone; ``<ns>`` names the PID namespace its pid means something in). A directory is
+removed when its work ends; one left by a killed process of this namespace (its pid gone, or now
+another process's) is removed by ``clean_stale`` at the next start (a driver's command, or a Dask
+worker process's first rollout: on a machine that shares no disk with the driver nobody else
+would); another namespace's (a container sharing the host's /tmp) only once nothing in it has
+changed for a day — a live run's directory is never touched. Rollouts take their directory from a
+per-process pool (``rollout_slot``) and leave it for the next rollout, which resets it: on ext4
+without a journal each file made costs a scan of every inode freed in the last minutes, so
+making and removing ~40 a rollout cost more than the rest of hermit.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -38,23 +41,62 @@ def _start_time(pid: int) -> str | None:
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileNotFoundError:       # its namespace's directory was removed meanwhile (left empty)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.stat().st_uid != os.getuid():
         raise PermissionError(f"{path} belongs to another user")
     path.chmod(0o700)
     return path
 
 
+def _namespace() -> str | None:
+    """This process's PID namespace (the inode of its ``/proc/self/ns/pid``): pids and start
+    times in names are only comparable within one; None without /proc."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return None
+
+
+def _self_name() -> str:
+    """``<pid>-<start>`` as this machine's /proc shows this process (under ``bwrap --unshare-pid``
+    without its own /proc, ``os.getpid()`` is the inner pid, /proc the outer namespace's: the name
+    must be what ``clean_stale`` reads back from /proc)."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return f"{os.getpid()}-0"
+    return f"{int(stat.split()[0])}-{stat[stat.rfind(b')') + 2:].split()[19].decode()}"
+
+
+NAMESPACE_PREFIX = "pid-ns-"    # old git-hermits skip a name that does not start with digits
+FOREIGN_STALE_AFTER = 24 * 3600     # another namespace's scratch untouched this long is a dead one's
+TOUCH_EVERY = 3600          # a process in use touches its directory (another namespace's clean-up
+                            # sees nothing else of it), and makes it again if it was removed
+
 _made: dict[tuple[int, Path], Path] = {}
+_touched = 0.0              # time.monotonic() of the last touch
 
 
 def process_dir() -> Path:
     """This process's scratch directory (created and checked on first use: every rollout asks,
     and the check is ~10 system calls on a directory all of this user's runs share)."""
+    global _touched
     pid, root = os.getpid(), scratch_root()
     made = _made.get((pid, root))
     if made is None:
-        made = _made[(pid, root)] = _private_dir(root / f"{pid}-{_start_time(pid) or 0}")
+        namespace = root / f"{NAMESPACE_PREFIX}{_namespace() or 0}"
+        made = _made[(pid, root)] = _private_dir(namespace / _self_name())
+        _touched = time.monotonic()
+    elif time.monotonic() - _touched > TOUCH_EVERY:
+        _touched = time.monotonic()
+        try:
+            os.utime(made)
+        except FileNotFoundError:   # idle for a day: another namespace took it for a dead one's
+            _private_dir(made)
     return made
 
 
@@ -99,6 +141,7 @@ def rollout_slot(prefix: str, release: Callable[[Path], None]) -> Iterator[Path]
     """A private directory for one rollout, possibly a previous rollout's (the caller resets
     what it needs). ``release`` empties what must not outlive the rollout (copied logins) before
     the directory goes back to the pool; a rollout that raised has its directory removed."""
+    process_dir()           # (a reused directory: to touch this process's once in a while)
     with _slots_lock:
         free, every = _slot_state()
         path = free.pop() if free else None
@@ -200,18 +243,56 @@ def clean_stale_once() -> None:
 
 
 def clean_stale() -> list[Path]:
-    """Remove the scratch of git-hermit processes that are gone; the paths removed."""
+    """Remove the scratch of git-hermit processes that are gone; the paths removed. In this
+    process's PID namespace a directory's process is looked up; another namespace's pids mean
+    nothing here (a container sharing /tmp, a worker under ``bwrap --unshare-pid``), so its
+    directories go only when nothing in them has changed for ``FOREIGN_STALE_AFTER``."""
     root = scratch_root()
     _cleaned.add((os.getpid(), root))
     if not root.is_dir():
         return []
+    namespace = _namespace()
+    own = f"{NAMESPACE_PREFIX}{namespace}" if namespace is not None else None
     removed = []
     for entry in root.iterdir():
-        pid, _, start = entry.name.partition("-")
-        if not pid.isdigit():
-            continue
-        if _start_time(int(pid)) == start:
-            continue        # its process is alive
-        shutil.rmtree(entry, ignore_errors=True)
-        removed.append(entry)
+        if entry.name.startswith(NAMESPACE_PREFIX):
+            if entry.name == own:
+                removed += [path for path in _entries(entry) if _gone(path.name) and _remove(path)]
+            else:
+                removed += [path for path in _entries(entry) if _untouched(path) and _remove(path)]
+                if _untouched(entry):
+                    with contextlib.suppress(OSError):
+                        entry.rmdir()       # only when empty: nobody of that namespace made one since
+        elif _gone(entry.name):             # ``<pid>-<start>``: an older git-hermit's, today's rule
+            _remove(entry)
+            removed.append(entry)
     return removed
+
+
+def _entries(directory: Path) -> list[Path]:
+    try:
+        return list(directory.iterdir())
+    except OSError:
+        return []
+
+
+def _gone(name: str) -> bool:
+    """``<pid>-<start>`` names a process of this namespace that is no more."""
+    pid, _, start = name.partition("-")
+    return pid.isdigit() and _start_time(int(pid)) != start
+
+
+def _untouched(path: Path) -> bool:
+    """Nothing made, removed or touched in ``path`` or its entries for ``FOREIGN_STALE_AFTER``."""
+    limit = time.time() - FOREIGN_STALE_AFTER
+    try:
+        if path.lstat().st_mtime > limit:
+            return False
+        return all(entry.lstat().st_mtime <= limit for entry in path.iterdir())
+    except OSError:
+        return False
+
+
+def _remove(path: Path) -> bool:
+    shutil.rmtree(path, ignore_errors=True)
+    return True
