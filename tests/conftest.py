@@ -81,3 +81,15 @@ def demo_made(tmp_path_factory):
 def demo_run(demo_made) -> Path:
     """The session's demo repository (see demo_made)."""
     return demo_made[0]
+
+
+def stop_processes(procs: list) -> None:
+    """Terminate the processes a test started, newest first; kill any that outlive 20 s."""
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from cli_helpers import GIT_HERMIT, hermit
+from conftest import stop_processes
 from test_rollouts_e2e import make_project, result_files, scores_note
 
 pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
@@ -105,14 +106,7 @@ def isolated_cluster(tmp_path, repo):
             assert all(flags == [False, False] for flags in seen.values()), seen
         yield address
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(procs)
 
 
 def _project(repo: Path, marker: str = "run") -> None:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from cli_helpers import GIT_HERMIT, hermit
-from conftest import git
+from conftest import git, stop_processes
 from test_rollouts_e2e import ANSWER_IF_EVEN, make_project, result_files, scores_note
 
 from git_hermit.gitio import Repo
@@ -72,6 +72,12 @@ def test_dask_local_cluster_scores_like_local_threads_and_ships_a_bundle(repo, t
     assert "hermit-bundle" not in git(repo, "for-each-ref")
 
 
+def _bundle_of(repo: Path, commit: str) -> bytes:
+    """The git bundle a Dask driver ships for ``commit``."""
+    with Repo.discover(repo) as handle:
+        return _bundle_bytes(handle, commit)
+
+
 def _bundle_job(repo: Path, commit: str, tmp_path: Path) -> RolloutJob:
     agent = tmp_path / "agent.py"
     agent.write_text("import pathlib, sys\n"
@@ -100,11 +106,7 @@ def _warm_up(_: int) -> None:
 def test_worker_processes_sharing_a_cache_fetch_one_bundle_safely(repo, tmp_path):
     assert hermit(repo, "init").code == 0
     commit = git(repo, "rev-parse", "HEAD").strip()
-    handle = Repo.discover(repo)
-    try:
-        bundle = _bundle_bytes(handle, commit)
-    finally:
-        handle.close()
+    bundle = _bundle_of(repo, commit)
     job = _bundle_job(repo, commit, tmp_path)
     shared_tmp = tmp_path / "worker-tmp"
     shared_tmp.mkdir()
@@ -133,11 +135,7 @@ def test_a_worker_process_removes_dead_processes_scratch_at_its_first_rollout_on
     from git_hermit.rollouts.scratch import drop_slots
     assert hermit(repo, "init").code == 0
     commit = git(repo, "rev-parse", "HEAD").strip()
-    handle = Repo.discover(repo)
-    try:
-        bundle = _bundle_bytes(handle, commit)
-    finally:
-        handle.close()
+    bundle = _bundle_of(repo, commit)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
     root = tmp_path / f"git-hermit-{os.getuid()}"
@@ -205,14 +203,7 @@ def _far_cluster(tmp_path: Path, workers: int, worker_tmp: Path):
         _wait_for_workers(address, workers)
         yield address
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(procs)
         logs.close()
 
 

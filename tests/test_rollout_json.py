@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from cli_helpers import GIT_HERMIT, hermit
-from conftest import git
+from test_rollout_reuse import rows_of_k
 from test_rollouts_e2e import make_project, scores_note
 
 from git_hermit.model.jsonstream import LazyList, LazyMap, json_chunks
@@ -46,12 +45,7 @@ sys.stderr.write("\\nprinting %d\\n" % (tracemalloc.get_traced_memory()[1] - hel
 
 def _printing_json_rollout(repo: Path, k: int) -> int:
     """The bytes printing `git hermit rollout --json` on 8 tasks x ``k`` rows takes at its peak."""
-    rows = [f"t{i}#{a}" for i in range(8) for a in range(1, k + 1)]
-    (repo / "rows" / "train.txt").write_text("\n".join(rows) + "\n")
-    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["evolver"]["params"]["k"] = k
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    git(repo, "commit", "-q", "--allow-empty", "-am", f"k={k}")
+    rows_of_k(repo, k)
     first = hermit(repo, "rollout", "--json")       # the rows not run yet run (on the run's tip)
     assert first.code == 0, first.err
     taken = []

@@ -128,14 +128,19 @@ def test_a_step_makes_no_new_file_in_a_rollouts_scratch_once_its_directories_exi
     assert os.path.isdir(repo)
 
 
-def _traced_peak_of_rollout(repo: Path, k: int) -> int:
-    """tracemalloc's peak, in bytes, over `git hermit rollout` on 8 tasks x ``k`` (in process)."""
+def rows_of_k(repo: Path, k: int) -> None:
+    """8 tasks x ``k`` rows in the training split, k in the config, committed (a new commit)."""
     rows = [f"t{i}#{a}" for i in range(8) for a in range(1, k + 1)]
     (repo / "rows" / "train.txt").write_text("\n".join(rows) + "\n")
     cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
     cfg["evolver"]["params"]["k"] = k
     (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    git(repo, "commit", "-q", "--allow-empty", "-am", f"k={k}")     # a new commit: every rollout runs
+    git(repo, "commit", "-q", "--allow-empty", "-am", f"k={k}")
+
+
+def _traced_peak_of_rollout(repo: Path, k: int) -> int:
+    """tracemalloc's peak, in bytes, over `git hermit rollout` on 8 tasks x ``k`` (in process)."""
+    rows_of_k(repo, k)      # a new commit: every rollout runs
     gc.collect()
     tracemalloc.start()
     try:
