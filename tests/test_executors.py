@@ -28,6 +28,7 @@ from test_rollouts_e2e import ANSWER_IF_EVEN, make_project, result_files, scores
 
 from git_hermit.gitio import Repo
 from git_hermit.rollouts.executors import _bundle_bytes
+from git_hermit.rollouts.scratch import PARKED
 from git_hermit.rollouts.tasks import Task
 from git_hermit.rollouts.worker import RolloutJob, execute_rollout
 
@@ -167,10 +168,11 @@ def _start_time(pid: int) -> str:
 
 def _process_dirs(root: Path) -> list[Path]:
     """The processes' scratch directories under ``root``: ``pid-ns-<ns>/<pid>-<start>``, and
-    ``<pid>-<start>`` (an older git-hermit's)."""
+    ``<pid>-<start>`` (an older git-hermit's); not the parked rollout directories."""
     if not root.is_dir():
         return []
-    return [entry for entry in [*root.iterdir(), *root.glob("pid-ns-*/*")] if not entry.name.startswith("pid-ns-")]
+    return [entry for entry in [*root.iterdir(), *root.glob("pid-ns-*/*")]
+            if not entry.name.startswith("pid-ns-") and entry.name != PARKED]
 
 
 def _worker_scratch(root: Path, besides: set[str]) -> Path | None:

@@ -240,19 +240,27 @@ def test_a_command_running_two_batches_makes_its_rollout_directories_once(repo):
 
 def test_the_steps_of_a_train_reuse_the_first_steps_rollout_directories(repo, monkeypatch):
     """Each step's batch of rollouts made its directories again (~40 inodes each); within one
-    `train` they are made for the first batch only (counted in process: run_cli)."""
+    `train` they are made (or taken from the parked ones) for the first batch only (counted in
+    process: run_cli)."""
     from cli_helpers import run_cli
     from git_hermit.rollouts import scratch
     from step_support import change, env_for, make_run, memory_lines, plan
-    made: list[str] = []
-    real = scratch.scratch_dir
+    made: list[str] = []       # made, or taken from those an earlier command parked
+    real, take = scratch.scratch_dir, scratch._take_parked
 
     def counting(prefix: str) -> Path:
         path = real(prefix)
         if prefix == "rollout-":
             made.append(str(path))
         return path
+
+    def taking() -> Path | None:
+        path = take()
+        if path is not None:
+            made.append(str(path))
+        return path
     monkeypatch.setattr(scratch, "scratch_dir", counting)
+    monkeypatch.setattr(scratch, "_take_parked", taking)
     answers = {"t1": "4", "t2": "7"}
     control = make_run(repo, answers, k=2, allow_early_stop=False, concurrency=1)
     plan(control, 1, append={"MEMORY.md": memory_lines(answers)}, changes=[change("chg-1", ["MEMORY.md"])])
@@ -261,3 +269,79 @@ def test_the_steps_of_a_train_reuse_the_first_steps_rollout_directories(repo, mo
     assert len(list((repo / ".hermit" / "runs").glob("*/evals/*/rollouts/*/*/result.json"))) >= 8   # two batches
     assert 0 < len(made) <= PREPARE_AHEAD * 1, made
     assert not any(Path(path).exists() for path in made)
+
+
+LEFTOVERS = '''
+(pathlib.Path(workspace) / "left-by-the-agent.txt").write_text("work of " + task_id)
+(pathlib.Path(os.environ["HOME"]) / ".login-copy").write_text("token")
+print(task_id[1:])
+'''
+
+
+def test_a_later_command_takes_the_rollout_directories_an_earlier_one_parked_tidied(repo, tmp_path):
+    """A command's rollout directories outlive it, parked: the next command (a fresh process)
+    runs its rollouts in them (the same inodes) instead of making ~40 files each while scanning
+    the ~40 each just freed. Parked, a directory holds nothing of its last task or agent: the
+    workspace is the adapter's deployment alone, home is empty, out's files are empty."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}        # this test's own pool: other tests park directories too
+    log = make_project(repo, SNAPSHOT + LEFTOVERS, n_tasks=4, k=1, trainer={"concurrency": 1})
+    r = hermit(repo, "rollout", env=env, subprocess=True)
+    assert r.code == 0, r.err
+    parked = tmp / f"git-hermit-{os.getuid()}" / "parked"
+    slots = sorted(parked.iterdir())
+    assert 0 < len(slots) <= PREPARE_AHEAD * 1
+    for slot in slots:
+        workspace = slot / "workspace"
+        assert (workspace / "AGENTS.md").is_file() and (workspace / ".hermit-deploy.json").is_file()
+        assert not (workspace / "task.md").exists() and not (workspace / "left-by-the-agent.txt").exists()
+        assert list((slot / "home").iterdir()) == []
+        assert all(f.stat().st_size == 0 for f in (slot / "out").iterdir())
+        assert oct(slot.stat().st_mode & 0o777) == "0o700"
+    first = _snapshots(log)
+    git(repo, "commit", "-q", "--allow-empty", "-m", "again")     # every rollout runs again, of HEAD
+    r = hermit(repo, "rollout", "HEAD", env=env, subprocess=True)
+    assert r.code == 0, r.err
+    second = _snapshots(log)[len(first):]
+    assert len(first) == len(second) == 4
+    workspaces = {s["seen"]["workspace"][3] for s in first}
+    assert {s["seen"]["workspace"][3] for s in second} <= workspaces     # the parked ones, reused
+    for snap in second:            # and reset: nothing of the last rollout, as in a fresh one
+        assert "workspace/left-by-the-agent.txt" not in snap["seen"] and "home/.login-copy" not in snap["seen"]
+
+
+def _take_all(tmpdir: str) -> list[str]:
+    os.environ["TMPDIR"] = tmpdir
+    from git_hermit.rollouts import scratch
+    taken = []
+    while (path := scratch._take_parked()) is not None:
+        taken.append(path.name)
+    return taken
+
+
+def test_two_processes_never_take_the_same_parked_directory(tmp_path):
+    import multiprocessing
+    parked = tmp_path / f"git-hermit-{os.getuid()}" / "parked"
+    for i in range(40):
+        (parked / f"rollout-{i:02d}" / "workspace").mkdir(parents=True)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        taken = pool.map(_take_all, [str(tmp_path)] * 2)
+    assert sorted(taken[0] + taken[1]) == [f"rollout-{i:02d}" for i in range(40)]
+    assert not set(taken[0]) & set(taken[1])
+
+
+def test_parked_directories_unused_for_a_day_are_removed(tmp_path, monkeypatch):
+    import tempfile
+    import time
+    from git_hermit.rollouts import scratch
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    parked = tmp_path / f"git-hermit-{os.getuid()}" / "parked"
+    old, recent = parked / "rollout-old", parked / "rollout-recent"
+    for path in (old, recent):
+        (path / "workspace").mkdir(parents=True)
+    day_ago = time.time() - scratch.PARKED_MAX_AGE_S - 60
+    os.utime(old, (day_ago, day_ago))
+    assert old in scratch.clean_stale()
+    assert not old.exists() and recent.is_dir()

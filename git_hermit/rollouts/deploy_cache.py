@@ -254,6 +254,17 @@ def deploy_reset(adapter: Path, dest: Path, host: str, *, commit: str,
     return deploy_fresh(adapter, dest, host, commit=commit)
 
 
+def reset_to_plan(adapter: Path, dest: Path, host: str, *, commit: str) -> None:
+    """Reset the used workspace ``dest`` to the deployment of (commit, adapter, host) alone:
+    whatever a task or an agent left there goes. OSError when this process holds no such plan
+    (the caller removes the workspace instead)."""
+    dest = Path(dest).resolve()
+    plan = _plans.get(_plan_key(commit, adapter, host))
+    if plan is None or not _PLAIN_PATH.fullmatch(str(dest)):
+        raise OSError(f"{dest}: no deploy plan to reset it to")
+    plan.reset(dest)
+
+
 def forget() -> None:
     """Drop every cached plan (tests; a long-lived worker after its steps)."""
     with _lock:

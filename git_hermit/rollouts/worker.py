@@ -24,7 +24,7 @@ from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
-from git_hermit.rollouts.deploy_cache import deploy_reset
+from git_hermit.rollouts.deploy_cache import deploy_reset, reset_to_plan
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.process import in_batch
 from git_hermit.rollouts.scratch import clean_stale_once, rollout_slot
@@ -247,16 +247,28 @@ def execute_rollout(job: RolloutJob, bundle: bytes | None = None) -> RolloutOutp
         return _execute_rollout(job, bundle)
 
 
+def _tidy_slot(root: Path, job: RolloutJob, deployed: list[Path]) -> None:
+    """Fit a released slot to be parked for a later batch: its workspace holds the adapter's
+    deployment alone (``out`` and ``home`` were emptied at release). ``deployed``: the adapter
+    copy the workspace was deployed from, if it was."""
+    if not deployed:
+        raise OSError(f"{root}: no workspace was deployed there")
+    reset_to_plan(deployed[0], root / "workspace", job.host, commit=job.commit)
+
+
 def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
     start = time.monotonic()
     clean_stale_once()      # what a killed worker process left on this machine (once per process)
     setup_failed: list[bool] = []
-    with rollout_slot("rollout-", lambda root: _release_slot(root, bool(setup_failed))) as root:
+    deployed: list[Path] = []
+    with rollout_slot("rollout-", lambda root: _release_slot(root, bool(setup_failed)),
+                      lambda root: _tidy_slot(root, job, deployed)) as root:
         out, home = _prepare_slot(root)
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
                              commit=job.commit, agent=job.agent_cfg.get("backend", registry.DEFAULT))
         try:
             workspace = prepare_workspace(job, root, bundle)
+            deployed.append(_cached_adapter(job, bundle))
         except Exception as exc:
             setup_failed.append(True)      # this directory is not handed to the next rollout
             result = base.with_(exception_type="WorkspaceSetupError", error=f"{type(exc).__name__}: {exc}",
