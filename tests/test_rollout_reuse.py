@@ -345,3 +345,34 @@ def test_parked_directories_unused_for_a_day_are_removed(tmp_path, monkeypatch):
     os.utime(old, (day_ago, day_ago))
     assert old in scratch.clean_stale()
     assert not old.exists() and recent.is_dir()
+
+
+def test_directories_kept_between_a_commands_batches_hold_nothing_of_the_last_task(repo, tmp_path):
+    """Inside ``slots_kept`` (``train`` between its steps, while the learners run) a batch's
+    directories stay in the process for the next batch, tidied as parked ones are: the task's
+    files and what the agent left are gone, the adapter's deployment stays (the same inodes)."""
+    from git_hermit.rollouts.scratch import end_batch, slots_kept
+    assert hermit(repo, "init").code == 0
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    data = tmp_path / "data.txt"
+    data.write_text("the task's own file\n")
+    seen = tmp_path / "seen.txt"
+    agent = tmp_path / "agent.py"
+    agent.write_text("import pathlib, sys\nws = pathlib.Path(sys.argv[1])\n"
+                     f"open({str(seen)!r}, 'a').write(str(ws) + '\\n')\n"
+                     "(ws / 'left-by-the-agent.txt').write_text('x')\nprint(1)\n")
+    job = RolloutJob(task=Task(id="t0", prompt="p", expected="1", files={"data.txt": data}), attempt=1, commit=commit,
+                     adapter_prefix="adapter", host="codex",
+                     agent_cfg={"backend": "command", "command": [sys.executable, str(agent), "{workspace}"]},
+                     judge_cfg={"kind": "answer", "mode": "exact"}, judge_base_dir=str(tmp_path),
+                     timeout_s=30, repo_path=str(repo))
+    with slots_kept():
+        assert execute_rollout(job).result["outcome"] == "pass"
+        workspace = Path(seen.read_text().split()[0])
+        deployed = (workspace / "AGENTS.md").stat().st_ino
+        end_batch()
+        assert workspace.is_dir() and (workspace / "AGENTS.md").stat().st_ino == deployed
+        left = {p.name for p in workspace.iterdir()}
+        assert not left & {"task.md", "data.txt", "left-by-the-agent.txt"}, left
+        assert execute_rollout(job).result["outcome"] == "pass"
+        assert Path(seen.read_text().split()[1]) == workspace       # kept for the next batch

@@ -250,9 +250,9 @@ _kept = 0      # open ``slots_kept`` blocks: while any is, a batch's end keeps i
 
 @contextlib.contextmanager
 def slots_kept() -> Iterator[None]:
-    """Inside this block rollout directories outlive each batch (``end_batch`` keeps them), so a
-    command that runs several batches (``train``'s steps, ``eval``'s candidate and baseline)
-    makes them once; they are removed when the outermost block ends."""
+    """Inside this block rollout directories outlive each batch (``end_batch`` keeps them, tidied),
+    so a command that runs several batches (``train``'s steps, ``eval``'s candidate and baseline)
+    takes them once; they are parked when the outermost block ends."""
     global _kept
     with _slots_lock:
         _kept += 1
@@ -267,11 +267,28 @@ def slots_kept() -> Iterator[None]:
 
 
 def end_batch() -> None:
-    """A batch of rollouts ended: its free directories are removed, unless ``slots_kept``."""
+    """A batch of rollouts ended: its free directories are parked; inside ``slots_kept`` they stay
+    in this process for its next batch, tidied all the same (``train``'s learners run meanwhile:
+    nothing of the last task need wait beside them). One that cannot be tidied is removed."""
     with _slots_lock:
-        if _kept:
-            return
-    drop_slots()
+        if not _kept:
+            kept = None
+        else:
+            kept = [(path, _tidiers.pop(path, None)) for path in _slot_state()[0]]
+    if kept is None:
+        drop_slots()
+        return
+    for path, tidy in kept:
+        try:
+            if tidy is None:
+                raise OSError("nothing to tidy it with")
+            tidy(path)
+        except OSError:
+            with _slots_lock:
+                free, every = _slot_state()
+                if path in free:
+                    free.remove(path)
+            _remove_slot(path)
 
 
 @atexit.register
