@@ -23,7 +23,7 @@ from git_hermit.rollouts.tasks import Task
 from git_hermit.rollouts.worker import RolloutJob, execute_rollout
 from cli_helpers import hermit
 from conftest import git
-from test_rollouts_e2e import make_project, result_files
+from test_rollouts_e2e import commit_candidate, make_project, result_files
 
 # The agent snapshots its rollout directory (the workspace's parent: workspace, out, home).
 SNAPSHOT = '''
@@ -225,10 +225,7 @@ def test_a_command_running_two_batches_makes_its_rollout_directories_once(repo):
     log = make_project(repo, SNAPSHOT + "print(task_id[1:])\n", n_tasks=4, k=1,
                        rows={"train": ["t0#1"], "test": [f"t{i}#1" for i in range(4)]},
                        trainer={"concurrency": concurrency})
-    baseline = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
-    (repo / "adapter" / "HINT.md").write_text("a candidate\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "candidate adapter")
+    baseline = commit_candidate(repo, "a candidate\n")
     r = hermit(repo, "eval", "HEAD", "--baseline", baseline, "--split", "test")
     assert r.code == 0, r.err
     snapshots = _snapshots(log)
@@ -280,7 +277,7 @@ print(task_id[1:])
 
 def test_a_later_command_takes_the_rollout_directories_an_earlier_one_parked_tidied(repo, tmp_path):
     """A command's rollout directories outlive it, parked: the next command (a fresh process)
-    runs its rollouts in them (the same inodes) instead of making ~40 files each while scanning
+    runs its rollouts in them (the same directories) instead of making ~40 files each while scanning
     the ~40 each just freed. Parked, a directory holds nothing of its last task or agent: the
     workspace is the adapter's deployment alone, home is empty, out's files are empty."""
     tmp = tmp_path / "tmp"
@@ -305,8 +302,12 @@ def test_a_later_command_takes_the_rollout_directories_an_earlier_one_parked_tid
     assert r.code == 0, r.err
     second = _snapshots(log)[len(first):]
     assert len(first) == len(second) == 4
+    # the parked directories (a rename keeps their names), not new ones
+    assert {Path(s["root"]).name for s in second} <= {slot.name for slot in slots}
+    # and their workspaces' inodes, but for the one whose rollout captured this process's deploy
+    # plan: a process holds none yet, so it deploys that workspace afresh once
     workspaces = {s["seen"]["workspace"][3] for s in first}
-    assert {s["seen"]["workspace"][3] for s in second} <= workspaces     # the parked ones, reused
+    assert len({s["seen"]["workspace"][3] for s in second} - workspaces) <= 1
     for snap in second:            # and reset: nothing of the last rollout, as in a fresh one
         assert "workspace/left-by-the-agent.txt" not in snap["seen"] and "home/.login-copy" not in snap["seen"]
 
@@ -347,11 +348,15 @@ def test_parked_directories_unused_for_a_day_are_removed(tmp_path, monkeypatch):
     assert not old.exists() and recent.is_dir()
 
 
-def test_directories_kept_between_a_commands_batches_hold_nothing_of_the_last_task(repo, tmp_path):
+def test_directories_kept_between_a_commands_batches_hold_nothing_of_the_last_task(repo, tmp_path, monkeypatch):
     """Inside ``slots_kept`` (``train`` between its steps, while the learners run) a batch's
     directories stay in the process for the next batch, tidied as parked ones are: the task's
-    files and what the agent left are gone, the adapter's deployment stays (the same inodes)."""
-    from git_hermit.rollouts.scratch import end_batch, slots_kept
+    files and what the agent left are gone, the adapter's deployment stays (the same inodes).
+    When the block ends they are parked, not removed."""
+    import tempfile
+    from git_hermit.rollouts.scratch import PARKED, end_batch, scratch_root, slots_kept
+    monkeypatch.setenv("TMPDIR", str(tmp_path))         # this test's own pool of parked directories
+    monkeypatch.setattr(tempfile, "tempdir", None)
     assert hermit(repo, "init").code == 0
     commit = git(repo, "rev-parse", "HEAD").strip()
     data = tmp_path / "data.txt"
@@ -376,3 +381,6 @@ def test_directories_kept_between_a_commands_batches_hold_nothing_of_the_last_ta
         assert not left & {"task.md", "data.txt", "left-by-the-agent.txt"}, left
         assert execute_rollout(job).result["outcome"] == "pass"
         assert Path(seen.read_text().split()[1]) == workspace       # kept for the next batch
+        end_batch()                                                 # as each batch ends
+    parked = scratch_root() / PARKED / workspace.parent.name
+    assert (parked / "workspace" / "AGENTS.md").stat().st_ino == deployed

@@ -245,16 +245,23 @@ def test_judge_crash_is_an_exception_outcome(repo):
     assert "verifier exploded" in result["verifier_output"]
 
 
+def commit_candidate(repo: Path, hint: str) -> str:
+    """A candidate adapter (the step-0000 adapter plus ``HINT.md``) committed on HEAD; the
+    baseline's commit, step 0's."""
+    baseline = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
+    (repo / "adapter" / "HINT.md").write_text(hint)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "candidate adapter")
+    return baseline
+
+
 def test_eval_against_baseline_prints_ci_and_flips(repo):
     # the candidate adapter carries a hint that makes the agent solve t1 too
     make_project(repo, """
 hint = (pathlib.Path(workspace) / ".hermit-adapter" / "HINT.md").exists()
 print(task_id[1:] if task_id in ("t0", "t2") or (hint and task_id == "t1") else "no idea")
 """, rows={"train": ["t0#1"], "test": [f"t{i}#1" for i in range(4)]})
-    baseline = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
-    (repo / "adapter" / "HINT.md").write_text("solve t1\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "candidate adapter")
+    baseline = commit_candidate(repo, "solve t1\n")
     r = hermit(repo, "eval", "HEAD", "--baseline", baseline, "--split", "test")
     assert r.code == 0, r.err
     assert "pass@1 0.750" in r.out and "pass@1 0.500" in r.out
