@@ -267,33 +267,17 @@ def test_a_killed_step_resumes_and_bills_the_rate_limited_attempt_it_recorded_on
 
 @pytest.mark.hosts
 def test_real_codex_rate_limited_after_a_billed_turn_is_billed_once_and_run_again(repo):
+    """The first model call (a shell call) is answered and billed; the next one gets 429s until
+    Codex gives up (it retries twice); the attempt run again gets through. Codex's stream reports
+    a turn's usage only when the turn completes: the billed call is read from its stored session."""
     if find_host_cli("codex") is None:
         pytest.skip("the codex CLI is not installed (git hermit hosts install)")
-    from git_hermit.hostkit.model_server import Fault, ScriptedModelServer, Turn
-    from test_agents import _agent_block
-    make_project(repo, "print('unused')\n", n_tasks=1, k=1, host="codex")
-    with open(repo / "tasks.jsonl", "w") as handle:
-        handle.write(json.dumps({"id": "t0", "prompt": "Run the check, then answer.", "answer": "42"}) + "\n")
-    # the first model call (a shell call) is answered and billed; the next one gets 429s until
-    # Codex gives up (it retries twice); the attempt run again gets through
+    from git_hermit.hostkit.model_server import Fault, Turn
     faults = [Fault(status=429, retry_after=0, after_tool_results=1)] * 3
-    with ScriptedModelServer([Turn.shell("echo ran"), Turn.say("42")], faults=faults) as server:
-        cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-        cfg["agent"], env = _agent_block("codex", server.base_url)
-        cfg["executor"] = {"kind": "local", "rate_limit": {"retries": 2, "backoff_s": 0.2}}
-        (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-        r = hermit(repo, "rollout", "--json", env=env, timeout=300)
-    assert r.code == 0, r.err
-    [result_path] = result_files(repo)
-    result = json.loads(result_path.read_text())
-    assert result["outcome"] == "pass", result
-    [ledger] = (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/ledger.json")
-    entries = json.loads(ledger.read_text())["entries"]
-    retried = [e for e in entries if "~rate-limited-" in e["key"]]
-    assert len(retried) == 1 and retried[0]["usage"]["input_tokens"] > 0, entries
-    acting = scores_note(repo)["usage_by_role"]["acting"]
-    assert acting["input_tokens"] == result["usage"]["input_tokens"] + retried[0]["usage"]["input_tokens"]
-
+    result, entries, billed = _real_host_run(
+        repo, "codex", [Turn.shell("echo ran"), Turn.say("42")], faults, {"timeout_s": 120})
+    assert len(billed) == 3, billed       # the limited attempt's shell call; run again: shell call, 42
+    _assert_billed_once(repo, result, entries, billed, limited_calls=1)
 
 
 def _real_host_run(repo: Path, host: str, script, faults: list, agent: dict):
