@@ -111,6 +111,12 @@ class RunConfig:
     def allow_early_stop(self) -> bool:
         return bool(self.trainer.get("allow_early_stop", True))
 
+    @property
+    def max_exception_rate(self) -> float:
+        """The share of a step's rollouts that may end in an exception before it stops, before its
+        learners (see core/failures.py): 0.9 stops a step that measured (almost) nothing."""
+        return float(self.trainer.get("max_exception_rate", 0.9))
+
     def split_path(self, split: str) -> str | None:
         value = self.data.get(split)
         return value if isinstance(value, str) else None
