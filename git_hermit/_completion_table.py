@@ -92,6 +92,10 @@ TABLE = {'arguments': [],
                                                   'takes_value': True},
                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                    '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                   '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                 'crashes, judge errors) as results instead '
+                                                                 'of running them again.',
+                                                         'takes_value': False},
                                    '--run': {'help': 'Run (default: the only one).',
                                              'source': 'run',
                                              'takes_value': True},
@@ -222,6 +226,10 @@ TABLE = {'arguments': [],
                                   'scores note.',
                           'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                       '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                      '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                    'crashes, judge errors) as results '
+                                                                    'instead of running them again.',
+                                                            'takes_value': False},
                                       '--run': {'help': 'Run (default: the only one).',
                                                 'source': 'run',
                                                 'takes_value': True},
@@ -249,6 +257,10 @@ TABLE = {'arguments': [],
                        'help': 'One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, '
                                'commits.',
                        'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                   '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                 'crashes, judge errors) as results instead '
+                                                                 'of running them again.',
+                                                         'takes_value': False},
                                    '--run': {'help': 'Run (default: the only one).',
                                              'source': 'run',
                                              'takes_value': True},
@@ -273,6 +285,10 @@ TABLE = {'arguments': [],
                         'options': {'--epochs': {'help': 'Total steps of the run (default: trainer.epochs).',
                                                  'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                  'crashes, judge errors) as results instead '
+                                                                  'of running them again.',
+                                                          'takes_value': False},
                                     '--run': {'help': 'Run (default: the only one).',
                                               'source': 'run',
                                               'takes_value': True},

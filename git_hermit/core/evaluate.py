@@ -342,6 +342,16 @@ def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
     return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
 
 
+def training_rollouts(ctx: RunContext) -> tuple[Path, tuple[Path, ...]]:
+    """What a sandboxed learner session may read: the run's rollouts (its prompts name their
+    trajectories, one-file-per-step copies and hook audits), and within them the held-out
+    splits' directories, which it may not (a learner never sees the held-out tasks' traces)."""
+    evals = run_dir(ctx.repo, ctx.run) / "evals"
+    held_out = tuple(sorted(p for p in evals.iterdir() if p.is_dir() and not p.name.endswith("-train"))) \
+        if evals.is_dir() else ()
+    return evals, held_out
+
+
 def comparison_record(baseline_commit: str, comparison: stats.PairedComparison) -> BaselineCI:
     return BaselineCI(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
                     low=round(comparison.low * 100, 3), high=round(comparison.high * 100, 3))
@@ -383,7 +393,7 @@ def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | No
     except BudgetReached as stopped:
         _note_partial(ctx, stopped)
         raise
-    require_results(ev.results, f"the rollouts of {commit[:12]} on {split}")
+    require_results(ev.results, f"{commit[:12]} on {split}")
     scores = scores_record(ctx.run, step_of(ctx, commit), ev)
     write_scores(ctx.repo, scores, ev)
     return ev, scores
@@ -455,7 +465,7 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
                     write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
                 _note_partial(ctx, stopped)
                 raise
-            require_results(runs[role].results, f"the rollouts of {commit[:12]} on {split}")
+            require_results(runs[role].results, f"{commit[:12]} on {split}")
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None

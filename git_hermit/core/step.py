@@ -20,7 +20,7 @@ from git_hermit.core import preflight
 from git_hermit.core.budget import carried_over, check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text,
-                                     read_scores, run_split, scores_record)
+                                     read_scores, run_split, scores_record, training_rollouts)
 from git_hermit.core.failures import check_exception_rate
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
@@ -147,6 +147,9 @@ def _learner_factory(ctx: RunContext) -> Callable[[str], Learner]:
             # seed 000: the learners' sandbox, hosted web search set explicitly, hidden paths
             learner.sandbox = spec_from_config(ctx.config.sandbox, backend=learner.backend,
                                                provider=learner.cfg.get("provider"))
+            if learner.sandbox is not None:      # the traces its prompt names, read-only
+                readable, held_out = training_rollouts(ctx)
+                learner.sandbox = learner.sandbox.with_readable(readable, hidden=held_out)
             learner.cfg["web_search"] = bool(params.get("web_search", False))
             learner.hide = tuple(params.get("hide") or ())
         return learner
