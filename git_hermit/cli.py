@@ -174,9 +174,12 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
               help="Also check a change manifest (evolvers that write one): no two changes may declare the same file.")
 @click.option("--no-preflight", "no_preflight", is_flag=True,
               help="Check the adapter only, not the run's files, programs, keys and logins.")
+@click.option("--host", "run_host", type=click.Choice(registry.names()),
+              help="The host the adapter is deployed for (default: the run's host:); what other hosts lack "
+                   "by design is not reported.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, manifest: Path | None, no_preflight: bool, as_json: bool) -> int:
+          static_only: bool, manifest: Path | None, no_preflight: bool, run_host: str | None, as_json: bool) -> int:
     """Run check_spec on the adapter (work tree, REV, or --dir), then the run's preflight.
 
     Exit 1 when a rule is broken; the preflight's error (12, 7 or 5) names every missing file,
@@ -191,7 +194,7 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
             raise
         repo = None
     report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
-                       hosts=not static_only, manifest=manifest)
+                       hosts=not static_only, manifest=manifest, run_host=run_host)
     flight = None
     if repo is not None and directory is None and not no_preflight:
         from git_hermit.core.preflight import run_preflight
@@ -598,7 +601,8 @@ def _print_step(outcome: StepOutcome) -> None:
     if outcome.stop:
         click.echo(f"  stop: {outcome.stop} (no H_{n})")
     elif outcome.tip:
-        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
+        made = "1 commit, no adapter changes" if outcome.empty else f"{outcome.commits} commit(s)"
+        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({made})")
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:

@@ -96,7 +96,7 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None) -> Benchmark:
     """The tasks and the split's rows, parsed. ``k`` is resolved here and only here: the command's
     ``-k``, else ``evolver.params.k`` on the training split, else what the rows file holds."""
-    base_dir = config.path.parent if config.path else Path.cwd()
+    base_dir = config.base_dir or Path.cwd()
     if not config.tasks:
         raise ConfigError("hermit.yaml has no tasks: block", hint="e.g. tasks: {path: tasks.jsonl, id_field: id}")
     tasks = load_tasks(config.tasks, base_dir)

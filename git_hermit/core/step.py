@@ -66,6 +66,7 @@ class StepOutcome:
     best: bool = False
     run: str = ""
     compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
+    empty: bool = False             # H_N is the step's one empty commit ("no adapter changes")
 
 
 def make_evolver(name: str) -> Evolver:
@@ -280,7 +281,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         revert_files=_revert_files(repo, config.adapter),
         adapter_files=lambda under="", commit=None: _adapter_files(repo, commit or evaluated, config.adapter, under),
         materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
-        check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
+        check=lambda directory: [v for v in check_adapter(directory, template, hosts=True, run_host=config.host)
+                                 if v.severity == "error"],
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
                                                        directory=directory),
         say=say, prev_rollbacks=prev_rollbacks)
@@ -420,6 +422,7 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: S
     rollbacks = sum(1 for c in result.commits if c.reverts)
     return StepOutcome(step=n, evaluated=evaluated, pass_at_1=scores.pass_at_1,
                        tip=None if result.stop else tip, commits=len(result.commits), stop=result.stop,
+                       empty=result.stop is None and not result.commits,
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
                        rollbacks=rollbacks, best=result.best, run=ctx.run)

@@ -405,7 +405,8 @@ class AHEEvolver:
         check.write_text("#!/bin/sh\n# The adapter's validator: the Evolve Agent's only tool.\n"
                          'cd "$(dirname "$0")" || exit 2\n'
                          f'exec "{sys.executable}" -m git_hermit check --dir adapter '
-                         f'--template {ctx.config.template} --manifest state/change_manifest.json "$@"\n')
+                         f'--template {ctx.config.template} --host {ctx.config.host} '
+                         '--manifest state/change_manifest.json "$@"\n')
         check.chmod(0o755)
         learner = ctx.learner("evolve")
         ctx.say("evolve agent: one session")

@@ -1,0 +1,138 @@
+"""Issue 24's smaller defects, one test each (written before each fix, through the CLI on real
+repositories): what a step says of an empty commit, `check` on another host's limits, rows with
+gaps, `compare` of an unknown run, the root config's run beside a second run, `hermit/<run>.yaml`
+paths, `init` on a detached HEAD, a timed-out Evolve session, the AHE records' Time and
+tokens_per_trial, the context-file size rule, `notes.displayRef` right after `init`, bare
+repositories, `hosts install`'s home and npm's notice, and the README's `report 2` example.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from cli_helpers import hermit
+from conftest import git
+from step_support import RUN, env_for, make_run
+
+
+def _config(repo: Path, name: str = "hermit.yaml") -> dict:
+    return yaml.safe_load((repo / name).read_text())
+
+
+def _write_config(repo: Path, config: dict, name: str = "hermit.yaml") -> None:
+    (repo / name).write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+# --- a step that learned nothing still made one commit ----------------------------------------------
+def test_a_step_that_made_only_its_empty_commit_says_so_not_zero_commits(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)           # the scripted Evolve Agent edits nothing
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert "(0 commit(s))" not in r.out
+    assert "(1 commit, no adapter changes)" in r.out, r.out
+    tip, seed = (git(repo, "rev-parse", f"hermit/{RUN}/step-{n:04d}").strip() for n in (1, 0))
+    assert git(repo, "rev-list", "--count", f"{seed}..{tip}").strip() == "1"
+
+
+# --- check: what another host lacks is not this run's problem ------------------------------------
+def test_check_on_a_codex_run_does_not_warn_about_pis_missing_sub_agents(repo_with_history):
+    repo = repo_with_history
+    assert hermit(repo, "init", "--example").code == 0
+    assert (repo / "adapter" / "agents").is_dir() and any((repo / "adapter" / "agents").iterdir())
+    assert _config(repo)["host"] == "codex"
+    r = hermit(repo, "check", "--no-preflight")
+    assert r.code == 0, r.out + r.err
+    assert "pi has no sub-agents" not in r.out, r.out
+    pi = hermit(repo, "check", "--no-preflight", "--host", "pi")      # deployed for Pi: it is said
+    assert "pi has no sub-agents" in pi.out, pi.out
+    config = _config(repo)
+    config["host"] = "pi"
+    _write_config(repo, config)
+    assert "pi has no sub-agents" in hermit(repo, "check", "--no-preflight").out
+
+
+# --- rows with gaps ------------------------------------------------------------------------------
+def test_rows_with_a_gap_in_a_tasks_attempts_are_an_error_with_a_hint(repo):
+    """Seed 000: a task's k rows are <task>#1 … <task>#k; `t1#1, t1#3` is a row lost or mistyped,
+    so it is refused before anything runs (exit 7) instead of running as a k=2 task."""
+    control = make_run(repo, {"t1": "4", "t2": "7"}, k=2)
+    (repo / "rows" / "train.txt").write_text("t1#1\nt1#3\nt2#1\nt2#2\n")
+    before = git(repo, "for-each-ref")
+    r = hermit(repo, "rollout", env=env_for(control))
+    assert r.code == 7, r.out + r.err
+    error, hint = r.err.strip().splitlines()[-2:]
+    assert "t1 (#1, #3: no #2)" in error and error.startswith("error: "), r.err
+    assert hint == "hint: number each task's rows #1 … #k, without gaps", r.err
+    assert git(repo, "for-each-ref") == before and not (control / "agent.log").exists()
+
+
+# --- compare names the unknown run ---------------------------------------------------------------
+def test_compare_with_an_unknown_run_names_it(repo_with_history):
+    repo = repo_with_history
+    assert hermit(repo, "init").code == 0                 # run `ahe`, no scores at all
+    r = hermit(repo, "compare", "ahe", "nope")
+    assert r.code == 5, r.out + r.err
+    error = r.err.strip().splitlines()[-2]
+    assert "'nope'" in error and "ahe" in error, r.err   # the unknown run, and the runs there are
+    assert "scores" not in error, r.err
+    r = hermit(repo, "compare", "nope", "ahe")
+    assert r.code == 5 and "'nope'" in r.err, r.err
+
+
+# --- two runs: the root hermit.yaml's run needs no --run -----------------------------------------
+def _second_run(repo: Path, name: str = "second") -> None:
+    r = hermit(repo, "init", "--run", name)
+    assert r.code == 0, r.err
+    assert (repo / "hermit" / f"{name}.yaml").is_file()
+
+
+def test_the_root_configs_run_is_the_default_beside_a_second_run(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)             # hermit.yaml: run `r`
+    _second_run(repo)
+    for args in (("log",), ("show", "step-0"), ("estimate",), ("rollout",)):
+        r = hermit(repo, *args, env=env_for(control))
+        assert r.code == 0, (args, r.out + r.err)
+    assert "hermit/r/step-NNNN" in hermit(repo, "log").out
+    second = hermit(repo, "log", "--run", "second")
+    assert second.code == 0 and "hermit/second/step-NNNN" in second.out, second.err
+
+
+def test_without_a_root_config_several_runs_still_need_run(repo):
+    make_run(repo, {"t1": "4"}, k=1)
+    _second_run(repo)
+    (repo / "hermit" / "r.yaml").write_text((repo / "hermit.yaml").read_text())
+    (repo / "hermit.yaml").unlink()
+    r = hermit(repo, "log")
+    assert r.code == 5 and "several runs (r, second)" in r.err and "--run" in r.err, r.err
+
+
+# --- hermit/<run>.yaml: paths from the repository's root -----------------------------------------
+def test_a_second_runs_paths_resolve_from_the_repository_root(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)             # tasks.jsonl and rows/ at the root
+    _second_run(repo)
+    second = _config(repo, "hermit/second.yaml")
+    first = _config(repo)
+    for key in ("tasks", "data", "agent", "judge"):
+        second[key] = first[key]                           # the same relative paths, from hermit/second.yaml
+    second["evolver"] = {**first["evolver"], "name": "ahe"}
+    _write_config(repo, second, "hermit/second.yaml")
+    r = hermit(repo, "rollout", "--run", "second", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    assert "t1#1" in (control / "agent.log").read_text()
+
+
+def test_a_missing_file_of_a_second_run_says_where_it_was_looked_for(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    _second_run(repo)
+    second = _config(repo, "hermit/second.yaml")
+    second["agent"] = _config(repo)["agent"]
+    second["tasks"] = {"path": "nowhere/tasks.jsonl", "id_field": "id"}
+    second["data"] = {"train": "rows/train.txt"}
+    _write_config(repo, second, "hermit/second.yaml")
+    r = hermit(repo, "rollout", "--run", "second", env=env_for(control))
+    assert r.code == 7, r.out + r.err
+    assert str(repo / "nowhere" / "tasks.jsonl") in r.err, r.err       # the path it looked at
+    assert "hermit/second.yaml" in r.err, r.err                        # and which config named it
