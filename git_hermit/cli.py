@@ -150,8 +150,11 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
                       github=github)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
-    where = f"on {result.branch} and " if result.branch else ""
+    where = f"on {result.branch} and " if result.branch else ("on the detached HEAD and " if result.detached else "")
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    if result.detached:
+        click.echo("note: HEAD was detached, so no branch holds the seed commit: HEAD now points at it (its files "
+                   "are committed there); `git switch -c NAME` keeps working on a branch", err=True)
     if result.workflow:
         click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:

@@ -9,6 +9,7 @@ repositories, `hosts install`'s home and npm's notice, and the README's `report 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -136,3 +137,42 @@ def test_a_missing_file_of_a_second_run_says_where_it_was_looked_for(repo):
     assert r.code == 7, r.out + r.err
     assert str(repo / "nowhere" / "tasks.jsonl") in r.err, r.err       # the path it looked at
     assert "hermit/second.yaml" in r.err, r.err                        # and which config named it
+
+
+# --- init on a detached HEAD ---------------------------------------------------------------------
+def test_init_on_a_detached_head_commits_its_files_there_and_says_so(repo_with_history):
+    repo = repo_with_history
+    start = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "--detach")
+    r = hermit(repo, "init")
+    assert r.code == 0, r.err
+    assert "detached" in r.err and "git switch -c" in r.err, r.err
+    seed = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
+    assert git(repo, "rev-parse", "HEAD").strip() == seed                # HEAD holds the seed commit
+    assert git(repo, "rev-parse", "HEAD^").strip() == start
+    assert git(repo, "status", "--porcelain").strip() == ""              # nothing left untracked
+    assert git(repo, "rev-parse", "main").strip() == start               # no branch moved
+
+
+# --- an Evolve session that timed out --------------------------------------------------------------
+SLEEPING_CODEX = """#!{python}
+import time
+time.sleep(30)
+"""
+
+
+def test_an_evolve_session_that_timed_out_is_reported_as_a_timeout(repo):
+    control = make_run(repo, {"t1": "4"}, k=1, params={"evolve_timeout_s": 1, "debugger": {"enabled": False}})
+    sleeper = control / "codex"
+    sleeper.write_text(SLEEPING_CODEX.format(python=sys.executable))
+    sleeper.chmod(0o755)
+    config = _config(repo)
+    config["evolver"]["base"] = "codex"
+    config["evolver"]["model"] = {"name": "m", "bin": str(sleeper), "provider": {"base_url": "http://127.0.0.1:59999/v1"}}
+    _write_config(repo, config)
+    r = hermit(repo, "step", env=env_for(control), timeout=120)
+    assert r.code == 8, r.out + r.err
+    rejected = [line for line in r.err.splitlines() if line.startswith("error: ")]
+    assert rejected and "the Evolve Agent session timed out" in rejected[0], r.err
+    assert "evolve_timeout_s" in rejected[0], r.err
+    assert not any("wrote no state/change_manifest.json" in line for line in rejected), r.err

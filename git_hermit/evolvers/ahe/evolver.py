@@ -435,7 +435,7 @@ class AHEEvolver:
         if path.is_symlink():   # never followed: it could name any file of the host
             return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]
         if not path.is_file():
-            return [], None, ["the Evolve Agent wrote no state/change_manifest.json"]
+            return [], None, [NO_MANIFEST]
         limit = Limits.of(ctx.config.evolver).max_file_bytes
         if path.stat().st_size > limit:
             return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
@@ -502,8 +502,11 @@ class AHEEvolver:
         result.analysis["learner_manifest"] = raw
         summary = json.loads((ctx.step_dir / "evolve" / "result.json").read_text())
         result.analysis["evolve_output"] = summary.get("text", "")[:4000]
-        if not summary.get("ok"):
-            problems = problems or [f"the Evolve Agent session failed: {summary.get('error')}"]
+        if not summary.get("ok"):     # how the session ended comes first: it is why nothing was written
+            error = str(summary.get("error") or "it gave no answer")
+            ended = (f"the Evolve Agent session timed out ({error}; evolver.params.evolve_timeout_s sets its limit)"
+                     if "timed out" in error else f"the Evolve Agent session failed: {error}")
+            problems = [ended, *(p for p in problems if p != NO_MANIFEST)]
         problems = refused + problems
         if not problems and edits:
             errors = ctx.check(adapter)
@@ -554,6 +557,7 @@ class AHEEvolver:
 
 
 _adapter_relative = groups.adapter_relative
+NO_MANIFEST = "the Evolve Agent wrote no state/change_manifest.json"
 
 
 def _before_dirs(ctx: StepContext) -> dict[str, str]:
