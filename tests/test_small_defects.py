@@ -176,3 +176,19 @@ def test_an_evolve_session_that_timed_out_is_reported_as_a_timeout(repo):
     assert rejected and "the Evolve Agent session timed out" in rejected[0], r.err
     assert "evolve_timeout_s" in rejected[0], r.err
     assert not any("wrote no state/change_manifest.json" in line for line in rejected), r.err
+
+
+# --- the AHE records: Time and tokens_per_trial -------------------------------------------------------
+def test_iteration_scores_keep_every_rows_time_and_unknown_tokens_stay_unknown(repo):
+    control = make_run(repo, {"t1": "4", "t2": "7"}, k=1, epochs=2)     # a command agent: no usage recorded
+    r = hermit(repo, "train", env=env_for(control))
+    assert r.code == 0, r.out + r.err
+    table = (repo / ".hermit" / "runs" / RUN / "state" / "iteration_scores.md").read_text()
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "Iter" not in line]
+    assert len(rows) == 2, table
+    assert all(cells[-1].strip() for cells in rows), table           # every row's Time, not only the last
+    assert [cells[-2].strip() for cells in rows] == ["-", "-"], table  # Tok/trial unknown
+    for n in (1, 2):
+        tip = git(repo, "rev-parse", f"hermit/{RUN}/step-{n:04d}").strip()
+        note = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip))
+        assert note["tokens_per_trial"] is None, note.get("tokens_per_trial")   # as the stats say: unknown

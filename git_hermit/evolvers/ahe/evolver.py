@@ -123,8 +123,10 @@ class AHEEvolver:
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
                        else self._best_ever_of_history(ctx, stats, past_stats, state))
-        score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp="", commit=e.commit)
-                         for e in ctx.history]
+        # each earlier row keeps the time it was scored at (iteration_scores.json of the last step)
+        scored_at = records.scored_times(state)
+        score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp=scored_at.get(e.step, ""),
+                                             commit=e.commit) for e in ctx.history]
         score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
         records.write_scores(state, score_entries)
         records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
