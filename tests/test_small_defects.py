@@ -192,3 +192,32 @@ def test_iteration_scores_keep_every_rows_time_and_unknown_tokens_stay_unknown(r
         tip = git(repo, "rev-parse", f"hermit/{RUN}/step-{n:04d}").strip()
         note = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip))
         assert note["tokens_per_trial"] is None, note.get("tokens_per_trial")   # as the stats say: unknown
+
+
+# --- the context file's size rule counts what deploy adds ------------------------------------------
+def _agents_md_of(repo: Path, size: int) -> None:
+    """The seed's AGENTS.md (its rules kept) padded to ``size`` bytes, with ADAPTER.md equal."""
+    agents = repo / "adapter" / "AGENTS.md"
+    text = git(repo, "show", "hermit/ahe/step-0000:adapter/AGENTS.md").encode()
+    padded = text + b"\n" + b"x" * (size - len(text) - 2) + b"\n"
+    assert len(padded) == size
+    agents.write_bytes(padded)
+    (repo / "adapter" / "ADAPTER.md").write_bytes(padded)
+
+
+def test_the_size_rule_counts_the_footer_deploy_adds_to_agents_md(repo_with_history):
+    repo = repo_with_history
+    assert hermit(repo, "init").code == 0
+    _agents_md_of(repo, 32_768)                                   # Codex reads 32,768 bytes in all
+    r = hermit(repo, "check", "--no-preflight", "--static")       # the rule alone, no deploy
+    assert r.code == 1, r.out + r.err
+    assert "context-size" in r.out and "deploy adds" in r.out, r.out
+    added = int(r.out.split("deploy adds ")[1].split()[0])
+    assert 0 < added < 400, r.out
+    _agents_md_of(repo, 32_768 - added)                           # the largest the rule lets through
+    r = hermit(repo, "check", "--no-preflight")                   # ... and it fits once deployed
+    assert r.code == 0, r.out + r.err
+    assert "context-size" not in r.out, r.out
+    _agents_md_of(repo, 32_768 - added + 1)
+    both = hermit(repo, "check", "--no-preflight")
+    assert both.code == 1 and "host-context-size" in both.out and "context-size:" in both.out, both.out
