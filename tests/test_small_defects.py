@@ -9,6 +9,7 @@ repositories, `hosts install`'s home and npm's notice, and the README's `report 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -221,3 +222,19 @@ def test_the_size_rule_counts_the_footer_deploy_adds_to_agents_md(repo_with_hist
     _agents_md_of(repo, 32_768 - added + 1)
     both = hermit(repo, "check", "--no-preflight")
     assert both.code == 1 and "host-context-size" in both.out and "context-size:" in both.out, both.out
+
+
+# --- notes.displayRef: no warning before the notes exist ----------------------------------------------
+def test_plain_git_show_gives_no_warning_right_after_init_and_shows_the_notes_once_written(repo):
+    control = make_run(repo, {"t1": "4"}, k=1)
+    shown = subprocess.run(["git", "show", "--stat", "HEAD"], cwd=repo, capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+    # an earlier version's exact names are replaced by the globs on the next configure (fetch, init)
+    git(repo, "config", "--add", "notes.displayRef", "refs/notes/hermit/manifest")
+    assert hermit(repo, "init", "--run", "other").code == 0
+    assert "refs/notes/hermit/manifest" not in git(repo, "config", "--get-all", "notes.displayRef").split()
+    from step_support import change, memory_lines, plan
+    plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-1", ["MEMORY.md"])])
+    assert hermit(repo, "step", "--run", RUN, env=env_for(control)).code == 0
+    log = subprocess.run(["git", "log", "-1", f"hermit/{RUN}/step-0001"], cwd=repo, capture_output=True, text=True)
+    assert "Notes (hermit/manifest):" in log.stdout and log.stderr == "", log
