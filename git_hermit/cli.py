@@ -34,9 +34,10 @@ if TYPE_CHECKING:     # imported where used: `git hermit --version` and completi
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _repo() -> Repo:
+def _repo(*, bare_ok: bool = False) -> Repo:
+    """The repository here; a bare one only for the commands that read refs and notes alone."""
     from git_hermit.gitio import Repo
-    return Repo.discover()
+    return Repo.discover(bare_ok=bare_ok)
 
 
 # Commands that take the run's lock refuse (exit 6) while another process holds it, or wait.
@@ -230,7 +231,7 @@ def log(run: str | None, as_json: bool) -> None:
     from git_hermit.core.history import json_fragments, load_history
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import FRAGMENTS_ENCODING, log_json, log_json_parts, log_lines
-    repo = _repo()
+    repo = _repo(bare_ok=True)
     history = load_history(open_run(repo, run, with_refs=True))   # reads only: refs listed with the steps
     if as_json and sys.stdout.isatty():
         _echo_json(log_json(history))
@@ -254,7 +255,7 @@ def show(target: str, run: str | None, as_json: bool) -> None:
     from git_hermit.core.history import records_for, resolve_target, step_commits
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
-    repo = _repo()
+    repo = _repo(bare_ok=True)
     ctx = open_run(repo, run) if (target.startswith("step-") or target.isdigit()) else None
     step, commit = resolve_target(ctx, repo, target)
     commits = [commit]
@@ -291,7 +292,7 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     from git_hermit.core.report import build_report
     from git_hermit.core.runs import open_run
     from git_hermit.render.report import html_page, markdown, report_json
-    repo = _repo()
+    repo = _repo(bare_ok=True)
     data = build_report(open_run(repo, run), target)
     if fmt == "json":
         text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
@@ -332,7 +333,7 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
     from dataclasses import asdict
     from git_hermit.core.compare import compare_runs
     from git_hermit.render.views import partial_text
-    result = compare_runs(_repo(), run_a, run_b, split)
+    result = compare_runs(_repo(bare_ok=True), run_a, run_b, split)
     comp = result.comparison
     if as_json:
         _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),

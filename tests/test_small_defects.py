@@ -238,3 +238,19 @@ def test_plain_git_show_gives_no_warning_right_after_init_and_shows_the_notes_on
     assert hermit(repo, "step", "--run", RUN, env=env_for(control)).code == 0
     log = subprocess.run(["git", "log", "-1", f"hermit/{RUN}/step-0001"], cwd=repo, capture_output=True, text=True)
     assert "Notes (hermit/manifest):" in log.stdout and log.stderr == "", log
+
+
+# --- bare repositories: the read-only commands ----------------------------------------------------
+def test_a_bare_repository_answers_log_show_and_report_as_its_clone_does(demo_run, tmp_path):
+    """A server-side reviewer's repository is bare: `log`, `show` and `report` read refs and notes
+    only, and the run's config as committed, so they answer there as in the repository pushed from."""
+    bare = tmp_path / "server.git"
+    git(tmp_path, "clone", "-q", "--bare", str(demo_run), str(bare))
+    git(bare, "fetch", "-q", str(demo_run), "refs/notes/*:refs/notes/*", "refs/heads/*:refs/heads/*")
+    for args in (("log",), ("show", "step-2"), ("report", "2")):
+        here, there = hermit(demo_run, *args), hermit(bare, *args)
+        assert there.code == 0, (args, there.err)
+        assert there.out == here.out, args
+    assert hermit(bare, "log", "--json").code == 0
+    step = hermit(bare, "step")                                    # what needs a work tree still says so
+    assert step.code == 3 and "bare" in step.err, step.err
