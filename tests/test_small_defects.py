@@ -254,3 +254,55 @@ def test_a_bare_repository_answers_log_show_and_report_as_its_clone_does(demo_ru
     assert hermit(bare, "log", "--json").code == 0
     step = hermit(bare, "step")                                    # what needs a work tree still says so
     assert step.code == 3 and "bare" in step.err, step.err
+
+
+# --- hosts install: $HOME, and npm's own error ------------------------------------------------------
+FAKE_NPM = """#!{python}
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+if {fail!r}:
+    print("npm error code E404", file=sys.stderr)
+    print("npm error 404 Not Found - GET the-registry/@openai%2fcodex - Not found", file=sys.stderr)
+    print("npm notice", file=sys.stderr)
+    print("npm notice New major version of npm available! 10.8.2 -> 11.6.0", file=sys.stderr)
+    print("npm notice To update run: npm install -g npm@11.6.0", file=sys.stderr)
+    sys.exit(1)
+prefix = Path(args[args.index("--prefix") + 1])
+package, version = args[-1].rsplit("@", 1)
+where = prefix / "node_modules" / package
+where.mkdir(parents=True, exist_ok=True)
+(where / "package.json").write_text(json.dumps({{"name": package, "version": version}}))
+binary = prefix / "node_modules" / ".bin" / "codex"
+binary.parent.mkdir(parents=True, exist_ok=True)
+binary.write_text("#!/bin/sh\\necho codex-cli " + version + "\\n")
+binary.chmod(0o755)
+"""
+
+
+def _fake_npm(tmp_path: Path, *, fail: bool) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    npm = bin_dir / "npm"
+    npm.write_text(FAKE_NPM.format(python=sys.executable, fail=fail))
+    npm.chmod(0o755)
+    import os
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home")}
+
+
+def test_hosts_install_puts_the_clis_under_home(tmp_path):
+    env = _fake_npm(tmp_path, fail=False)
+    r = hermit(tmp_path, "hosts", "install", "codex", env=env)
+    assert r.code == 0, r.out + r.err
+    installed = tmp_path / "home" / ".cache" / "git-hermit" / "hosts" / "node" / "node_modules" / ".bin" / "codex"
+    assert installed.is_file(), r.out
+    assert str(installed) in r.out
+    assert "already installed" in hermit(tmp_path, "hosts", "install", "codex", env=env).out
+
+
+def test_a_failed_hosts_install_shows_npms_error_not_its_update_notice(tmp_path):
+    r = hermit(tmp_path, "hosts", "install", "codex", env=_fake_npm(tmp_path, fail=True))
+    assert r.code == 12, r.out + r.err
+    error = r.err.strip().splitlines()[-2]
+    assert "404 Not Found" in error, r.err
+    assert "New major version" not in error and "npm install -g npm" not in error, r.err
