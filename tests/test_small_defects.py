@@ -9,6 +9,7 @@ repositories, `hosts install`'s home and npm's notice, and the README's `report 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -306,3 +307,48 @@ def test_a_failed_hosts_install_shows_npms_error_not_its_update_notice(tmp_path)
     error = r.err.strip().splitlines()[-2]
     assert "404 Not Found" in error, r.err
     assert "New major version" not in error and "npm install -g npm" not in error, r.err
+
+
+# --- the README's `report 2` example ---------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+_HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+def _readme_blocks() -> tuple[list[str], str]:
+    """The Quickstart's `git hermit log` lines and the `report 2` example, as the README shows them."""
+    readme = (ROOT / "README.md").read_text()
+    log = readme.split("$ git hermit log\n", 1)[1].split("```", 1)[0].splitlines()
+    report = readme.split("````markdown\n", 1)[1].split("````", 1)[0]
+    return log, report
+
+
+def _ledger(report: str) -> dict[str, tuple[int, int]]:
+    rows = re.findall(r"^\| (\w+) \| ([\d,]+) \| ([\d,]+) \| [^|]+ \|$", report, re.M)
+    return {role: (int(i.replace(",", "")), int(o.replace(",", ""))) for role, i, o in rows}
+
+
+def test_the_readmes_report_2_example_is_one_demo_runs_and_agrees_with_its_log_block():
+    log, report = _readme_blocks()
+    rows = {int(m[1]): line for line in log if (m := re.match(r"step\s+(\d+)\s+", line))}
+    # one run: the report's commits are the log block's
+    for step, short in re.findall(r"^\| (\d) \| ([0-9a-f]{7}) \| train", report, re.M):
+        assert rows[int(step)].split()[2].startswith(short), (step, short, rows[int(step)])
+    ledger = _ledger(report)
+    acting = sum(ledger["acting"])                # step 2's rollouts of H_1: the log's row 1
+    assert f"tokens {acting / 1000:.1f}k" in rows[1], (acting, rows[1])
+    learners = sum(sum(v) for role, v in ledger.items() if role not in ("acting", "judge"))
+    assert f"(learners: {learners / 1000:.1f}k tokens" in rows[2], (learners, rows[2])
+
+
+def test_the_readmes_report_2_example_is_what_report_writes_now(demo_run):
+    """Against a fresh demo: the same text but for commit ids, the learners' and agents' input token
+    counts (their prompts hold the demo's directory, whose length differs) and the name git gives
+    the first branch (init.defaultBranch)."""
+    _, example = _readme_blocks()
+    r = hermit(demo_run, "report", "2")
+    assert r.code == 0, r.err
+
+    def shape(text: str) -> str:
+        text = _HEX.sub("<sha>", text).replace("→ `master`", "→ `main`")
+        return re.sub(r"^(\| \w+ \| )[\d,]+( \| [\d,]+ \|)", r"\1<n>\2", text, flags=re.M)
+    assert shape(r.out) == shape(example)
