@@ -8,6 +8,11 @@ TABLE = {'arguments': [],
                                               'path': 'file',
                                               'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--host': {'choices': ['codex', 'claude-code', 'pi'],
+                                               'help': 'The host the adapter is deployed for (default: the '
+                                                       "run's host:); what other hosts lack by design is not "
+                                                       'reported.',
+                                               'takes_value': True},
                                     '--json': {'help': 'Machine-readable output.', 'takes_value': False},
                                     '--manifest': {'help': 'Also check a change manifest (evolvers that '
                                                            'write one): no two changes may declare the same '

@@ -266,19 +266,20 @@ def _footer(host: Host, sources: dict[str, Path], python: str | None, runtime: P
     return "\n".join(lines) + "\n"
 
 
-def context_addition(adapter_dir: Path, unit: str) -> int:
-    """The most deploy appends to the context file (its footer) for the hosts whose context limit
-    is counted in ``unit`` ("bytes" or "chars"): a size rule counts it, so a context file that
-    passes the rule still fits in what the host reads once deployed."""
+def context_room(adapter_dir: Path, unit: str) -> tuple[int, int] | None:
+    """(what a host reads, what deploy appends to the context file for it: its footer) for the host
+    whose limit in ``unit`` ("bytes" or "chars") leaves the context file the least room; None when no
+    host counts in that unit. A size rule counts the footer, so a context file that passes the rule
+    still fits in what the host reads once deployed."""
     sources = _adapter_files(Path(adapter_dir))
     python = sys.executable if "middleware.py" in sources else None
-    sizes = [0]
+    rooms = []
     for host in registry.hosts():
         if host.context_limit is None or host.context_limit.unit != unit:
             continue
         footer = _footer(host, sources, python, Path("/") / RUNTIME_DIR)
-        sizes.append(len(footer.encode()) if unit == "bytes" else len(footer))
-    return max(sizes)
+        rooms.append((host.context_limit.limit, len(footer.encode()) if unit == "bytes" else len(footer)))
+    return min(rooms, key=lambda room: room[0] - room[1]) if rooms else None
 
 
 def _sha256(content: bytes) -> str:

@@ -33,7 +33,7 @@ from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.ledger import RETRIED, Ledger, LedgerEntry, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
 from git_hermit.rollouts.scratch import slots_kept
-from git_hermit.rollouts.runner import Progress, finished_result, read_retried, reusable, rollout_dir, run_jobs
+from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
 from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
 from git_hermit.rollouts.worker import RolloutJob
 
@@ -123,9 +123,13 @@ def all_finished(config: RunConfig, bench: Benchmark, out_dirs: dict[str, Path],
 
 
 def reuse_policy(config: RunConfig, keep_exceptions: bool) -> Callable[[RolloutResult], bool]:
-    """Which stored results a command reuses: all but the exception rows (``--keep-exceptions``: all)."""
-    timeout_as = config.timeout_as
-    return lambda result: reusable(result, keep_exceptions=keep_exceptions, timeout_as=timeout_as)
+    """Which stored results stand as their rows' results. An exception (no reward: a timeout, a
+    crash, a refused key) measured nothing, so it runs again, unless the command keeps them
+    (``--keep-exceptions``) or ``timeout_as: fail`` scores it (a timeout) as the fail it then is."""
+    if keep_exceptions:
+        return lambda result: True
+    how = config.timeout_as
+    return lambda result: scored(result, how).outcome != "exception"
 
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:

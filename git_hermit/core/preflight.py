@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from git_hermit.config import RunConfig
+from git_hermit.config import CONFIG_FILE, RunConfig
 from git_hermit.errors import AgentError, ConfigError, HermitError, InputError
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import Host
@@ -133,11 +133,11 @@ def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem
     elif "harbor" in tasks:
         if not (base_dir / str(tasks["harbor"])).is_dir():
             problems.append(Problem(f"Harbor task directory {tasks['harbor']} not found at {base_dir / str(tasks['harbor'])}",
-                                    f"{config.source}: tasks.harbor",
+                                    _setting(config, "tasks.harbor"),
                                     f"give the directory holding one sub-directory per task ({RELATIVE})", "input"))
     elif "path" in tasks and not (base_dir / str(tasks["path"])).is_file():
         problems.append(Problem(f"tasks file {tasks['path']} not found at {base_dir / str(tasks['path'])}",
-                                f"{config.source}: tasks.path",
+                                _setting(config, "tasks.path"),
                                 f"create it (one JSON object per line: id, prompt, answer) or fix tasks.path ({RELATIVE})",
                                 "input"))
     for split in dict.fromkeys(splits):
@@ -147,9 +147,14 @@ def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem
                                     f"add data: {{{split}: rows/{split}.txt}} (splits here: "
                                     f"{', '.join(config.splits()) or 'none'})", "config"))
         elif not (base_dir / rows).is_file():
-            problems.append(Problem(f"rows file {rows} not found at {base_dir / rows}", f"{config.source}: data.{split}",
+            problems.append(Problem(f"rows file {rows} not found at {base_dir / rows}", _setting(config, f"data.{split}"),
                                     f"write one <task>#<attempt> per line, or fix the path ({RELATIVE})", "input"))
     return problems
+
+
+def _setting(config: RunConfig, key: str) -> str:
+    """The key, and the config file that sets it when that is not the root hermit.yaml."""
+    return key if config.source == CONFIG_FILE else f"{config.source}: {key}"
 
 
 # --- programs, keys, logins -------------------------------------------------------------------

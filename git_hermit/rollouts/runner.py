@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from git_hermit.hosts import registry
-from git_hermit.model.rollout import RolloutResult, Usage, scored
+from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.process import kill_all
@@ -200,16 +200,11 @@ def finished_result(job: RolloutJob, out_dir: Path,
                     reuse: Callable[[RolloutResult], bool] | None = None) -> RolloutResult | None:
     """The stored result of ``job`` under ``out_dir``, or None when it must (re)run. A result of
     another acting agent (hermit.yaml changed) is not this job's result, nor one ``reuse`` refuses
-    (an exception row: see ``reusable``)."""
+    (an exception row: core/evaluate.py's ``reuse_policy``)."""
     found = read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
     return None if found is None or (reuse is not None and not reuse(found)) else found
 
 
-def reusable(result: RolloutResult, *, keep_exceptions: bool, timeout_as: str) -> bool:
-    """Whether a stored result stands as its row's result. An exception (no reward: a timeout, a
-    crash, a refused key) measured nothing, so it runs again, unless the command keeps them
-    (``--keep-exceptions``) or ``timeout_as: fail`` scores it (a timeout) as the fail it is then."""
-    return keep_exceptions or scored(result, timeout_as).outcome != "exception"
 
 
 def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *,
@@ -219,7 +214,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
              reuse: Callable[[RolloutResult], bool] | None = None) -> dict[str, list[RolloutResult]]:
     """Run every job not already finished; results grouped by task, attempts in order.
     ``before_start`` runs once before the first rollout starts (never when all are reused);
-    ``reuse`` says which stored results stand (None: all of them; see ``reusable``).
+    ``reuse`` says which stored results stand (None: all of them).
 
     With a ``budget`` (a step's), the batch is refused when its estimate would cross it, and
     no rollout starts once it would: the finished ones are stored, then BudgetReached."""

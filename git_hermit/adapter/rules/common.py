@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 from typing import Iterator
 
-from git_hermit.adapter.deploy import context_addition
+from git_hermit.adapter.deploy import context_room
 from git_hermit.adapter.front_matter import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTERN, FrontMatterError,
                                              parse_front_matter)
 from git_hermit.adapter.rules.view import IGNORED, AdapterView, RuleSet
@@ -31,14 +31,17 @@ def _context_size(a: AdapterView) -> Iterator[Violation]:
     if not a.is_file(rel):
         return
     if "context_bytes" in a.limits:
-        read, unit = a.limit("context_bytes"), "bytes"
+        limit, unit = a.limit("context_bytes"), "bytes"
         lines: list[bytes] | list[str] = (a.root / rel).read_bytes().splitlines(keepends=True)
     else:
-        read, unit = a.limit("context_chars"), "characters"
+        limit, unit = a.limit("context_chars"), "characters"
         lines = a.text(rel).splitlines(keepends=True)
-    # deploy appends a footer (where the adapter's files went): the host reads that too
-    added = context_addition(a.root, "bytes" if unit == "bytes" else "chars")
-    limit = read - added
+    # deploy appends a footer (where the adapter's files went), which the host reads too: the file
+    # must leave it room within what the host reads
+    room = context_room(a.root, "bytes" if unit == "bytes" else "chars")
+    why = ""
+    if room is not None and room[0] - room[1] < limit:
+        limit, why = room[0] - room[1], f" (the host reads {room[0]}, and deploy adds {room[1]} after it)"
     total = sum(map(len, lines))
     if total <= limit:
         return
@@ -47,8 +50,8 @@ def _context_size(a: AdapterView) -> Iterator[Violation]:
         seen += len(line)
         if seen > limit:
             yield Violation(rel, number, "context-size",
-                            f"is {total} {unit}, over the limit of {limit} (the host reads {read}, and deploy adds "
-                            f"{added} after it); from this line on the agent would not see it")
+                            f"is {total} {unit}, over the limit of {limit}{why}; from this line on the agent "
+                            "would not see it")
             return
 
 
