@@ -333,3 +333,23 @@ def test_max_tokens_or_temperature_for_a_session_refiner_is_refused(repo):
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     r = hermit(repo, "step")
     assert r.code != 0 and "evolver.params.temperature applies to a one-shot Refiner, not a codex session" in r.err
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_conversation_and_its_sampling_reach_the_chat_apis(tmp_path, monkeypatch, api):
+    from git_hermit.learners import Exchange, OneShotLearner, Sampling
+    monkeypatch.setenv("HERMIT_TEST_KEY", "not-a-real-key")
+    with ScriptedModelServer([Turn.say("second answer")]) as server:
+        url = server.base_url + ("/v1" if api == "openai" else "")
+        learner = OneShotLearner("skills", api, {"name": server.model, "provider": {"base_url": url,
+                                                                                     "env_key": "HERMIT_TEST_KEY"}})
+        reply = learner.ask(tmp_path, "Reply again, as JSON.", timeout_s=30, key="k",
+                            earlier=(Exchange("The first question.", "first answer"),),
+                            sampling=Sampling(max_tokens=900, temperature=0.2))
+        body = server.model_requests()[0].body
+    assert reply.ok and reply.text == "second answer"
+    contents = [(m["role"], m["content"] if isinstance(m["content"], str) else m["content"][0]["text"])
+                for m in body["messages"]]
+    assert contents == [("user", "The first question."), ("assistant", "first answer"),
+                        ("user", "Reply again, as JSON.")]
+    assert body["max_tokens"] == 900 and body["temperature"] == 0.2

@@ -262,7 +262,8 @@ def _anthropic_message(base_url: str | None, api_key: str | None, model: str, tu
         for role, text in turns]
     # the Messages API requires max_tokens: without a setting, what this call always asked for
     limit = sampling.max_tokens or ANTHROPIC_MAX_TOKENS
-    extra: dict[str, Any] = {} if sampling.temperature is None else {"temperature": sampling.temperature}
+    # the SDK's create() takes no temperature argument (2.x): it goes in the request body
+    extra: dict[str, Any] = {} if sampling.temperature is None else {"extra_body": {"temperature": sampling.temperature}}
     reply: Message
     if stream:
         with client.messages.stream(model=model, max_tokens=limit, messages=messages, **extra) as events:
