@@ -33,11 +33,14 @@ SCHEMA_LINK = "hermit/config.schema.json"
 
 SEEDS_TABLE = "docs/configuration.md (From the seeds' setups)"
 # Keys of the seeds' setups git-hermit keeps elsewhere, besides each evolver's own evolver.params
-# keys (its schema's x-refused): seed 002's run-level `llm:` and its `agent: {name: …}` class.
+# keys (its schema's x-refused): seed 002's run-level `llm:` and its `agent: {name: …}` class, and
+# the `algorithm:` block of the seeds' framework (seed 001's `algorithm.worker.type`).
 SEED_KEYS = {
     "llm": Elsewhere("llm", "evolver.base: llm with evolver.model: {name: <model>, provider: {base_url: "
                             "<the backend's /v1 URL>, env_key: <its key's variable>}}",
                      "seed 002's llm is the Refiner's model, the learners' model here"),
+    "algorithm": Elsewhere("algorithm", "evolver: {name, params, base: the Worker (codex or claude-code: it must "
+                                        "edit files), model}", "the seeds' framework calls the evolver its algorithm"),
     "agent.name": Elsewhere("agent.name", "agent.backend: codex (it runs `codex exec` with the adapter deployed, "
                                           "as the seed's codex_agent.py does; another program: agent.backend: "
                                           "command with agent.command)",
@@ -159,7 +162,7 @@ def _read_yaml(text: str, source: str) -> Any:
 
 def seed_keys_elsewhere(data: dict[str, Any]) -> list[Elsewhere]:
     """The keys of a pasted seed setup git-hermit keeps elsewhere (each with where it goes)."""
-    found = [SEED_KEYS["llm"]] if "llm" in data else []
+    found = [SEED_KEYS[key] for key in ("llm", "algorithm") if key in data]
     agent = data.get("agent")
     if isinstance(agent, dict) and "name" in agent:
         found.append(SEED_KEYS["agent.name"])

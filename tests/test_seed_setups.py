@@ -260,3 +260,12 @@ def test_seed_002_setup_translated_runs_with_its_llm_on_the_stand_in_server(repo
         assert r.code == 0, r.out + r.err
         assert len(server.model_requests()) == 4                       # the four passes, on the seed's llm
     assert "Answer with the figure only." in git(repo, "show", "refs/heads/hermit/r/step-0001:adapter/AGENTS.md")
+
+
+def test_seed_001_algorithm_block_says_it_is_the_evolver(repo):
+    config = setup_run(repo, "evo-harness@1.0", k=1, rows="rows/train.txt")
+    config["algorithm"] = {"worker": {"type": "llm"}}
+    write(repo, config)
+    r = hermit(repo, "check", "--no-preflight")
+    assert r.code == 5, r.out + r.err
+    assert "algorithm → evolver: {name, params, base: the Worker (codex or claude-code" in error_line(r.err)
