@@ -230,6 +230,10 @@ def test_an_unusable_reply_is_asked_for_again_and_a_loose_name_normalised(repo):
     assert "adapter/sub_agents/unit-checker/AGENT.md" in tree
     outcome = analysis(repo)["passes"]["subagents"]
     assert outcome["status"] == "applied" and outcome["asks"] == 2
+    # every reply was checkpointed as it came: a rerun replays them instead of asking again
+    saved = json.loads((repo / ".hermit/runs/r/step-0001/refiner/subagents.json").read_text())
+    assert [r["answered"] for r in saved["rounds"]] == plans["subagents"]
+    assert saved["rounds"][0]["asked"] is None and "could not be used" in saved["rounds"][1]["asked"]
     assert outcome["changes"] == ["created unit-checker (named 'Unit Checker' in the answer)"]
 
 

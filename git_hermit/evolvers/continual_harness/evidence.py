@@ -10,6 +10,7 @@ returned here has passed secret redaction.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,8 +112,8 @@ class Window:
     """A step's window: each task's statement (cut to ``task_info_chars``; "" when not kept or
     not shown) and every attempt, in task then attempt order."""
 
-    statements: dict[str, str]
-    attempts: list[WindowAttempt]
+    statements: Mapping[str, str]
+    attempts: tuple[WindowAttempt, ...]
 
     @property
     def signatures(self) -> int:
@@ -141,7 +142,7 @@ def read_window(results: dict[str, list[RolloutResult]], rollouts_root: Path, *,
         statements[task] = task_statement(folder, [folder / str(r.attempt) for r in runs], task_info_chars)
         attempts += [read_attempt(r, folder / str(r.attempt), feedback=feedback, trace_chars=trace_chars)
                      for r in runs]
-    return Window(statements, attempts)
+    return Window(statements, tuple(attempts))
 
 
 def _fence(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -200,7 +201,7 @@ class ContinualHarnessEvolver:
         return result
 
     # ------------------------------------------------------------------------------- memory fold
-    def _fold(self, ctx: StepContext, layout: HarnessLayout, attempts: list[evidence.WindowAttempt], given: Path,
+    def _fold(self, ctx: StepContext, layout: HarnessLayout, attempts: Sequence[evidence.WindowAttempt], given: Path,
               current: Path, work: Path, result: StepResult) -> dict[str, Any]:
         sessions = [a.session_notes for a in attempts if a.session_notes is not None]
         if not sessions:
@@ -312,6 +313,8 @@ class ContinualHarnessEvolver:
         cached = work / f"{name}.json"
         saved = json.loads(cached.read_text(encoding="utf-8")) if cached.is_file() else {}
         rounds: list[dict[str, Any]] = list(saved.get("rounds") or [])
+        if not rounds and isinstance(saved.get("text"), str):   # one answer, as a step before asking again kept it
+            rounds = [{"asked": None, "answered": saved["text"], "model": saved.get("model")}]
         if saved.get("refused"):
             return Answer(True, rounds=tuple(rounds), refused=tuple(saved["refused"]))
         asked, unusable, compressed = prompt, 0, False
