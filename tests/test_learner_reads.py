@@ -67,6 +67,26 @@ def require_bwrap() -> None:
         pytest.skip(f"the sandbox cannot run here: {detail}")
 
 
+def _step_with_the_reader(repo: Path, control: Path, probe: Path, sandbox_block: dict | None):
+    """One `step` whose learners are the reader (as `evolver.model.bin`) and whose acting agent is
+    the demo's scripted one, which runs the adapter's hooks (so each rollout has a hook audit)."""
+    reader = control / "codex"
+    reader.write_text(READER.format(python=sys.executable, probe=str(probe)))
+    reader.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["agent"] = {"backend": "scripted", "timeout_s": 60,
+                       "scripted": {"policy": "git_hermit.demo.acting:run_scripted_agent"}}
+    config["evolver"]["base"] = "codex"
+    config["evolver"]["model"] = {"name": "scripted-model", "bin": str(reader),
+                                  "provider": {"base_url": "http://127.0.0.1:59999/v1"}}
+    if sandbox_block is not None:
+        config["sandbox"] = sandbox_block
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = hermit(repo, "step", env=env_for(control), timeout=300)
+    assert r.code in (0, 8), r.out + r.err           # the reader writes no manifest: its step may be refused
+    return r
+
+
 def test_sandboxed_learners_read_every_trace_and_hook_audit_their_prompts_name(repo):
     require_bwrap()
     control = make_run(repo, {"t1": "4", "t2": "7"}, k=1)
@@ -74,20 +94,7 @@ def test_sandboxed_learners_read_every_trace_and_hook_audit_their_prompts_name(r
     probe = repo / ".hermit" / "runs" / RUN / "evals" / "0123456789ab-test" / "rollouts" / "t1" / "1"
     probe.mkdir(parents=True)
     (probe / "trajectory.jsonl").write_text("the held-out answers\n")
-    reader = control / "codex"
-    reader.write_text(READER.format(python=sys.executable, probe=str(probe / "trajectory.jsonl")))
-    reader.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    # the acting agent: the demo's scripted one, which runs the adapter's hooks (a hook audit)
-    config["agent"] = {"backend": "scripted", "timeout_s": 60,
-                       "scripted": {"policy": "git_hermit.demo.acting:run_scripted_agent"}}
-    config["evolver"]["base"] = "codex"
-    config["evolver"]["model"] = {"name": "scripted-model", "bin": str(reader),
-                                  "provider": {"base_url": "http://127.0.0.1:59999/v1"}}
-    config["sandbox"] = SEED_000
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    r = hermit(repo, "step", env=env_for(control), timeout=300)
-    assert r.code in (0, 8), r.out + r.err           # the reader writes no manifest: its step may be refused
+    r = _step_with_the_reader(repo, control, probe / "trajectory.jsonl", SEED_000)
     here = step_dir(repo, 1)
     debugger = sorted((here / "debugger" / "sessions").glob("*/reads.json"))
     evolve = here / "evolve" / "workspace" / "reads.json"
@@ -106,18 +113,7 @@ def test_sandboxed_learners_read_every_trace_and_hook_audit_their_prompts_name(r
 def test_without_the_sandbox_the_same_reader_reads_them_too(repo):
     """The stand-in reads the same paths unsandboxed (so the test above measures the sandbox)."""
     control = make_run(repo, {"t1": "4"}, k=1)
-    reader = control / "codex"
-    reader.write_text(READER.format(python=sys.executable, probe="/nonexistent"))
-    reader.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "scripted", "timeout_s": 60,
-                       "scripted": {"policy": "git_hermit.demo.acting:run_scripted_agent"}}
-    config["evolver"]["base"] = "codex"
-    config["evolver"]["model"] = {"name": "scripted-model", "bin": str(reader),
-                                  "provider": {"base_url": "http://127.0.0.1:59999/v1"}}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    r = hermit(repo, "step", env=env_for(control), timeout=300)
-    assert r.code in (0, 8), r.out + r.err
+    _step_with_the_reader(repo, control, Path("/nonexistent"), None)
     [report] = sorted((step_dir(repo, 1) / "debugger" / "sessions").glob("*/reads.json"))
     seen = json.loads(report.read_text())
     assert any(Path(p).name == "trajectory.jsonl" and how.startswith("file:") for p, how in seen.items()), seen
