@@ -578,7 +578,7 @@ def _echo_failures(ev: EvalRun, indent: str = "") -> None:
     from git_hermit.core.failures import failures_of
     line = failures_of(ev.results).line()
     if line:
-        click.echo(f"{indent}rollouts: {line} (they run again on the next command)")
+        click.echo(f"{indent}rollouts: {line} (the next command runs them again, unless --keep-exceptions)")
 
 
 def _ci(ev: EvalRun) -> tuple[float, float]:

@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
-from git_hermit.core.failures import require_results
 from git_hermit.core.budget import check_budget_config, open_evaluation_budget
+from git_hermit.core.failures import require_results
 from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.core.scores_notes import add_spending, roles_of
 from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputError

@@ -45,10 +45,10 @@ class GitDir:
         self._hash_len = 32 if object_format == "sha256" else 20
         # Absolute GIT_DIR / GIT_WORK_TREE: every git process sees this repository whatever
         # the caller's cwd or a relative GIT_DIR in the environment said.
-        self._env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_TERMINAL_PROMPT": "0",
-                     **({} if bare else {"GIT_WORK_TREE": str(work_tree)})}
-        if bare:
-            self._env.pop("GIT_WORK_TREE", None)
+        self._env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree),
+                     "GIT_TERMINAL_PROMPT": "0"}
+        if bare:                  # (and whatever the caller's environment said)
+            self._env.pop("GIT_WORK_TREE")
         self._env.pop("GIT_PREFIX", None)
         self._batch = BatchReader(work_tree, self._env)
         self._objects_dir: str | None = None      # absolute objects directory, once asked
