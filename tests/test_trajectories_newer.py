@@ -83,6 +83,37 @@ def test_claude_result_written_before_its_call_joins_the_call():
     assert not any("never got a result" in w or "mid-call" in w for w in summarize(path).warnings)
 
 
+def test_claude_prompt_after_a_late_written_call_is_not_a_rewind(tmp_path):
+    """The same excerpt with the record after the call (an attachment chained to the result)
+    made a prompt: it names the result, written before the call, so it abandons nothing."""
+    rows = records(NEWER / "claude-2.1.108-result-before-call.jsonl")
+    assert rows[9]["type"] == "attachment" and rows[9]["parentUuid"] == rows[7]["uuid"]
+    rows[9] = {**{k: rows[9][k] for k in ("parentUuid", "uuid", "sessionId", "timestamp")},
+               "type": "user", "message": {"role": "user", "content": "And the other skills?"}}
+    path = write_jsonl(tmp_path / "session.jsonl", rows)
+    steps = list(iter_steps(path))
+    assert not [s for s in steps if s.message.startswith("rewound")]
+    assert calls(path)[rows[8]["message"]["content"][0]["id"]].output is not None
+    assert summarize(path).user_turns == 1
+
+
+def test_claude_result_whose_call_never_comes_waits_a_bounded_while(tmp_path):
+    """Without the call's record, the result is read as a result of an unseen call (a tool
+    step), and the steps after it keep their order."""
+    rows = records(NEWER / "claude-2.1.108-result-before-call.jsonl")
+    del rows[8]
+    path = write_jsonl(tmp_path / "session.jsonl", rows)
+    steps = list(iter_steps(path))
+    assert [s.source for s in steps].count("tool") == 1
+    by_message: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("type") == "assistant":
+            by_message.setdefault(r["message"]["id"], []).extend(
+                b["text"] for b in r["message"]["content"] if b.get("type") == "text" and b["text"])
+    expected = ["\n\n".join(texts) for texts in by_message.values() if texts]
+    assert [s.message for s in steps if s.source == "agent" and s.message] == expected
+
+
 def test_claude_manual_compaction_is_not_a_rewind():
     """Claude Code 2.1.217's /compact: the boundary (parentUuid null, logicalParentUuid the last
     record before it) and its summary, then the command's echo chained to that same last record.
