@@ -44,7 +44,7 @@ _INJECTED_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-comman
                       "[Request interrupted by user")
 _RECENT_MESSAGES = 256     # message ids remembered for usage dedup (bounded memory)
 _KEEP_UUIDS = 4096         # uuids remembered to find a rewind's branch point
-_WAIT_RECORDS = 64         # records a result written before its call waits for that call
+_WAIT_RECORDS = 64         # lines a result written before its call waits for that call
 
 
 def claude_usage(raw: Any, cost_usd: Any = None) -> Usage:
@@ -112,9 +112,10 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
     """The records in file order, except that a tool result written before the record of the
     call it answers (its ``parentUuid`` names a record not read yet) waits for that record
     and follows it, and so do records that descend from it meanwhile. A wait lasts at most
-    ``_WAIT_RECORDS`` records (then the result is read where it stands); ``state.line_number``
+    ``_WAIT_RECORDS`` lines (then the result is read where it stands); ``state.line_number``
     is each record's own line when it is yielded."""
     seen: OrderedDict[str, None] = OrderedDict()
+    calls_seen: OrderedDict[str, None] = OrderedDict()   # tool_use ids read (a result for one waits not)
     waiting: dict[str, list[tuple[int, dict[str, Any]]]] = {}   # missing parent -> its records
     held: dict[str, str] = {}              # uuid of a waiting record -> the parent its group waits for
     by_call: dict[str, str] = {}           # tool_use id a waiting result answers -> that parent
@@ -122,6 +123,8 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
     def release(key: str) -> Iterator[tuple[int, dict[str, Any]]]:
         for line, record in sorted(waiting.pop(key, ()), key=lambda pair: pair[0]):
             held.pop(str(record.get("uuid")), None)
+            for call_id in _tool_result_ids(record):
+                by_call.pop(call_id, None)
             yield from emit(line, record)
 
     def emit(line: int, record: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -134,6 +137,9 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
             if uuid in waiting:
                 yield from release(uuid)
         for call_id in _tool_use_ids(record):
+            calls_seen[call_id] = None
+            if len(calls_seen) > _KEEP_UUIDS:
+                calls_seen.popitem(last=False)
             if call_id in by_call:
                 yield from release(by_call.pop(call_id))
 
@@ -144,7 +150,7 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
         if isinstance(parent, str) and parent not in seen:
             if parent in held:
                 key = held[parent]                          # it descends from a waiting record
-            elif answered := _tool_result_ids(record):
+            elif (answered := _tool_result_ids(record)) and not any(c in calls_seen for c in answered):
                 key = parent
                 for call_id in answered:
                     by_call[call_id] = parent

@@ -310,7 +310,8 @@ class _Calls:
         session = _RUNNING.search(text.split("\nOutput:", 1)[0][:2000]) if isinstance(text, str) else None
         if session and exit_code is None:           # still running: its exit comes on a poll
             _remember(self.running, call_id, session.group(1))
-            self.exit_codes.pop(call_id, None)
+            if call_id in self.exit_codes:          # an event already said how it ended
+                _remember(self.session_exit, session.group(1), self.exit_codes.pop(call_id))
             return None, False
         if call_id in self.exit_codes:              # structured: an event gave its exit code
             exit_code = self.exit_codes.pop(call_id)
