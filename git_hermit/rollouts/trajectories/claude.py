@@ -112,7 +112,7 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
     """The records in file order, except that a tool result written before the record of the
     call it answers (its ``parentUuid`` names a record not read yet) waits for that record
     and follows it, and so do records that descend from it meanwhile. A wait lasts at most
-    ``_WAIT_RECORDS`` lines (then the result is read where it stands); ``state.line_number``
+    ``_WAIT_RECORDS`` lines (then it is read there, a result of a call not seen); ``state.line_number``
     is each record's own line when it is yielded."""
     seen: OrderedDict[str, None] = OrderedDict()
     calls_seen: OrderedDict[str, None] = OrderedDict()   # tool_use ids read (a result for one waits not)
@@ -162,7 +162,7 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
         else:
             ready.extend(emit(line, record))
         for stale in [k for k, group in waiting.items() if line - group[0][0] >= _WAIT_RECORDS]:
-            ready.extend(release(stale))                    # its call never came: read it here
+            ready.extend(release(stale))                    # its call never came: read it now
         for ready_line, ready_record in ready:
             state.line_number = ready_line
             yield ready_record
