@@ -144,8 +144,21 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
                 yield from release(by_call.pop(call_id))
 
     for record in records:
-        line = state.line_number
         parent = record.get("parentUuid")
+        if not waiting and (parent is None or parent in seen):    # the usual case: in order
+            uuid = record.get("uuid")
+            if isinstance(uuid, str):
+                seen[uuid] = None
+                if len(seen) > _KEEP_UUIDS:
+                    seen.popitem(last=False)
+            if record.get("type") == "assistant":
+                for call_id in _tool_use_ids(record):
+                    calls_seen[call_id] = None
+                if len(calls_seen) > _KEEP_UUIDS:
+                    calls_seen.popitem(last=False)
+            yield record
+            continue
+        line = state.line_number
         key: str | None = None
         if isinstance(parent, str) and parent not in seen:
             if parent in held:

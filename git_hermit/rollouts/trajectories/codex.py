@@ -217,8 +217,9 @@ def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> I
                 if total is not None and total != seen_total:   # Codex repeats the same count
                     seen_total = total
                     own = info.get("last_token_usage")
-                    usage = running_delta(last_total, codex_usage(total), codex_usage(own) if own else None)
-                    last_total = codex_usage(total)
+                    current = codex_usage(total)
+                    usage = running_delta(last_total, current, codex_usage(own) if own else None)
+                    last_total = current
                     state.usage += usage
                     asm.usage(usage)
             elif event == "task_started":
@@ -307,8 +308,9 @@ class _Calls:
     def output(self, call_id: str, text: str | None, exit_code: int | None,
                failed: bool | None) -> tuple[int | None, bool | None]:
         """The verdict on a call from its output and what events reported of it."""
-        session = _RUNNING.search(text.split("\nOutput:", 1)[0][:2000]) if isinstance(text, str) else None
-        if session and exit_code is None:           # still running: its exit comes on a poll
+        session = _RUNNING.search(text[:2000].split("\nOutput:", 1)[0]) \
+            if exit_code is None and isinstance(text, str) else None
+        if session:                                 # still running: its exit comes on a poll
             _remember(self.running, call_id, session.group(1))
             if call_id in self.exit_codes:          # an event already said how it ended
                 _remember(self.session_exit, session.group(1), self.exit_codes.pop(call_id))
