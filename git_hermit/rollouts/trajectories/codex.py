@@ -61,10 +61,11 @@ def running_delta(previous: Usage | None, total: Usage, own: Usage | None = None
     new total itself)."""
     if previous is None:
         return total
-    fields = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-    if any(getattr(total, name) < getattr(previous, name) for name in fields):
+    if (total.input_tokens < previous.input_tokens or total.cached_input_tokens < previous.cached_input_tokens
+            or total.output_tokens < previous.output_tokens or total.reasoning_tokens < previous.reasoning_tokens):
         return own if own is not None else total
-    return Usage(*(getattr(total, name) - getattr(previous, name) for name in fields))
+    return Usage(total.input_tokens - previous.input_tokens, total.cached_input_tokens - previous.cached_input_tokens,
+                 total.output_tokens - previous.output_tokens, total.reasoning_tokens - previous.reasoning_tokens)
 
 
 def _remember(into: dict[str, Any], key: str, value: Any) -> None:
