@@ -127,35 +127,32 @@ def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Itera
                 by_call.pop(call_id, None)
             yield from emit(line, record)
 
-    def emit(line: int, record: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-        yield line, record
+    def note(record: dict[str, Any]) -> None:
+        """Remember a record read (bounded): its uuid, and the calls it makes."""
         uuid = record.get("uuid")
         if isinstance(uuid, str):
             seen[uuid] = None
             if len(seen) > _KEEP_UUIDS:
                 seen.popitem(last=False)
-            if uuid in waiting:
-                yield from release(uuid)
-        for call_id in _tool_use_ids(record):
-            calls_seen[call_id] = None
-            if len(calls_seen) > _KEEP_UUIDS:
+        if record.get("type") == "assistant":
+            for call_id in _tool_use_ids(record):
+                calls_seen[call_id] = None
+            while len(calls_seen) > _KEEP_UUIDS:
                 calls_seen.popitem(last=False)
+
+    def emit(line: int, record: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+        yield line, record
+        note(record)
+        if record.get("uuid") in waiting:
+            yield from release(str(record["uuid"]))
+        for call_id in _tool_use_ids(record):
             if call_id in by_call:
                 yield from release(by_call.pop(call_id))
 
     for record in records:
         parent = record.get("parentUuid")
         if not waiting and (parent is None or parent in seen):    # the usual case: in order
-            uuid = record.get("uuid")
-            if isinstance(uuid, str):
-                seen[uuid] = None
-                if len(seen) > _KEEP_UUIDS:
-                    seen.popitem(last=False)
-            if record.get("type") == "assistant":
-                for call_id in _tool_use_ids(record):
-                    calls_seen[call_id] = None
-                if len(calls_seen) > _KEEP_UUIDS:
-                    calls_seen.popitem(last=False)
+            note(record)
             yield record
             continue
         line = state.line_number
