@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ContextManager
 
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
+from git_hermit.rollouts.agent_files import left_file
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset, reset_to_plan
@@ -39,6 +40,7 @@ TASK_FILE = "task.md"
 SESSION_MEMORY = "memory/NOTES.md"
 HOOK_LOG = ".hermit-hooks/hook-calls.jsonl"
 STDERR_TAIL_BYTES = 20_000
+TRAJECTORY_LIMIT = 256 * 1024 * 1024    # what a rollout hands back of its event stream, at most
 _cache_lock = threading.Lock()
 # One adapter is deployed at a time: each of its ~70 file operations releases the GIL, and with
 # every thread of the pool doing the same the GIL changes hands at each (thousands of futex calls
@@ -299,27 +301,47 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
             result = verdict.apply(result)
         # the task statement stays with the rollout: learners read it with the trajectory
         files: dict[str, bytes] = {TASK_FILE: job.task.prompt.encode("utf-8")}
-        if run.trajectory and (out / run.trajectory).is_file():
-            files[run.trajectory] = (out / run.trajectory).read_bytes()
-        hook_log = workspace / HOOK_LOG
-        if hook_log.is_file():
-            files["hook-calls.jsonl"] = hook_log.read_bytes()
+        # What the agent left is read without following a link (agent_files): a link or special
+        # file in its workspace, its home or beside them is refused, and the refusal recorded.
+        refused: list[str] = []
+
+        def take(root: Path, relative: str, name: str, limit: int = TRAJECTORY_LIMIT) -> bytes | None:
+            found = left_file(root, relative, limit=limit)
+            if found.refused:
+                refused.append(found.refused)
+            if found.data is not None:
+                files[name] = found.data
+            return found.data
+
+        if run.trajectory:
+            take(out, run.trajectory, run.trajectory)
+        if take(workspace, HOOK_LOG, "hook-calls.jsonl") is not None:
             result = result.with_(hook_log="hook-calls.jsonl")
-        notes = _session_memory(_cached_adapter(job, bundle), workspace)
+        notes = _session_memory(_cached_adapter(job, bundle), workspace, refused)
         if notes is not None:
             files[SESSION_MEMORY] = notes
-        if ctx.stderr_path.is_file() and ctx.stderr_path.stat().st_size:
-            files["agent.stderr"] = ctx.stderr_path.read_bytes()[-STDERR_TAIL_BYTES:]
+        stderr = left_file(out, ctx.stderr_path.name)
+        if stderr.refused:
+            refused.append(stderr.refused)
+        if stderr.data:
+            files["agent.stderr"] = stderr.data[-STDERR_TAIL_BYTES:]
+        if refused:
+            why = "refused " + "; refused ".join(dict.fromkeys(refused))
+            result = result.with_(error=f"{result.error}; {why}" if result.error else why)
         return RolloutOutput(result.to_dict(), files)
 
 
-def _session_memory(adapter: Path, workspace: Path) -> bytes | None:
-    """The session's memory notes if it changed them (at the workspace root or in the deployed copy)."""
+def _session_memory(adapter: Path, workspace: Path, refused: list[str]) -> bytes | None:
+    """The session's memory notes if it changed them (at the workspace root or in the deployed
+    copy); a link or special file there is refused (its reason added to ``refused``)."""
     original = adapter / SESSION_MEMORY
     if not original.is_file():
         return None
     before = original.read_bytes()
-    for candidate in (workspace / SESSION_MEMORY, workspace / ".hermit-adapter" / SESSION_MEMORY):
-        if candidate.is_file() and candidate.read_bytes() != before:
-            return candidate.read_bytes()
+    for relative in (SESSION_MEMORY, f".hermit-adapter/{SESSION_MEMORY}"):
+        found = left_file(workspace, relative)
+        if found.refused:
+            refused.append(found.refused)
+        elif found.data is not None and found.data != before:
+            return found.data
     return None
