@@ -106,6 +106,21 @@ class BudgetReached(HermitError):
     partial: object = None    # the rollouts a stopped batch finished (core/evaluate.run_split sets it)
 
 
+class DamagedRecord(HermitError):
+    """The repository's records are damaged: a step ref that is no commit of the run or out of its
+    order, a missing step, a notes ref or object git cannot read. The message names the ref or
+    object; a damaged note alone is a warning (the rest of the run still shows)."""
+
+    exit_code = 17
+
+
+class DiskFull(HermitError):
+    """No space (or no inode) left on a filesystem git-hermit writes to. Nothing half-written is
+    kept as a result: freeing space and re-running resumes."""
+
+    exit_code = 18
+
+
 USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
@@ -129,6 +144,8 @@ EXIT_CODES: dict[int, str] = {
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
     BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
+    DamagedRecord.exit_code: "the repository's records are damaged: a step ref, notes ref or object git cannot read (the message names it)",
+    DiskFull.exit_code: "no space left on a disk git-hermit writes to (the message names it; free space and re-run to resume)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }
