@@ -979,9 +979,22 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
             traceback.print_exc()
         _fail(exc.message, exc.hint, exc.exit_code, as_json=as_json)
-    except Exception as exc:  # a bug: keep it to one line unless --debug
+    except OSError as exc:
+        from git_hermit.errors import NO_SPACE_ERRNOS, disk_full
+        if exc.errno not in NO_SPACE_ERRNOS:
+            _internal_error(exc, debug, as_json)
         if debug:
-            raise
-        _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
-              INTERNAL_ERROR_EXIT, as_json=as_json)
+            import traceback
+            traceback.print_exc()
+        full = disk_full(exc.filename)      # its own exit code, not a bug
+        _fail(full.message, full.hint, full.exit_code, as_json=as_json)
+    except Exception as exc:  # a bug: keep it to one line unless --debug
+        _internal_error(exc, debug, as_json)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _internal_error(exc: Exception, debug: bool, as_json: bool) -> None:
+    if debug:
+        raise exc
+    _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
+          INTERNAL_ERROR_EXIT, as_json=as_json)

@@ -7,6 +7,8 @@ else is a bug and shows a traceback only with ``--debug``.
 
 from __future__ import annotations
 
+import errno
+
 
 class HermitError(Exception):
     """A failure the user can fix. ``message`` says what is wrong, ``hint`` what to do."""
@@ -119,6 +121,21 @@ class DiskFull(HermitError):
     kept as a result: freeing space and re-running resumes."""
 
     exit_code = 18
+
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_TEXT = ("No space left on device", "Disk quota exceeded", "Out of diskspace")   # what git and the kernel say
+
+
+def disk_full(path: object | None, what: str = "") -> DiskFull:
+    """The one error for a full disk (or quota) under ``path`` (None: unknown, e.g. a write to an
+    open file)."""
+    where = (f"the device holding {path}" if path is not None
+             else "a device git-hermit writes to (the repository, its .hermit/ or $TMPDIR)")
+    look = f"`df -h {path}`" if path is not None else "`df -h . $TMPDIR`"
+    return DiskFull(f"no space left on {where}" + (f" ({what})" if what else ""),
+                    hint=f"free space there ({look}) and run the same command again: finished rollouts are kept, "
+                         "and a rollout that failed for lack of space runs again")
 
 
 USAGE_EXIT = 2            # click's own code for a bad command line

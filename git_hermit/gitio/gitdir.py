@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Self
 
-from ..errors import GitStateError, NotARepository
+from ..errors import NO_SPACE_TEXT, GitStateError, HermitError, NotARepository, disk_full
 from ._process import BatchReader, first_error_line, run_git
 from .quarantine import gc_paused, shared as shared_quarantine
 
@@ -119,12 +119,13 @@ class GitDir:
             raise self._error(args, proc.stderr)
         return proc.stdout
 
-    @staticmethod
-    def _error(args: Iterable[str], stderr: bytes) -> GitStateError:
+    def _error(self, args: Iterable[str], stderr: bytes) -> HermitError:
         args = list(args)
         while args[:1] == ["-c"]:  # name the subcommand, not the -c options before it
             args = args[2:]
         line = first_error_line(stderr)
+        if any(text in stderr.decode("utf-8", "replace") for text in NO_SPACE_TEXT):
+            return disk_full(self.common_dir, f"git {args[0] if args else ''}: {line}")
         hint = None
         if "Please tell me who you are" in stderr.decode("utf-8", "replace") or "empty ident" in line:
             hint = "set an identity: git config user.name '…' && git config user.email '…'"
