@@ -13,6 +13,7 @@ from (``<git dir>/hermit/cache/integrity.json``), so an unchanged run is not che
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -170,11 +171,13 @@ def tag_warnings(ctx: RunContext, best: str | None, final: str | None,
 
 
 def refs_key(ctx: RunContext, notes_tips: Mapping[str, str | None]) -> str:
-    """Names what the checks were made from: the run's step tips, its tags and the notes refs' tips."""
+    """Names what the checks were made from: the run's step tips, its tags and the notes refs' tips
+    (by two checksums of them and their length: a 10,000-step run's refs are half a megabyte)."""
     parts = [f"{n}:{sha}" for n, sha in ctx.steps]
     parts += [f"{kind}:{notes_tips.get(kind) or '-'}" for kind in (*_KINDS, "provenance")]
     parts += [ctx.read_ref(best_tag(ctx.run)) or "-", ctx.read_ref(final_tag(ctx.run)) or "-"]
-    return " ".join(parts)
+    text = " ".join(parts).encode()
+    return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}-{len(text)}-{ctx.run}"
 
 
 def cached(repo: Repo, key: str) -> tuple[list[Damage], list[str]] | None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-GC_WAIT_S = 600.0           # a running gc is waited for this long (a large repository's repack)
+GC_WAIT_S = 120.0           # a running gc is waited for this long (a large repository's repack)
 GC_PID_STALE_S = 12 * 3600  # git's own rule: an older gc.pid is a crashed gc's
 STALE_AFTER_S = 24 * 3600
 _PACK_ORDER = (".pack", ".rev", ".idx")      # git uses a pack once its .idx is there: that goes last
@@ -175,6 +175,9 @@ def _gc_running(common_dir: Path) -> bool:
     return pid.isdigit() and _alive(int(pid))
 
 
+_gc_stuck: set[Path] = set()
+
+
 @contextlib.contextmanager
 def gc_paused(common_dir: Path, *, wait_s: float = GC_WAIT_S) -> Iterator[bool]:
     """Hold `git gc` off: wait for a running one to end, then take ``gc.pid`` as gc itself does
@@ -183,9 +186,11 @@ def gc_paused(common_dir: Path, *, wait_s: float = GC_WAIT_S) -> Iterator[bool]:
     import socket
     lock, pidfile = common_dir / "gc.pid.lock", common_dir / "gc.pid"
     mine = f"{os.getpid()} {socket.gethostname()}"
+    if common_dir in _gc_stuck:       # a gc.pid that outlasted a whole wait once is not waited on again
+        wait_s = 0.0
     deadline = time.monotonic() + wait_s
     held = False
-    while not held and time.monotonic() < deadline:
+    while not held:
         if not _gc_running(common_dir):
             try:
                 fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -201,7 +206,11 @@ def gc_paused(common_dir: Path, *, wait_s: float = GC_WAIT_S) -> Iterator[bool]:
                 os.replace(lock, pidfile)
                 held = True
                 break
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.02)
+    if not held and wait_s > 0:
+        _gc_stuck.add(common_dir)
     try:
         yield held
     finally:

@@ -32,8 +32,10 @@ def terminal(text: object, *, newlines: bool = False) -> str:
     what follows. ``newlines``: keep line breaks (text printed as several lines); else a newline
     shows as ``\\x0a``, so one field stays on its line."""
     text = str(text)
+    if text.isprintable():       # the common case, in C: no control, format or separator character
+        return text
     pattern = _UNSAFE_KEEP_NEWLINES if newlines else _UNSAFE
-    return pattern.sub(_visible, text) if pattern.search(text) else text
+    return pattern.sub(_visible, text)
 
 
 # ----------------------------------------------------------------------------------- Markdown
