@@ -318,6 +318,8 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     if output is not None:
         output.write_text(text)
         _echo(f"wrote {output} ({len(text):,} characters)", err=True)
+    elif fmt == "json":
+        _echo_json(report_json(data))     # exact (the encoder escapes what a terminal would act on)
     else:
         _echo(text, nl=False)
 
