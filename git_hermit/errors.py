@@ -108,19 +108,28 @@ class BudgetReached(HermitError):
     partial: object = None    # the rollouts a stopped batch finished (core/evaluate.run_split sets it)
 
 
+class RolloutsFailed(HermitError):
+    """No rollout of the command gave a result (every row ended in an exception: a timeout, a
+    crash, a judge error, a refused key), or more of a step's than ``trainer.max_exception_rate``
+    did: nothing was measured, so nothing is scored or learned. Finished rows are kept; the
+    exception rows run again on the next command."""
+
+    exit_code = 17
+
+
 class DamagedRecord(HermitError):
     """The repository's records are damaged: a step ref that is no commit of the run or out of its
     order, a missing step, a notes ref or object git cannot read. The message names the ref or
     object; a damaged note alone is a warning (the rest of the run still shows)."""
 
-    exit_code = 17
+    exit_code = 18
 
 
 class DiskFull(HermitError):
     """No space (or no inode) left on a filesystem git-hermit writes to. Nothing half-written is
     kept as a result: freeing space and re-running resumes."""
 
-    exit_code = 18
+    exit_code = 19
 
 
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -161,6 +170,8 @@ EXIT_CODES: dict[int, str] = {
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
     BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
+    RolloutsFailed.exit_code: "the rollouts failed without a result: all of the command's rows (a step: more than "
+                              "trainer.max_exception_rate of its rows) ended in an exception; fix the cause and re-run",
     DamagedRecord.exit_code: "the repository's records are damaged: a step ref, notes ref or object git cannot read (the message names it)",
     DiskFull.exit_code: "no space left on a disk git-hermit writes to (the message names it; free space and re-run to resume)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",

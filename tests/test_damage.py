@@ -2,7 +2,7 @@
 
 On copies of the demo run, each case damages one ref, note, object or cache entry the way a crash,
 a disk error, a hand edit or a hostile remote would; `log`, `show` and `report` then either name
-the damaged ref or object and exit 17, or name the damaged note in a warning, leave it out and
+the damaged ref or object and exit 18, or name the damaged note in a warning, leave it out and
 show the rest of the run — never the wrong record without a word, never exit 70 or 130.
 """
 
@@ -19,7 +19,7 @@ from cli_helpers import hermit
 from conftest import git
 from review_support import copy_demo
 
-DAMAGED = 17
+DAMAGED = 18
 STEP = "refs/heads/hermit/demo/step-{:04d}"
 
 
@@ -60,7 +60,7 @@ def _write_ref(repo: Path, ref: str, sha: str) -> None:
     path.write_text(sha + "\n")       # as a crash or a hand edit leaves it (update-ref would refuse)
 
 
-# ------------------------------------------------------------------------------ refs: exit 17
+# ------------------------------------------------------------------------------ refs: exit 18
 def _ref_to_missing_object(repo, tmp_path):
     _write_ref(repo, STEP.format(2), "1234567890" * 4)
     return STEP.format(2)
@@ -89,7 +89,7 @@ def _notes_ref_to_missing_commit(repo, tmp_path):
 
 @pytest.mark.parametrize("damage", [_ref_to_missing_object, _ref_to_a_blob, _ref_out_of_order, _missing_step,
                                     _notes_ref_to_missing_commit])
-def test_a_damaged_ref_is_named_and_exits_17(demo, tmp_path, damage):
+def test_a_damaged_ref_is_named_and_exits_18(demo, tmp_path, damage):
     ref = damage(demo, tmp_path)
     for args in (("log",), ("log", "--json"), ("report", "3"), ("show", "step-3")):
         r = hermit(demo, *args)

@@ -1,4 +1,4 @@
-"""A full disk is its own failure (issue 23, item 9): exit 18 with a hint, never a stored result,
+"""A full disk is its own failure (issue 23, item 9): exit 19 with a hint, never a stored result,
 never an internal error, and never a lock that outlives its holder.
 
 The disk really fills: each test runs `git hermit` inside bubblewrap with a small tmpfs
@@ -21,7 +21,7 @@ import pytest
 from cli_helpers import GIT_HERMIT, hermit
 from step_support import calls, env_for, make_run
 
-DISK_FULL = 18
+DISK_FULL = 19
 ANSWERS = {"t1": "4", "t2": "7"}
 
 # Fills its workspace before it answers; on a full disk its answer (its stdout) is lost too.
@@ -134,7 +134,7 @@ def test_an_empty_run_lock_without_a_live_holder_is_stale_at_once(repo):
 
 def test_git_running_out_of_space_is_a_disk_full_error(repo, tmp_path):
     """git's own ENOSPC (fast-import's, writing a blob: the repository has no commit, so its object
-    directory and git-hermit's quarantine can both be full tmpfs mounts) is exit 18 too, not
+    directory and git-hermit's quarantine can both be full tmpfs mounts) is exit 19 too, not
     "git failed" (exit 4)."""
     probe = ("import sys\nfrom git_hermit.cli import main\n"
              "from git_hermit.gitio import Repo\nfrom git_hermit.errors import DiskFull\n"

@@ -2,7 +2,7 @@
 as if it were sound.
 
 Refs (``check_steps``): step numbers without a gap, each step branch a commit of the run's history,
-each after the step before it. A broken one is a DamagedRecord (exit 17) naming the ref. Notes
+each after the step before it. A broken one is a DamagedRecord (exit 18) naming the ref. Notes
 (``note_damage``): each note agrees with the commit it annotates — a manifest with its commit's
 ``Hermit-Manifest`` hash, a verdict with the changes its commit declares and a later step, a scores
 note with its ``commit``, an analysis note with its step; the best tag on the best-scoring step. A

@@ -5,8 +5,8 @@ The lock file is created atomically and says who holds it (pid, the pid's start 
 a dead process on this host is taken over: a pid that is gone, a zombie, or a pid now belonging to
 another process (its start time differs); an empty or unreadable one (a crash, or a full disk,
 between create and write) when no process holds its flock. A live holder gets a clear refusal. A
-lock that cannot be written (a full disk) is removed at once and said so (exit 18). Living in the common dir, the lock is shared by every
-linked worktree of the repository. ``check_ref_locks`` finds git's own leftover ref locks.
+lock that cannot be written (a full disk) is removed at once and said so (exit 19). Living in the
+common dir, the lock is shared by every linked worktree of the repository. ``check_ref_locks`` finds git's own leftover ref locks.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ SESSION_MEMORY = "memory/NOTES.md"
 HOOK_LOG = ".hermit-hooks/hook-calls.jsonl"
 STDERR_TAIL_BYTES = 20_000
 # A rollout that did not pass while its workspace's, home's or output's filesystem had less than this
-# left failed for lack of space, not for its task: not a result (the runner stops the batch, exit 18).
+# left failed for lack of space, not for its task: not a result (the runner stops the batch, exit 19).
 DISK_FULL = "DiskFull"
 LOW_SPACE_BYTES = 1024 * 1024
 TRAJECTORY_LIMIT = 256 * 1024 * 1024    # what a rollout hands back of its event stream, at most
