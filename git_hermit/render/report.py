@@ -98,7 +98,7 @@ def mermaid_chart(report: StepReport) -> str:
     return "\n".join([
         "```mermaid",
         "xychart-beta",
-        f'    title "{mermaid_label(f"pass@1 per step ({split} split)")}"',
+        f'    title "pass@1 per step ({mermaid_label(split)} split)"',   # only the split name is not ours
         "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
         '    y-axis "pass@1" 0 --> 1',
         "    bar [" + ", ".join(values) + "]",
