@@ -106,6 +106,13 @@ class BudgetReached(HermitError):
     partial: object = None    # the rollouts a stopped batch finished (core/evaluate.run_split sets it)
 
 
+class LossyConversion(HermitError):
+    """`convert`: the target's plugin format cannot carry some of the adapter's components (the
+    message names each); --allow-lossy writes the plugin without them."""
+
+    exit_code = 17
+
+
 USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
@@ -128,6 +135,7 @@ EXIT_CODES: dict[int, str] = {
     NotesConflict.exit_code: "a note was changed differently on both sides of a push or fetch (the message names it)",
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
+    LossyConversion.exit_code: "convert: the target's plugin format would drop components of the adapter (named; --allow-lossy)",
     BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
