@@ -819,7 +819,7 @@ def demo(directory: Path) -> None:
     click.echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
     click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
     click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
-    click.echo("  git hermit show final --card          # the final adapter's card (also CARD.md)")
+    click.echo("  git hermit show final --card        # the final adapter's card (also CARD.md)")
     click.echo("  git hermit convert --target claude-code -o ../demo-plugin   # it as a Claude Code plugin")
     click.echo("")
     click.echo(DEMO_NOTICE)

@@ -327,15 +327,15 @@ class CardLink:
 
 
 def card_link(repo: Repo, commit: str, run: str | None = None) -> CardLink | None:
-    """The card of the run whose final tag is ``commit`` (None when no run's is)."""
-    for ref, sha in sorted(repo.list_refs("refs/tags/hermit/").items()):
-        name = ref.removeprefix("refs/tags/hermit/").removesuffix("/final")
-        if sha != commit or not ref.endswith("/final") or (run is not None and name != run):
-            continue
-        command = "git hermit show final --card" + (f" --run {name}" if len(list_runs(repo)) > 1 else "")
-        try:
-            path = card_path(open_run(repo, name))
-        except HermitError:
-            return CardLink(name, None, False, command)
-        return CardLink(name, path.relative_to(repo.work_tree).as_posix(), path.is_file(), command)
-    return None
+    """The card of the run whose final tag is ``commit`` (None when it is no run's final): the run
+    is the commit's Hermit-Run trailer (or ``run``), so a commit that is no final costs no git process."""
+    trailers = dict(repo.commit_info(commit).trailers)
+    name = run or trailers.get("Hermit-Run")
+    if not name or repo.read_ref(final_tag(name)) != commit:
+        return None
+    command = "git hermit show final --card" + (f" --run {name}" if len(list_runs(repo)) > 1 else "")
+    try:
+        path = card_path(open_run(repo, name))
+    except HermitError:
+        return CardLink(name, None, False, command)
+    return CardLink(name, path.relative_to(repo.work_tree).as_posix(), path.is_file(), command)

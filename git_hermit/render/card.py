@@ -67,7 +67,7 @@ def markdown(card: AdapterCard) -> str:
              f"| run | {md(card.run)} |",
              f"| template | {md(card.template)} |",
              f"| seed commit | `{card.seed_commit[:12]}` (`{step_branch(card.run, 0)}`) |",
-             f"| final commit | `{card.commit}` ({step}" + (f"; chosen by final: {card.final_mode})" if card.final else ")")
+             f"| final commit | `{card.commit}` ({step}" + (f"; chosen by final: {md(card.final_mode)})" if card.final else ")")
              + " |",
              f"| host | {md(card.host)} |",
              f"| acting agent | {md(card.agent)} |",
@@ -131,7 +131,8 @@ def markdown(card: AdapterCard) -> str:
     else:
         lines.append("Nothing was spent on training yet.")
     if card.eval_spending:
-        lines += ["", "Held-out evaluations:", "", *_spend_table(card.eval_spending)]
+        lines += ["", "Held-out evaluations (every commit of the run measured on a held-out split):", "",
+                  *_spend_table(card.eval_spending)]
 
     lines += ["", "## Settings that affect trust", ""]
     lines += [f"- {name}: {md(value)}" for name, value in card.settings]
