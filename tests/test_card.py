@@ -87,6 +87,8 @@ def _reverted(repo) -> str:
 def test_the_card_is_not_committed_and_check_still_holds(demo):
     assert "CARD.md" not in git(demo, "ls-tree", "-r", "--name-only", FINAL)
     assert (demo / "CARD.md").is_file() and not (demo / "adapter" / "CARD.md").exists()
+    assert git(demo, "status", "--porcelain") == ""          # an output, excluded like .hermit/
+    assert "/CARD.md" in (demo / ".git" / "info" / "exclude").read_text().splitlines()
     r = hermit(demo, "check", FINAL, "--static")
     assert r.code == 0, r.out + r.err
 
@@ -111,7 +113,7 @@ def test_a_held_out_evaluation_puts_its_result_and_ci_in_the_card(demo):
     assert re.search(r"against `[0-9a-f]{12}`: [+-]\d+\.\d points \(95% CI [+-]\d+\.\d to [+-]\d+\.\d, paired", line), line
     assert "not evaluated on a held-out split" not in (demo / "CARD.md").read_text()
     spending = _section((demo / "CARD.md").read_text(), "Spending")
-    assert "Held-out evaluations:" in spending and re.search(r"\| acting \| [\d,]+ \|", spending.split("Held-out")[1])
+    assert "Held-out evaluations (" in spending and re.search(r"\| acting \| [\d,]+ \|", spending.split("Held-out")[1])
 
 
 def test_finalize_puts_the_card_into_the_archive_and_convert_into_the_plugin(demo, tmp_path):
@@ -177,9 +179,10 @@ def test_a_budget_stop_is_a_warning_on_the_card(repo):
 def test_show_final_and_report_link_the_card(demo):
     shown = hermit(demo, "show", "final")
     assert shown.code == 0, shown.err
-    assert shown.out.rstrip().splitlines()[-1] == "card: CARD.md; `git hermit show final --card` prints it"
+    assert shown.out.rstrip().splitlines()[-1] == \
+        "card: CARD.md (written by `git hermit finalize`); `git hermit show final --card` prints it"
     data = json.loads(hermit(demo, "show", "final", "--json").out)
-    assert data["card"] == {"run": "demo", "path": "CARD.md", "exists": True, "command": "git hermit show final --card"}
+    assert data["card"] == {"run": "demo", "path": "CARD.md", "command": "git hermit show final --card"}
     assert data["commits"][-1]["commit"] == git(demo, "rev-parse", FINAL).strip()
     assert "card:" not in hermit(demo, "show", "step-2").out            # not the final commit
     step = int(git(demo, "log", "-1", "--format=%(trailers:key=Hermit-Step,valueonly)", FINAL).strip())

@@ -37,11 +37,14 @@ def archive_format(archive: Path) -> str:
 
 
 def write_card(ctx: RunContext, commit: str, card_text: CardText) -> tuple[Path, str]:
-    """CARD.md of ``commit`` beside the run's adapter directory (core/card.card_path); its path and text."""
+    """CARD.md of ``commit`` beside the run's adapter directory (core/card.card_path); its path and
+    text. Like ``.hermit/``, it is listed in info/exclude: an output finalize regenerates, never
+    committed by git-hermit, so `git status` stays as the user left it."""
     from git_hermit.core.card import build_card, card_path
     text = card_text(build_card(ctx, commit))
     path = card_path(ctx)
     atomic_write(path, text.encode("utf-8"))
+    ctx.repo.info_exclude_add("/" + path.relative_to(ctx.repo.work_tree).as_posix())
     return path, text
 
 

@@ -310,20 +310,18 @@ CardText = Callable[[AdapterCard], str]
 
 @dataclass(frozen=True)
 class CardLink:
-    """Where `show` points for the card of a run's final commit."""
+    """Where `show` points for the card of a run's final commit (the same in every clone)."""
 
     run: str
     path: str | None             # CARD.md relative to the work tree; None when the run's config is absent
-    exists: bool                 # finalize wrote it in this clone
     command: str                 # what prints it in any clone
 
     def text(self) -> str:
-        where = (f"{self.path}" + ("" if self.exists else " (not written in this clone: run finalize)")
-                 if self.path else "no CARD.md here")
-        return f"{where}; `{self.command}` prints it"
+        where = f"{self.path} (written by `git hermit finalize`); " if self.path else ""
+        return f"{where}`{self.command}` prints it"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "path": self.path, "exists": self.exists, "command": self.command}
+        return {"run": self.run, "path": self.path, "command": self.command}
 
 
 def card_link(repo: Repo, commit: str, run: str | None = None) -> CardLink | None:
@@ -337,5 +335,5 @@ def card_link(repo: Repo, commit: str, run: str | None = None) -> CardLink | Non
     try:
         path = card_path(open_run(repo, name))
     except HermitError:
-        return CardLink(name, None, False, command)
-    return CardLink(name, path.relative_to(repo.work_tree).as_posix(), path.is_file(), command)
+        return CardLink(name, None, command)
+    return CardLink(name, path.relative_to(repo.work_tree).as_posix(), command)
