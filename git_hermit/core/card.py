@@ -26,7 +26,6 @@ from git_hermit.core.runs import RunContext, final_tag, list_runs, open_run, ste
 from git_hermit.errors import HermitError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
-from git_hermit.model.records import Scores
 from git_hermit.rollouts import stats
 
 CARD_FILE = "CARD.md"
@@ -92,7 +91,6 @@ class AdapterCard:
     evolver: str
     learners: str                # evolver.base (and model)
     params: tuple[tuple[str, str], ...]
-    streaming: bool
     contents: Inventory
     kept: tuple[KeptChange, ...]
     rolled_back: tuple[KeptChange, ...]
@@ -139,13 +137,20 @@ def _split_score(split: str, data: dict[str, Any]) -> SplitScore:
                       delta_high=ci.get("high"), baseline=ci.get("baseline"), partial=data.get("partial"))
 
 
-def _splits(scores: Scores | None) -> dict[str, dict[str, Any]]:
-    """Every split a scores note holds: its own and the others it carries."""
-    if scores is None:
+def _splits(note: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Every split a scores note (as data, or its cached summary) holds: its own and the others."""
+    if not note:
         return {}
-    found = {str(k): v for k, v in (scores.splits or {}).items() if isinstance(v, dict) and "pass_at_1" in v}
-    found[scores.split] = scores.to_dict()
+    found = {str(k): v for k, v in (note.get("splits") or {}).items() if isinstance(v, dict) and "pass_at_1" in v}
+    found[str(note.get("split"))] = note
     return found
+
+
+def _summary(view: StepView) -> dict[str, Any] | None:
+    """A step tip's scores note without its per-task outcomes (the history's cached summary)."""
+    if view.scores_data is not None:
+        return view.scores_data
+    return view.scores.to_dict(tasks=False) if view.scores is not None else None
 
 
 def _spend(ledgers: list[dict[str, Any]]) -> tuple[RoleSpend, ...]:
@@ -233,8 +238,8 @@ def _warnings(ctx: RunContext, history: RunHistory, card_final: bool, mode: str,
             out.append(f"the budget stopped its {split.split} evaluation: pass@1 counts "
                        f"{split.partial.get('rollouts')} of {split.partial.get('expected')} rollouts")
     for view in history.steps:
-        if view.scores is not None and view.scores.partial:
-            partial = view.scores.partial
+        partial = (_summary(view) or {}).get("partial")
+        if isinstance(partial, dict):
             out.append(f"the budget stopped step {view.step + 1}'s evaluation of H_{view.step} "
                        f"({partial.get('rollouts')} of {partial.get('expected')} rollouts)")
     if ctx.config.agent.get("backend") == "scripted":
@@ -262,8 +267,8 @@ def build_card(ctx: RunContext, commit: str, history: RunHistory | None = None) 
     kept, gone = _changes(history, upto)
     stream = tuple(s for view in history.steps if 0 < view.step <= upto and (s := _stream(view)))
     # the whole notes of the two commits the card scores (the history keeps summaries only)
-    own, seed = read_scores(repo, commit), read_scores(repo, ctx.steps[0][1])
-    noted = {view.commit: view.scores for view in history.steps}
+    own, seed = (scored.to_dict() if (scored := read_scores(repo, sha)) else None for sha in (commit, ctx.steps[0][1]))
+    noted = {view.commit: _summary(view) for view in history.steps}
     splits = _splits(own)
     held_out = tuple(_split_score(name, data) for name, data in sorted(splits.items()) if name != TRAIN_SPLIT)
     training = _split_score(TRAIN_SPLIT, splits[TRAIN_SPLIT]) if TRAIN_SPLIT in splits else None
@@ -272,8 +277,8 @@ def build_card(ctx: RunContext, commit: str, history: RunHistory | None = None) 
     ledgers = [view.analysis_data.get("ledger") or {} for view in history.steps
                if view.analysis_data and 0 < view.step <= upto]
     eval_ledgers = []
-    for note in [*noted.values(), *([] if commit in noted else [own])]:
-        for name, data in _splits(note).items():
+    for summary in [*noted.values(), *([] if commit in noted else [own])]:
+        for name, data in _splits(summary).items():
             if name != TRAIN_SPLIT and isinstance(data.get("usage_by_role"), dict):
                 eval_ledgers.append(data["usage_by_role"])
     mode = str(config.evolver_params().get("final") or "last")
@@ -281,13 +286,13 @@ def build_card(ctx: RunContext, commit: str, history: RunHistory | None = None) 
     model = config.evolver.get("model")
     model_name = model.get("name") if isinstance(model, dict) else model
     params = tuple((str(k), _value(v)) for k, v in sorted(config.evolver_params().items()))
-    stop = next((v.scores.stop for v in reversed(history.steps) if v.scores is not None and v.scores.stop), None)
+    stop = next((str(data["stop"]) for data in reversed(list(noted.values())) if data and data.get("stop")), None)
     return AdapterCard(
         run=ctx.run, template=template.id, adapter_dir=config.adapter, host=config.host,
         agent=" ".join(str(x) for x in (agent.get("backend") or config.host, agent.get("model")) if x),
         seed_commit=ctx.steps[0][1], commit=commit, step=step, final=final, final_mode=mode, steps=ctx.tip[0],
         evolver=spec.name, learners=" ".join(str(x) for x in (config.evolver.get("base"), model_name) if x) or "default",
-        params=params, streaming=spec.streaming, contents=contents, kept=kept, rolled_back=gone, stream=stream,
+        params=params, contents=contents, kept=kept, rolled_back=gone, stream=stream,
         training=training, seed_training=seed_training, held_out=held_out, stop=stop, spending=_spend(ledgers),
         eval_spending=_spend(eval_ledgers), settings=_settings(ctx),
         warnings=_warnings(ctx, history, final, mode, held_out))

@@ -72,9 +72,10 @@ def resolve_commit(ctx: RunContext, rev: str | None) -> str:
 
 def refusal(title: str, commit: str, dropped: list[Dropped]) -> LossyConversion:
     lines = "\n".join(f"  {d.line()}" for d in dropped)
+    faithful = " or ".join(f"--target {fmt.target}" for fmt in FORMATS.values() if fmt.carries_all)
     return LossyConversion(f"a {title} would drop {len(dropped)} component(s) of the adapter at {commit[:12]}:\n"
                            f"{lines}",
-                           hint="convert with --target claude-code (its plugins carry every component), or pass "
+                           hint=f"convert with {faithful} (its plugins carry every component), or pass "
                                 "--allow-lossy to write the plugin without them")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from git_hermit.core.card import AdapterCard, RoleSpend, SplitScore, step_branch
+from git_hermit.redact import redact
 
 # Markdown's inline specials, and what GitHub links on its own (@user, #123, GH-123, org/repo#1)
 _SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
@@ -141,4 +142,4 @@ def markdown(card: AdapterCard) -> str:
     lines += [f"- {md(w, 1000)}" for w in card.warnings] if card.warnings else ["- none"]
     lines += ["", "---", f"Written by git-hermit {card.version} from the run's refs and notes; "
               f"`git hermit show {card.commit[:12]} --card` prints it again in any clone that fetched the run."]
-    return "\n".join(lines) + "\n"
+    return redact("\n".join(lines) + "\n")      # it ships with the plugin: no secret from a config value

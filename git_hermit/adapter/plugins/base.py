@@ -21,14 +21,12 @@ from typing import ClassVar
 
 from git_hermit import errors, resources
 from git_hermit.adapter.components import HOOKS_FILE, Inventory
+# the hook runner's record (it looks beside adapter/ for it), as a deployment writes it
+from git_hermit.adapter.deploy import HOOK_TIMEOUT_S, RECORD_NAME, RECORD_VERSION, RUNNER_FILES, render_hooks
 
 ADAPTER_DIR = "adapter"          # the adapter as committed, inside the plugin
 CARD_FILE = "CARD.md"
 README_FILE = "README.md"
-RECORD_NAME = ".hermit-deploy.json"   # what hook_runner.find_deployment looks for beside adapter/
-RECORD_VERSION = 1
-HOOK_TIMEOUT_S = 20.0            # the runner's deadline, below the 30 s each hook is given
-RUNNER_FILES = ("hook_runner.py", "hermit_hooks.py", "hook_hosts.py", HOOKS_FILE)
 DEFAULT_PYTHON = "python3"
 
 
@@ -76,6 +74,7 @@ class PluginFormat(ABC):
 
     target: ClassVar[str]             # convert --target value (the host's name)
     title: ClassVar[str]              # "Claude Code plugin"
+    carries_all: ClassVar[bool] = False   # its format has a place for every component
 
     @abstractmethod
     def dropped(self, inv: Inventory) -> list[Dropped]:
@@ -131,23 +130,12 @@ def copy_skills(inv: Inventory, adapter: Path, dest: Path) -> list[str]:
 
 def hook_config(adapter: Path, python: str, runtime: str) -> dict[str, object]:
     """The adapter's hooks.json with its placeholders filled: ``python`` (a command on PATH or an
-    absolute path, shell-quoted) and ``runtime``, a shell word the host expands to the adapter's
+    absolute path, shell-quoted here) and ``runtime``, a shell word the host expands to the adapter's
     directory inside the installed plugin (e.g. ``"${CLAUDE_PLUGIN_ROOT}/adapter"``)."""
     source = adapter / HOOKS_FILE
     if not source.is_file():
         source = resources.hooks_dir() / "agent" / HOOKS_FILE
-    text = source.read_text(encoding="utf-8")
-    for token, value in (("{{python}}", shlex.quote(python)), ("{{runtime}}", runtime)):
-        text = text.replace(token, json.dumps(value)[1:-1])   # substituted into JSON strings
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise errors.InputError(f"the adapter's hooks.json is not valid JSON ({exc})",
-                                hint="hooks.json is a fixed file: restore it from the template") from None
-    if not isinstance(config, dict) or not isinstance(config.get("hooks"), dict):
-        raise errors.InputError("the adapter's hooks.json has no 'hooks' object",
-                                hint="hooks.json is a fixed file: restore it from the template")
-    return {"hooks": config["hooks"]}
+    return {"hooks": render_hooks(source.read_bytes(), shlex.quote(python), runtime)["hooks"]}
 
 
 def write_record(root: Path, host: str) -> None:

@@ -15,8 +15,9 @@ from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE
                                              PluginFormat, PluginSpec, Written, context_text, copy_adapter,
                                              copy_skills, hook_config, unlisted_scripts, python_note, readme, write_json,
                                              write_record, write_text)
+from git_hermit.hosts.claude_code import HOST as CLAUDE_CODE
 
-HOST = "claude-code"
+HOST = CLAUDE_CODE.name
 RUNTIME = '"${CLAUDE_PLUGIN_ROOT}/' + ADAPTER_DIR + '"'
 
 
@@ -34,6 +35,7 @@ def _output_style(name: str, description: str, body: str) -> str:
 class ClaudeCodePlugin(PluginFormat):
     target = HOST
     title = "Claude Code plugin"
+    carries_all = True
 
     def dropped(self, inv: Inventory) -> list[Dropped]:
         return unlisted_scripts(inv, hooks_run=True)

@@ -14,8 +14,9 @@ from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE
                                              PluginFormat, PluginSpec, Written, copy_adapter, copy_skills,
                                              hook_config, python_note, readme, unlisted_scripts, write_json,
                                              write_record, write_text)
+from git_hermit.hosts.codex import HOST as CODEX
 
-HOST = "codex"
+HOST = CODEX.name
 RUNTIME = '"${PLUGIN_ROOT}/' + ADAPTER_DIR + '"'
 
 

@@ -16,8 +16,9 @@ from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE
                                              PluginFormat, PluginSpec, Written, context_text, copy_adapter,
                                              copy_skills, python_note, readme, unlisted_scripts, write_json,
                                              write_record, write_text)
+from git_hermit.hosts.pi import HOST as PI
 
-HOST = "pi"
+HOST = PI.name
 EXTENSION = "extensions/hermit.ts"
 CONTEXT_FILE = "context.md"
 
@@ -59,8 +60,9 @@ class PiPackage(PluginFormat):
         template = (resources.hooks_dir() / "plugin" / "pi_extension.ts").read_text(encoding="utf-8")
         write_text(out / EXTENSION, template.replace("__PYTHON__", json.dumps(spec.python))
                    .replace("__SESSION_START__", "true" if inv.middleware else "false"))
+        # Pi reads a package's resources from the package.json key named after itself
         write_json(out / "package.json", {"name": spec.name, "version": spec.version, "description": spec.description,
-                                          "keywords": ["pi-package"], "pi": manifest})
+                                          "keywords": ["pi-package"], PI.binary: manifest})
         install = (f"pi install {spec.output}",)
         write_text(out / CARD_FILE, spec.card)
         write_text(out / README_FILE, readme(self.title, spec, install, tuple(carried), self.dropped(inv), notes=(
