@@ -772,12 +772,12 @@ def convert(rev: str | None, target: str, output: Path | None, allow_lossy: bool
                     "carried": {c.component: c.where for c in done.carried},
                     "dropped": [{"component": d.component, "detail": d.detail, "reason": d.reason}
                                 for d in done.dropped],
-                    "card": str(done.plugin_dir / "CARD.md"), "install": list(done.install)})
+                    "card": str(done.card), "install": list(done.install)})
         return
     click.echo(f"wrote a {done.title} of run {done.run}'s adapter at {done.commit[:12]} to {done.output}")
     for item in done.carried:
         click.echo(f"  {item.component:<11} {item.where}")
-    click.echo(f"  {'card':<11} {(done.plugin_dir / 'CARD.md').relative_to(done.output)}")
+    click.echo(f"  {'card':<11} {done.card.relative_to(done.output)}")
     if done.dropped:
         click.echo(f"left out ({len(done.dropped)}, --allow-lossy):")
         for lost in done.dropped:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from git_hermit.adapter.deploy import RECORD_NAME, deploy
+from git_hermit.adapter.plugins.base import CARD_FILE
 from git_hermit.adapter.templates import load_template
 from git_hermit.config import RunConfig
 from git_hermit.errors import InputError
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from git_hermit.core.card import CardText
     from git_hermit.core.runs import RunContext
 
-CARD_FILE = "CARD.md"
 
 def archive_format(archive: Path) -> str:
     if archive.exists() and archive.is_dir():

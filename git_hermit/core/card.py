@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from git_hermit import __version__
 from git_hermit.adapter.components import Inventory, inventory
+from git_hermit.adapter.plugins.base import CARD_FILE
 from git_hermit.adapter.screen import Limits
 from git_hermit.adapter.templates import load_template
 from git_hermit.config import CONFIG_FILE
@@ -28,7 +29,6 @@ from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
 from git_hermit.rollouts import stats
 
-CARD_FILE = "CARD.md"
 TRAIN_SPLIT = "train"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from git_hermit.adapter.components import inventory
 from git_hermit.adapter.plugins import FORMATS
-from git_hermit.adapter.plugins.base import DEFAULT_PYTHON, Carried, Dropped, PluginSpec
+from git_hermit.adapter.plugins.base import CARD_FILE, DEFAULT_PYTHON, Carried, Dropped, PluginSpec
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.card import CardText, build_card
 from git_hermit.core.runs import RunContext, final_tag
@@ -38,6 +38,10 @@ class Conversion:
     carried: tuple[Carried, ...]
     dropped: tuple[Dropped, ...]     # what --allow-lossy let go
     install: tuple[str, ...]
+
+    @property
+    def card(self) -> Path:
+        return self.plugin_dir / CARD_FILE
 
 
 def plugin_name(run: str) -> str:
