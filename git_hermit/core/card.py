@@ -338,7 +338,7 @@ def card_link(repo: Repo, commit: str, run: str | None = None) -> CardLink | Non
         return None
     command = "git hermit show final --card" + (f" --run {name}" if len(list_runs(repo)) > 1 else "")
     try:
-        path = card_path(open_run(repo, name))
+        path = None if repo.bare else card_path(open_run(repo, name))   # a bare repository has no work tree
     except HermitError:
-        return CardLink(name, None, command)
-    return CardLink(name, path.relative_to(repo.work_tree).as_posix(), command)
+        path = None
+    return CardLink(name, path.relative_to(repo.work_tree).as_posix() if path else None, command)
