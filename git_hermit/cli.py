@@ -791,7 +791,7 @@ def convert(rev: str | None, target: str, output: Path | None, allow_lossy: bool
     claude-code: a plugin in a local marketplace (skills, sub-agents, hooks, the context as an
     output style, the memory at session start); codex: a plugin in a local marketplace (skills,
     hooks); pi: a package (skills, the context and the session-start hook through an extension).
-    A conversion that would drop a component is refused (exit 18, one line per component) unless
+    A conversion that would drop a component is refused (exit 22, one line per component) unless
     --allow-lossy. The plugin needs python3 where it runs, not git-hermit.
     """
     from git_hermit.core.converting import convert as do_convert

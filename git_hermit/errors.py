@@ -119,7 +119,7 @@ class LossyConversion(HermitError):
     """`convert`: the target's plugin format cannot carry some of the adapter's components (the
     message names each); --allow-lossy writes the plugin without them."""
 
-    exit_code = 18
+    exit_code = 22
 
 
 USAGE_EXIT = 2            # click's own code for a bad command line

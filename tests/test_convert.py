@@ -1,6 +1,6 @@
 """Issue 27, item 1: `git hermit convert REV --target HOST` writes the adapter at REV (default: the
 run's final tag) as the host's own plugin; a conversion that would drop a component is refused
-with one line per component (exit 18) unless --allow-lossy, which lists them; bad input gets one
+with one line per component (exit 22) unless --allow-lossy, which lists them; bad input gets one
 error/hint and leaves everything as it was; the plugin's hooks run without git-hermit.
 """
 
@@ -19,7 +19,7 @@ from card_support import demo_copy, files_under, make_continual_run
 from cli_helpers import hermit
 from conftest import git, snapshot_state
 
-LOSSY_EXIT = 18
+LOSSY_EXIT = 22
 FINAL = "hermit/demo/final"
 
 
