@@ -258,29 +258,42 @@ def log(run: str | None, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("target", shell_complete=_complete_step)
-@click.option("--run", shell_complete=_complete_run, help="Run for step-N targets.")
+@click.option("--run", shell_complete=_complete_run, help="Run for step-N, final and best targets.")
+@click.option("--card", "as_card", is_flag=True,
+              help="Print the adapter card (CARD.md) of TARGET instead, made from the run's notes.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def show(target: str, run: str | None, as_json: bool) -> None:
-    """A step's or commit's manifest, verdicts and scores (TARGET: step-N or any revision)."""
+def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
+    """A step's or commit's manifest, verdicts and scores (TARGET: step-N, final, best or any revision)."""
     _reading_only()
-    from git_hermit.core.history import records_for, resolve_target, step_commits
+    from git_hermit.core.history import RUN_TAGS, records_for, resolve_target, step_commits
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
     repo = _repo(bare_ok=True)
-    ctx = open_run(repo, run, with_refs=True) if (target.startswith("step-") or target.isdigit()) else None
+    by_run = target.startswith("step-") or target.isdigit() or target in RUN_TAGS or as_card
+    ctx = open_run(repo, run, with_refs=True) if by_run else None
     step, commit = resolve_target(ctx, repo, target)
+    if as_card and ctx is not None:
+        from git_hermit.core.card import build_card
+        from git_hermit.render.card import markdown
+        _echo(markdown(build_card(ctx, commit)), nl=False)
+        return
     commits = [commit]
     if ctx is not None and step is not None:
         commits = [c for c in step_commits(ctx, step) if c != commit] + [commit]
     records = [records_for(repo, sha, ctx) for sha in commits]
+    from git_hermit.core.card import card_link
+    card = card_link(repo, commit, run)
     if as_json:
-        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records]})
+        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records],
+                    **({"card": card.to_dict()} if card else {})})
         return
     for i, rec in enumerate(records):
         if i:
             _echo("")
         for line in show_lines(rec):
             _echo(line)
+    if card:
+        _echo(f"card: {card.text()}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -757,16 +770,72 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
 @click.option("--archive", type=click.Path(path_type=Path), help="Also write the adapter as .tar, .tar.gz or .zip.")
 @_WAIT
 def finalize(run: str | None, archive: Path | None, wait: bool) -> None:
-    """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
+    """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last).
+
+    Also writes the adapter's card, CARD.md, beside the adapter directory (and into the archive):
+    what it is, how it was trained and scored, from the run's notes (`show final --card` again).
+    """
     from git_hermit.core.step import finalize as do_finalize
-    outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr)
+    from git_hermit.render.card import markdown
+    outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr, card_text=markdown)
     from git_hermit.render.views import partial_text
     score = (f", training pass@1 {outcome.pass_at_1:.3f}{partial_text(outcome.partial)}"
              if outcome.pass_at_1 is not None else "")
     _echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
+    if outcome.card:
+        _echo(f"card written to {outcome.card}")
     if outcome.archive:
         _echo(f"adapter archived to {outcome.archive}")
     _echo(f"warning: {outcome.warning}", err=True)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", required=False)
+@click.option("--target", required=True, type=click.Choice(registry.names()),
+              help="The host whose plugin (or package) format to write.")
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="A new or empty directory to write it into (default: ./<run>-<target>-plugin).")
+@click.option("--allow-lossy", is_flag=True,
+              help="Write the plugin even when the format cannot carry every component; list what it left out.")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
+@click.option("--name", help="The plugin's name (default: the run's name).")
+@click.option("--python", "python", default="python3", show_default=True,
+              help="The interpreter the plugin's hooks run where it is installed (on PATH, or an absolute path).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def convert(rev: str | None, target: str, output: Path | None, allow_lossy: bool, run: str | None,
+            name: str | None, python: str, as_json: bool) -> None:
+    """The adapter at REV (default: the run's final tag) as TARGET's own plugin, with its CARD.md.
+
+    claude-code: a plugin in a local marketplace (skills, sub-agents, hooks, the context as an
+    output style, the memory at session start); codex: a plugin in a local marketplace (skills,
+    hooks); pi: a package (skills, the context and the session-start hook through an extension).
+    A conversion that would drop a component is refused (exit 22, one line per component) unless
+    --allow-lossy. The plugin needs python3 where it runs, not git-hermit.
+    """
+    from git_hermit.core.converting import convert as do_convert
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.card import markdown
+    done = do_convert(open_run(_repo(), run), rev, target, output, markdown, allow_lossy=allow_lossy,
+                      python=python, name=name)
+    if as_json:
+        _echo_json({"target": done.target, "run": done.run, "commit": done.commit, "output": str(done.output),
+                    "plugin": str(done.plugin_dir), "name": done.name, "version": done.version,
+                    "carried": {c.component: c.where for c in done.carried},
+                    "dropped": [{"component": d.component, "detail": d.detail, "reason": d.reason}
+                                for d in done.dropped],
+                    "card": str(done.card), "install": list(done.install)})
+        return
+    _echo(f"wrote a {done.title} of run {done.run}'s adapter at {done.commit[:12]} to {done.output}")
+    for item in done.carried:
+        _echo(f"  {item.component:<11} {item.where}")
+    _echo(f"  {'card':<11} {done.card.relative_to(done.output)}")
+    if done.dropped:
+        _echo(f"left out ({len(done.dropped)}, --allow-lossy):")
+        for lost in done.dropped:
+            _echo(f"  {lost.line()}")
+    _echo("install it with:")
+    for line in done.install:
+        _echo(f"  {line}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -783,8 +852,9 @@ def demo(directory: Path) -> None:
     from git_hermit.demo import DEMO_NOTICE
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
+    from git_hermit.render.card import markdown
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=update.say, on_progress=update, on_step=_print_step)
+        outcome = run_demo(directory, say=update.say, on_progress=update, on_step=_print_step, card_text=markdown)
     _echo(f"training stopped: {outcome.training.reason}")
     _echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
     _echo("")
@@ -798,6 +868,8 @@ def demo(directory: Path) -> None:
     _echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
     _echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
     _echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
+    _echo("  git hermit show final --card        # the final adapter's card (also CARD.md)")
+    _echo("  git hermit convert --target claude-code -o ../demo-plugin   # it as a Claude Code plugin")
     _echo("")
     _echo(DEMO_NOTICE)
 
@@ -971,8 +1043,11 @@ def _fail(message: str, hint: str | None, code: int, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"error": message, "hint": hint, "code": code}, sort_keys=True))
     else:
-        from git_hermit.render.escape import terminal    # one line each, whatever the message quotes
-        click.echo(f"error: {terminal(message)}", err=True)
+        from git_hermit.render.escape import terminal    # no line a message quotes can drive the terminal
+        first, *more = message.split("\n")     # a list in a message (convert's components) keeps its lines
+        click.echo(f"error: {terminal(first)}", err=True)
+        for line in more:
+            click.echo(terminal(line), err=True)
         if hint:
             click.echo(f"hint: {terminal(hint)}", err=True)
     sys.exit(code)

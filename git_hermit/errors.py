@@ -147,6 +147,13 @@ def disk_full(path: object | None, what: str = "") -> DiskFull:
                          "and a rollout that failed for lack of space runs again")
 
 
+class LossyConversion(HermitError):
+    """`convert`: the target's plugin format cannot carry some of the adapter's components (the
+    message names each); --allow-lossy writes the plugin without them."""
+
+    exit_code = 22
+
+
 USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
@@ -174,6 +181,7 @@ EXIT_CODES: dict[int, str] = {
                               "trainer.max_exception_rate of its rows) ended in an exception; fix the cause and re-run",
     DamagedRecord.exit_code: "the repository's records are damaged: a step ref, notes ref or object git cannot read (the message names it)",
     DiskFull.exit_code: "no space left on a disk git-hermit writes to (the message names it; free space and re-run to resume)",
+    LossyConversion.exit_code: "convert: the target's plugin format would drop components of the adapter (named; --allow-lossy)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

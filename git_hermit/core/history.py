@@ -628,8 +628,18 @@ def step_commits(ctx: RunContext, step: int) -> list[str]:
             if _trailer(info, "Hermit-Run") == ctx.run and parse_step_name(_trailer(info, "Hermit-Step") or "") == step]
 
 
+RUN_TAGS = ("final", "best")    # `show final`: the run's tag hermit/<run>/final
+
+
 def resolve_target(ctx: RunContext | None, repo: Repo, target: str) -> tuple[int | None, str]:
-    """``step-N`` (needs a run) or any revision → (step or None, commit sha)."""
+    """``step-N`` or ``final``/``best`` (need a run) or any revision → (step or None, commit sha)."""
+    if target in RUN_TAGS and ctx is not None:
+        tag = final_tag(ctx.run) if target == "final" else best_tag(ctx.run)
+        commit = ctx.repo.read_ref(tag)
+        if commit is None:
+            raise GitStateError(f"run {ctx.run!r} has no {target} commit yet ({tag})",
+                                hint="run `git hermit finalize`" if target == "final" else "run `git hermit step`")
+        return next((n for n, sha in ctx.steps if sha == commit), None), commit
     if target.startswith("step-") or target.isdigit():
         step = parse_step_name(target)
         if ctx is None or step is None:

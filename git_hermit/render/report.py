@@ -17,6 +17,7 @@ from typing import Any
 
 from git_hermit.core.report import ChangeRow, Score, StepReport
 from git_hermit.render.escape import md_cell, md_code, md_fence, md_text, md_url_path, mermaid_label, sanitize_html
+from git_hermit.render.card import markdown as card_markdown
 from git_hermit.render.views import partial_text
 
 GITHUB_BODY_LIMIT = 65536
@@ -190,6 +191,14 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
                  f"({counts.get('fixes_confirmed', 0)}/{counts.get('fixes_predicted', 0)}), recall "
                  f"{_pct(p.get('fix_recall'))}; regressions precision {_pct(p.get('regression_precision'))}, "
                  f"recall {_pct(p.get('regression_recall'))}."]
+    if report.card is not None:
+        tail += ["", "### Adapter card", "", f"This step's tip is the run's final adapter (`hermit/{report.run}/final`). "
+                 "`git hermit finalize` writes its card as `CARD.md` beside the adapter; "
+                 "`git hermit show final --card` prints it in any clone.", "",
+                 "<details><summary>CARD.md</summary>", ""]
+        # its headings one level under this section's (escaped learner text never starts a line with #)
+        tail += ["###" + line if line.startswith("#") else line for line in card_markdown(report.card).splitlines()]
+        tail += ["", "</details>"]
     for note in report.notes:
         tail += ["", f"> warning: {md_text(note)}"]
     tail += ["", f"<sub>Written by `git hermit report` from refs and notes (`refs/notes/hermit/*`); "
