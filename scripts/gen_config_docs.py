@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Write the docs' configuration reference from the JSON Schemas, so it cannot go stale.
+"""Write the docs' reference tables from their sources of truth, so they cannot go stale.
 
 The hermit.yaml keys come from ``schemas/config.schema.json`` (completed with the registered hosts,
 as ``init`` commits it), each evolver's parameters from its ``params.schema.json`` (with the
-framework's ``k``, ``timeout_as``, ``task_field``). Only the text between a page's
+framework's ``k``, ``timeout_as``, ``task_field``), the architecture's layers from the
+import-linter contracts in ``pyproject.toml``. Only the text between a page's
 ``<!-- BEGIN GENERATED … -->`` and ``<!-- END GENERATED … -->`` lines is written; the prose around
 it is the page's own. ``--check`` writes nothing and exits 1 naming every stale page
 (``tests/test_docs.py`` runs it).
@@ -15,12 +16,15 @@ import argparse
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_REGION = "config-reference"
 PARAMS_REGION = "params"
+CONTRACTS_REGION = "import-contracts"
+HOSTS_REGION = "hosts"
 
 
 def _code(value: Any) -> str:
@@ -118,13 +122,62 @@ def render_params(schema: dict[str, Any]) -> str:
     return "\n".join(_table(_rows(schema["properties"], "", set(schema.get("required", []))), "parameter"))
 
 
+def render_contracts(pyproject: dict[str, Any]) -> str:
+    """The import-linter contracts: the layers top to bottom, then every other contract."""
+    def short(module: str) -> str:
+        return "`" + module.removeprefix("git_hermit.") + "`"
+
+    lines = []
+    for contract in pyproject["tool"]["importlinter"]["contracts"]:
+        lines += [f"**{contract['name']}** ({contract['type']})", ""]
+        if contract["type"] == "layers":
+            lines += ["| layer (imports only what is below it) |", "|---|"]
+            lines += ["| " + " · ".join(short(m.strip()) for m in layer.split("|")) + " |"
+                      for layer in contract["layers"]]
+        elif contract["type"] == "forbidden":
+            lines.append(f"- forbidden: {', '.join(short(m) for m in contract['forbidden_modules'])}")
+            lines.append(f"- to: {', '.join(short(m) for m in contract['source_modules'])}")
+        elif contract["type"] == "independence":
+            lines.append(f"- {', '.join(short(m) for m in contract['modules'])}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def render_hosts(hosts: Any) -> str:
+    """The registered hosts side by side: what deploy writes, logins, trajectories, the hook wire's rows."""
+    def mark(value: Any) -> str:
+        return {True: "yes", False: "no", None: "n/a"}.get(value, str(value))
+
+    columns = [f"{h.name} (`{h.package}`)" for h in hosts]
+    rows: list[tuple[str, list[str]]] = [
+        ("context file", [f"`{h.layout.context_file}`" for h in hosts]),
+        ("skills", [f"`{h.layout.skills_dir}/<name>/`" for h in hosts]),
+        ("hooks config", [f"`{h.layout.hooks_config}`" if h.layout.hooks_config else "none (no hooks)" for h in hosts]),
+        ("native sub-agents", [mark(h.layout.native_sub_agents) for h in hosts]),
+        ("login files", [", ".join(f"`~/{h.login.user_dir}/{f}`" for f in h.login.files) for h in hosts]),
+        ("trajectory formats", [", ".join(f"`{f}`" for f in h.trajectory_formats) for h in hosts]),
+        ("learner sessions", [mark(h.learner) for h in hosts]),
+    ]
+    events = [", ".join(h.wire.events) if h.wire else "none" for h in hosts]
+    rows.append(("hook events", events))
+    names = sorted({row for h in hosts if h.wire for row in h.wire.capabilities})
+    rows += [(f"`{row}`", [mark(h.wire.capabilities.get(row)) if h.wire else "n/a" for h in hosts]) for row in names]
+    lines = ["| | " + " | ".join(columns) + " |", "|---|" + "---|" * len(hosts)]
+    lines += [f"| {name} | " + " | ".join(_cell(v) for v in values) + " |" for name, values in rows]
+    return "\n".join(lines)
+
+
 def expected_regions() -> dict[str, dict[str, str]]:
     """{page under docs/: {region: text}} as the schemas say now."""
     from git_hermit import config  # noqa: F401  (registers the config schema's completion)
     from git_hermit.evolvers import params, registry
+    from git_hermit.hosts import registry as host_registry
     from git_hermit.model.schema import load_schema
 
-    pages = {"configuration.md": {CONFIG_REGION: render_config_reference(load_schema("config"))}}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    pages = {"configuration.md": {CONFIG_REGION: render_config_reference(load_schema("config"))},
+             "architecture.md": {CONTRACTS_REGION: render_contracts(pyproject)},
+             "hosts.md": {HOSTS_REGION: render_hosts(host_registry.hosts())}}
     for spec in registry.specs():
         pages[f"evolvers/{spec.name}.md"] = {PARAMS_REGION: render_params(params.params_schema(spec.name))}
     return pages
