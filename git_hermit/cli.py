@@ -1,5 +1,8 @@
 """Command-line interface: click commands only — parse, call core, render, map errors.
 
+Text for a person goes through ``_echo`` (control characters made visible), JSON through
+``_echo_json`` (exact).
+
 Every user mistake surfaces as ``error: …`` / ``hint: …`` with the HermitError's exit code;
 any other exception is a bug: one line without ``--debug``, the traceback with it.
 """
@@ -49,8 +52,16 @@ _KEEP_EXCEPTIONS = click.option("--keep-exceptions", is_flag=True,
                                      "instead of running them again.")
 
 
+def _echo(message: Any = "", err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` for what a person reads: records hold text from learners and remotes, so every
+    control character is made visible (render.escape.terminal) and nothing printed can drive the
+    terminal. JSON output is written by ``_echo_json`` as it is (its encoder escapes them itself)."""
+    from git_hermit.render.escape import terminal
+    click.echo(terminal(message, newlines=True), err=err, nl=nl)
+
+
 def _say_on_stderr(line: str) -> None:
-    click.echo(line, err=True)
+    _echo(line, err=True)
 
 
 def _reading_only() -> None:
@@ -149,21 +160,21 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
     from git_hermit.core.init import init_run
     result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
                       github=github)
-    click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
+    _echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ("on the detached HEAD and " if result.detached else "")
-    click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    _echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
     if result.detached:
-        click.echo("note: HEAD was detached, so no branch holds the seed commit: HEAD now points at it (its files "
+        _echo("note: HEAD was detached, so no branch holds the seed commit: HEAD now points at it (its files "
                    "are committed there); `git switch -c NAME` keeps working on a branch", err=True)
     if result.workflow:
-        click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
+        _echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:
-        click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
-        click.echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
+        _echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
+        _echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
                    "for the agent and evolver.model; see docs/first-run.md)")
     else:
-        click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
+        _echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
                    "benchmark), then `git hermit check` and `git hermit step`")
 
 
@@ -212,13 +223,13 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
                                   for p in (flight.problems if flight else ())]})
         return 1 if report.errors else (error.exit_code if error else 0)
     for v in report.violations:
-        click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
+        _echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
     status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
-    click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    _echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
     if error is not None and not report.errors:
         raise error
     if error is not None:    # broken rules keep exit 1; the preflight's findings still show
-        click.echo(f"preflight: {error.message}", err=True)
+        _echo(f"preflight: {error.message}", err=True)
     return 1 if report.errors else 0
 
 
@@ -242,7 +253,7 @@ def log(run: str | None, as_json: bool) -> None:
         sys.stdout.buffer.flush()
         fragments.save()
     else:
-        click.echo("\n".join(log_lines(history)))   # one write (a 10,000-step log: 33 ms less)
+        _echo("\n".join(log_lines(history)))   # one write (a 10,000-step log: 33 ms less)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -256,20 +267,20 @@ def show(target: str, run: str | None, as_json: bool) -> None:
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
     repo = _repo(bare_ok=True)
-    ctx = open_run(repo, run) if (target.startswith("step-") or target.isdigit()) else None
+    ctx = open_run(repo, run, with_refs=True) if (target.startswith("step-") or target.isdigit()) else None
     step, commit = resolve_target(ctx, repo, target)
     commits = [commit]
     if ctx is not None and step is not None:
         commits = [c for c in step_commits(ctx, step) if c != commit] + [commit]
-    records = [records_for(repo, sha) for sha in commits]
+    records = [records_for(repo, sha, ctx) for sha in commits]
     if as_json:
         _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records]})
         return
     for i, rec in enumerate(records):
         if i:
-            click.echo("")
+            _echo("")
         for line in show_lines(rec):
-            click.echo(line)
+            _echo(line)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -293,7 +304,7 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     from git_hermit.core.runs import open_run
     from git_hermit.render.report import html_page, markdown, report_json
     repo = _repo(bare_ok=True)
-    data = build_report(open_run(repo, run), target)
+    data = build_report(open_run(repo, run, with_refs=True), target)   # reads only: refs listed with the steps
     if fmt == "json":
         text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
     elif fmt == "html":
@@ -303,23 +314,25 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     if chart is not None:
         from git_hermit.render.chart import write_png
         write_png(data, chart)
-        click.echo(f"wrote the pass@1 chart to {chart}", err=True)
+        _echo(f"wrote the pass@1 chart to {chart}", err=True)
     if open_pr:
         from git_hermit.core.pullrequest import open_pull_request
         result = open_pull_request(repo, data.run, data.step, base=data.base, head=data.head, title=data.title,
                                    body=markdown(data))
         if not result.ran:
             import shlex
-            click.echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
-            click.echo(shlex.join(result.command))
+            _echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
+            _echo(shlex.join(result.command))
         else:
-            click.echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
+            _echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
         return
     if output is not None:
         output.write_text(text)
-        click.echo(f"wrote {output} ({len(text):,} characters)", err=True)
+        _echo(f"wrote {output} ({len(text):,} characters)", err=True)
+    elif fmt == "json":
+        _echo_json(report_json(data))     # exact (the encoder escapes what a terminal would act on)
     else:
-        click.echo(text, nl=False)
+        _echo(text, nl=False)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -334,6 +347,9 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
     from git_hermit.core.compare import compare_runs
     from git_hermit.render.views import partial_text
     result = compare_runs(_repo(bare_ok=True), run_a, run_b, split)
+    for summary in (result.a, result.b):      # a damaged note is left out of the comparison: said so
+        for warning in summary.warnings:
+            _echo(f"warning: run {summary.run}: {warning}", err=True)
     comp = result.comparison
     if as_json:
         _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),
@@ -349,8 +365,8 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
             ("cost", lambda r: "unknown" if r.cost_usd is None else f"${r.cost_usd:.2f}")]
     width = max(len(label) for label, _ in rows)
     for label, get in rows:
-        click.echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
-    click.echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
+        _echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
+    _echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
                f"{result.split} tasks)")
 
 
@@ -368,18 +384,18 @@ def rollback(target: str, reason: str, force: bool, run: str | None, wait: bool)
     from git_hermit.core.rollback import rollback as do_rollback
     result = do_rollback(_repo(), run, target, reason, force=force, wait=wait, on_wait=_say_on_stderr)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
-    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
+    _echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
     for path in result.plan.files:
-        click.echo(f"    {path}")
+        _echo(f"    {path}")
     for sha in result.removed_lines_of:
-        click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
+        _echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
 def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:
     from git_hermit.render.views import disagreement_line
     for row in found:
-        click.echo(disagreement_line(row, remote))
+        _echo(disagreement_line(row, remote))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -391,15 +407,15 @@ def push(remote: str, run: str | None) -> None:
     from git_hermit.core.share import push_run
     outcome = push_run(_repo(), remote, run)
     for move in outcome.merged:
-        click.echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
+        _echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
     _echo_disagreements(outcome.disagreements, outcome.remote)
     moved = [p for p in outcome.pushed if p.moved]
     for item in moved:
-        click.echo(f"pushed {item.ref}  {item.summary}")
+        _echo(f"pushed {item.ref}  {item.summary}")
     if not moved:
-        click.echo(f"{outcome.remote} is up to date")
+        _echo(f"{outcome.remote} is up to date")
     if outcome.attempts > 1:
-        click.echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
+        _echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -410,12 +426,12 @@ def fetch(remote: str) -> None:
     from git_hermit.core.share import fetch_runs
     outcome = fetch_runs(_repo(), remote)
     for move in outcome.moves:
-        click.echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
+        _echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
     _echo_disagreements(outcome.disagreements, outcome.remote)
     for warning in outcome.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        _echo(f"warning: {warning}", err=True)
     if not outcome.moves and not outcome.warnings:
-        click.echo(f"up to date with {outcome.remote}")
+        _echo(f"up to date with {outcome.remote}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -428,10 +444,10 @@ def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: 
     """Write what HOST reads into DIRECTORY: context file, hooks, skills, sub-agents."""
     from git_hermit.core.deploying import deploy_adapter
     record = deploy_adapter(_repo(), directory, host, rev=rev, run=run, force=force)
-    click.echo(f"deployed for {record.host} into {record.dest}: {len(record.files)} files"
+    _echo(f"deployed for {record.host} into {record.dest}: {len(record.files)} files"
                + (f"; hooks run `{record.interpreter} -S …hook_runner.py`" if record.hooks else "; no hooks"))
     if record.host_args:
-        click.echo(f"start the host with: {' '.join(record.host_args)}")
+        _echo(f"start the host with: {' '.join(record.host_args)}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -454,7 +470,7 @@ def doctor(run_hosts: bool, as_json: bool) -> int:
     if as_json:
         _echo_json(report.to_json())
     else:
-        click.echo(render_text(report))
+        _echo(render_text(report))
     from git_hermit.errors import AgentError
     return AgentError.exit_code if missing else 0
 
@@ -471,9 +487,9 @@ def hosts() -> None:
 def hosts_install(names: tuple[str, ...]) -> None:
     """Install the pinned host CLIs (default: all of them) with npm where git-hermit finds them."""
     from git_hermit.hostkit.install import install_hosts
-    for item in install_hosts(list(names), say=lambda msg: click.echo(msg, err=True)):
+    for item in install_hosts(list(names), say=lambda msg: _echo(msg, err=True)):
         state = "installed" if item.changed else "already installed"
-        click.echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
+        _echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
 
 
 def _progress(label: str) -> ContextManager[LiveProgress]:
@@ -514,13 +530,13 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
     interval = ev.pass_at_1_interval()
-    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
+    _echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
                f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
-    click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
+    _echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
     _echo_failures(ev)
     for line in ev.ledger.render():
-        click.echo("  " + line)
+        _echo("  " + line)
 
 
 @cli.command(name="eval", context_settings=CONTEXT)
@@ -554,23 +570,23 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
                             "flips_down": list(comp.flips_down)} if comp else None)})
         return
-    click.echo(f"{split} split, k={cand.k}, {len(cand.results)} tasks")
+    _echo(f"{split} split, k={cand.k}, {len(cand.results)} tasks")
     for label, ev in (("candidate", cand), ("baseline", base)):
         if ev is None:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
-        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
+        _echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
         _echo_failures(ev, "    ")
     if comp is not None:
-        click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
-        click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
+        _echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
+        _echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
                    f"-{len(comp.flips_down)} {', '.join(comp.flips_down[:8])}")
-    click.echo("  ledger (candidate):")
+    _echo("  ledger (candidate):")
     for line in cand.ledger.render():
-        click.echo("    " + line)
+        _echo("    " + line)
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
-        click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+        _echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
 
 
 def _echo_failures(ev: EvalRun, indent: str = "") -> None:
@@ -578,7 +594,7 @@ def _echo_failures(ev: EvalRun, indent: str = "") -> None:
     from git_hermit.core.failures import failures_of
     line = failures_of(ev.results).line()
     if line:
-        click.echo(f"{indent}rollouts: {line} (the next command runs them again, unless --keep-exceptions)")
+        _echo(f"{indent}rollouts: {line} (the next command runs them again, unless --keep-exceptions)")
 
 
 def _ci(ev: EvalRun) -> tuple[float, float]:
@@ -594,25 +610,25 @@ def _print_step(outcome: StepOutcome) -> None:
             f"pass@1 {outcome.pass_at_1:.3f}")
     if outcome.comparison is not None:
         line += f" ({outcome.comparison} vs H_{outcome.compared_to})"
-    click.echo(line)
+    _echo(line)
     if outcome.verdicts:
-        click.echo(f"  verdicts on step {n - 1}'s changes: "
+        _echo(f"  verdicts on step {n - 1}'s changes: "
                    + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
     if outcome.rollbacks:
-        click.echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
+        _echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
     if outcome.best:
-        click.echo(f"  new best-ever: H_{n - 1} is now the best tag")
+        _echo(f"  new best-ever: H_{n - 1} is now the best tag")
     if outcome.stop:
-        click.echo(f"  stop: {outcome.stop} (no H_{n})")
+        _echo(f"  stop: {outcome.stop} (no H_{n})")
     elif outcome.tip:
         made = "1 commit, no adapter changes" if outcome.empty else f"{outcome.commits} commit(s)"
-        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({made})")
+        _echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({made})")
     for problem in outcome.rejected:
-        click.echo(f"error: the learners' output was rejected: {problem}", err=True)
+        _echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
         kept = ("the step kept the adapter as it was" if not outcome.commits
                 else f"nothing refused was committed ({outcome.commits} commit(s) passed)")
-        click.echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
+        _echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
                    f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
@@ -620,7 +636,7 @@ def _warn_worktree(run: str | None) -> None:
     """Hand edits in the work tree the step will not use (the adapter) or not record (the config)."""
     from git_hermit.core.preflight import worktree_warnings
     for line in worktree_warnings(_repo(), run):
-        click.echo(f"warning: {line}", err=True)
+        _echo(f"warning: {line}", err=True)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -641,8 +657,8 @@ def step(run: str | None, keep_exceptions: bool, wait: bool) -> int:
             outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait,
                                keep_exceptions=keep_exceptions)
     except RunFinished as finished:
-        click.echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
-        click.echo("next: `git hermit finalize`, or start a new run to train further")
+        _echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
+        _echo("next: `git hermit finalize`, or start a new run to train further")
         return 0
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
@@ -664,7 +680,7 @@ def train(run: str | None, epochs: int | None, keep_exceptions: bool, wait: bool
     with _progress("rollouts") as update:
         outcome = do_train(_repo(), run, epochs=epochs, say=update.say, on_progress=update, wait=wait,
                            keep_exceptions=keep_exceptions, on_step=_print_step)
-    click.echo(f"training stopped: {outcome.reason}")
+    _echo(f"training stopped: {outcome.reason}")
     # the independent test of the final snapshot against the seed, when the run has a test split
     from git_hermit.core.heldout import evaluate_final
     from git_hermit.core.runs import open_run
@@ -672,7 +688,7 @@ def train(run: str | None, epochs: int | None, keep_exceptions: bool, wait: bool
         held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update,
                               keep_exceptions=keep_exceptions)
     if held is not None:
-        click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
+        _echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
 
 
@@ -691,6 +707,8 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     from git_hermit.core.runs import open_run
     from git_hermit.rollouts.budget import usd
     result = do_estimate(open_run(_repo(), run), steps)
+    for warning in result.warnings:           # a damaged note is left out of the estimate: said so
+        _echo(f"warning: {warning}", err=True)
     if as_json:
         _echo_json(result.to_dict())
         return
@@ -701,9 +719,9 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
                       for role, u in result.spent_by_role.items())
     spent = f"spent {result.spent.total_tokens:,} tokens, {spent}" + (f" ({roles})" if roles else "") + running
     if not result.steps_seen or result.next_tokens is None:     # the one is None exactly when the other is 0
-        click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
+        _echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
                    + (f"; {spent}" if result.spent.total_tokens else ""))
-        click.echo("next: `git hermit step` once; its ledger gives the first estimate")
+        _echo("next: `git hermit step` once; its ledger gives the first estimate")
         return
 
     def cost(spread: Spread | None) -> str:
@@ -711,18 +729,18 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
             return "cost unknown"
         return f"{usd(spread.mean)} ± {usd(spread.sd)} ({usd(spread.min)}–{usd(spread.max)})"
 
-    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; {spent}")
-    click.echo("per step, by role (mean ± sd, min–max):")
+    _echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; {spent}")
+    _echo("per step, by role (mean ± sd, min–max):")
     width = max(len(role) for role in result.per_step)
     for role, forecast in result.per_step.items():
         t = forecast.tokens
-        click.echo(f"  {role:<{width}}  {t.mean:,.0f} ± {t.sd:,.0f} tokens ({t.min:,.0f}–{t.max:,.0f})  "
+        _echo(f"  {role:<{width}}  {t.mean:,.0f} ± {t.sd:,.0f} tokens ({t.min:,.0f}–{t.max:,.0f})  "
                    f"{cost(forecast.cost_usd)}")
     tokens = result.next_tokens
     money = "cost unknown" if result.next_cost is None else f"{usd(result.next_cost[0])} ± {usd(result.next_cost[1])}"
-    click.echo(f"next {result.steps} step(s): {tokens[0]:,.0f} ± {tokens[1]:,.0f} tokens, {money}")
+    _echo(f"next {result.steps} step(s): {tokens[0]:,.0f} ± {tokens[1]:,.0f} tokens, {money}")
     if result.max_usd is None and result.max_tokens is None:
-        click.echo("budget: none set (hermit.yaml budget: {max_usd, max_tokens})")
+        _echo("budget: none set (hermit.yaml budget: {max_usd, max_tokens})")
         return
     parts = []
     if result.max_usd is not None:
@@ -731,7 +749,7 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     if result.max_tokens is not None:
         parts.append(f"max_tokens {result.max_tokens:,}, {result.left_tokens:,} left")
     more = result.steps_left()
-    click.echo("budget: " + "; ".join(parts) + (f" (about {more} more step(s))" if more is not None else ""))
+    _echo("budget: " + "; ".join(parts) + (f" (about {more} more step(s))" if more is not None else ""))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -745,10 +763,10 @@ def finalize(run: str | None, archive: Path | None, wait: bool) -> None:
     from git_hermit.render.views import partial_text
     score = (f", training pass@1 {outcome.pass_at_1:.3f}{partial_text(outcome.partial)}"
              if outcome.pass_at_1 is not None else "")
-    click.echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
+    _echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
     if outcome.archive:
-        click.echo(f"adapter archived to {outcome.archive}")
-    click.echo(f"warning: {outcome.warning}", err=True)
+        _echo(f"adapter archived to {outcome.archive}")
+    _echo(f"warning: {outcome.warning}", err=True)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -767,21 +785,21 @@ def demo(directory: Path) -> None:
     from git_hermit.render.views import log_lines
     with _progress("rollouts") as update:
         outcome = run_demo(directory, say=update.say, on_progress=update, on_step=_print_step)
-    click.echo(f"training stopped: {outcome.training.reason}")
-    click.echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
-    click.echo("")
-    click.echo("$ git hermit log")
+    _echo(f"training stopped: {outcome.training.reason}")
+    _echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
+    _echo("")
+    _echo("$ git hermit log")
     for line in log_lines(load_history(open_run(Repo.discover(outcome.directory), "demo"))):
-        click.echo(line)
-    click.echo("")
-    click.echo(f"Look at it:  cd {outcome.directory}")
-    click.echo("  git hermit log                      # steps, pass@1, changes and verdicts")
-    click.echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
-    click.echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
-    click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
-    click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
-    click.echo("")
-    click.echo(DEMO_NOTICE)
+        _echo(line)
+    _echo("")
+    _echo(f"Look at it:  cd {outcome.directory}")
+    _echo("  git hermit log                      # steps, pass@1, changes and verdicts")
+    _echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
+    _echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
+    _echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
+    _echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
+    _echo("")
+    _echo(DEMO_NOTICE)
 
 
 def _complete_command(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -797,23 +815,23 @@ def _complete_command(ctx: click.Context, param: click.Parameter, incomplete: st
 def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_table: bool) -> None:
     """Help for COMMAND (or the overview); `git help hermit` opens the manual page."""
     if as_roff:
-        click.echo(manpage_text(), nl=False)
+        _echo(manpage_text(), nl=False)
         return
     if as_table:
         import pprint
-        click.echo('"""Generated by `git hermit help --completion-table`: what shell completion offers."""\n\n'
+        _echo('"""Generated by `git hermit help --completion-table`: what shell completion offers."""\n\n'
                    f"TABLE = {pprint.pformat(completion_table(), width=110)}")
         return
     parent = ctx.find_root()       # the `git hermit` group's context: `help` is its subcommand
     if command is None:
-        click.echo(cli.get_help(parent))
+        _echo(cli.get_help(parent))
         return
     sub = cli.get_command(parent, command)
     if sub is None:
         raise click.BadParameter(f"no such command {command!r} (commands: {', '.join(cli.list_commands(parent))})",
                                  param_hint="COMMAND")
     with click.Context(sub, info_name=command, parent=parent, **sub.context_settings) as sub_ctx:
-        click.echo(sub.get_help(sub_ctx))
+        _echo(sub.get_help(sub_ctx))
 
 
 def _command_docs() -> list[CommandDoc]:
@@ -901,7 +919,7 @@ def completion(shell: str) -> None:
     fish: git hermit completion fish > ~/.config/fish/completions/git-hermit.fish
     """
     from git_hermit.render.completion import completion_script
-    click.echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
+    _echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
 
 
 # ------------------------------------------------------------------------------------------
@@ -929,9 +947,9 @@ def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
             click.echo(json.dumps(trace_json(report), sort_keys=True))
             continue
         if number:
-            click.echo("")
+            _echo("")
         for line in trace_lines(report):
-            click.echo(line)
+            _echo(line)
     failed = next((r.error for r in reports if r.error is not None), None)
     if failed is not None:
         if as_json:      # the per-file objects already carry the errors
@@ -953,9 +971,10 @@ def _fail(message: str, hint: str | None, code: int, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"error": message, "hint": hint, "code": code}, sort_keys=True))
     else:
-        click.echo(f"error: {message}", err=True)
+        from git_hermit.render.escape import terminal    # one line each, whatever the message quotes
+        click.echo(f"error: {terminal(message)}", err=True)
         if hint:
-            click.echo(f"hint: {hint}", err=True)
+            click.echo(f"hint: {terminal(hint)}", err=True)
     sys.exit(code)
 
 
@@ -975,7 +994,11 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, _on_interrupt)
     debug, as_json = "--debug" in args, "--json" in args
     try:
-        code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
+        try:
+            code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
+        finally:   # objects this command wrote but never published go with it (gitio/quarantine.py)
+            from git_hermit.gitio import discard_unpublished
+            discard_unpublished()
     except (click.exceptions.Abort, KeyboardInterrupt):
         _fail("interrupted", RESUME_HINT, INTERRUPTED_EXIT, as_json=as_json)
     except click.exceptions.Exit as exc:
@@ -989,9 +1012,22 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
             traceback.print_exc()
         _fail(exc.message, exc.hint, exc.exit_code, as_json=as_json)
-    except Exception as exc:  # a bug: keep it to one line unless --debug
+    except OSError as exc:
+        from git_hermit.errors import NO_SPACE_ERRNOS, disk_full
+        if exc.errno not in NO_SPACE_ERRNOS:
+            _internal_error(exc, debug, as_json)
         if debug:
-            raise
-        _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
-              INTERNAL_ERROR_EXIT, as_json=as_json)
+            import traceback
+            traceback.print_exc()
+        full = disk_full(exc.filename)      # its own exit code, not a bug
+        _fail(full.message, full.hint, full.exit_code, as_json=as_json)
+    except Exception as exc:  # a bug: keep it to one line unless --debug
+        _internal_error(exc, debug, as_json)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _internal_error(exc: Exception, debug: bool, as_json: bool) -> None:
+    if debug:
+        raise exc
+    _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
+          INTERNAL_ERROR_EXIT, as_json=as_json)
