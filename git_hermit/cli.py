@@ -172,7 +172,7 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
     if example:
         _echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
         _echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
-                   "for the agent and evolver.model; see the README)")
+                   "for the agent and evolver.model; see docs/first-run.md)")
     else:
         _echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
                    "benchmark), then `git hermit check` and `git hermit step`")
@@ -616,7 +616,7 @@ def _ci(ev: EvalRun) -> tuple[float, float]:
 
 
 def _print_step(outcome: StepOutcome) -> None:
-    # One numbering everywhere (README "Step numbering"): step N runs the rollouts of H_{N-1}
+    # One numbering everywhere (docs/concepts.md "Step numbering"): step N runs the rollouts of H_{N-1}
     # (branch step-{N-1}, the row `log` calls step N-1) and makes H_N (branch step-N).
     n, branch = outcome.step, f"hermit/{outcome.run}/step-{{:04d}}"
     line = (f"step {n}: rollouts of H_{n - 1} ({branch.format(n - 1)} {outcome.evaluated[:12]}): "

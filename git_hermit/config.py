@@ -178,7 +178,7 @@ def _read_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source} is not valid YAML{where}: {getattr(exc, 'problem', exc)}",
                           hint="fix the syntax; `git hermit init` writes a commented example") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{source} must be a mapping of settings", hint="see the README's hermit.yaml section")
+        raise ConfigError(f"{source} must be a mapping of settings", hint="see docs/configuration.md")
     return data
 
 
@@ -243,7 +243,7 @@ def _check_schema(data: dict[str, Any], source: str) -> None:
     problems = schema_errors("config", data)
     if problems:
         raise ConfigError(f"{source}: {_all(problems)}",
-                          hint=f"see the README's hermit.yaml section, or the schema {SCHEMA_LINK} that init commits")
+                          hint=f"see docs/configuration.md, or the schema {SCHEMA_LINK} that init commits")
 
 
 def _config_from(data: dict[str, Any], source: str, path: Path | None, *, check_params: bool) -> RunConfig:
@@ -386,7 +386,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
     learners = " | ".join(h.name for h in registry.learner_hosts())
     lines = [
         f"# yaml-language-server: $schema={schema_ref}",
-        "# git-hermit run configuration. Every key is documented in the README (section hermit.yaml).",
+        "# git-hermit run configuration. Every key is documented in docs/configuration.md.",
         f"run: {run}                      # names the refs hermit/{run}/step-NNNN, hermit/{run}/best …",
         f"template: {template}",
         f"adapter: {adapter}/                 # the adapter's directory in this repo (steps change only this)",
@@ -408,7 +408,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         f"  {'' if example else '# '}test: rows/test.txt        # held-out split for `git hermit eval --split test`",
         "evolver:",
         f"  name: {evolver}",
-        f"  params: {_flow(init_params(evolver_name))}   # see the README for every parameter and its default",
+        f"  params: {_flow(init_params(evolver_name))}   # every parameter and its default: docs/evolvers/",
         f"  base: {registry.DEFAULT:<23}# the learners' backend: {learners} | llm | scripted",
         "  model: {name: gpt-5.6-luna, effort: medium}",
         "trainer: {epochs: 10, allow_early_stop: true, concurrency: 4}",

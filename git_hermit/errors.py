@@ -158,7 +158,7 @@ USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
 
-# What each exit code means to a user: the README's table, the man page and `help` read this.
+# What each exit code means to a user: the exit-code table of docs/commands.md, the man page and `help` read this.
 EXIT_CODES: dict[int, str] = {
     0: "success",
     CheckFailed.exit_code: "check found broken rules",

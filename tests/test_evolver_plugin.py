@@ -233,7 +233,7 @@ def test_a_user_written_learner_is_called_for_its_role_and_its_edit_is_committed
     assert git(repo, "show", f"{tip}:adapter/MEMORY.md").endswith("- answer t1: 42\n")
 
 
-def test_each_evolvers_roles_are_the_ones_its_code_asks_for_and_the_readme_lists_them():
+def test_each_evolvers_roles_are_the_ones_its_code_asks_for_and_the_docs_list_them():
     from git_hermit.evolvers.continual_harness.evolver import PASSES
     from git_hermit.evolvers.evo_harness.evolver import LEVELS
     roles = {s.name: s.roles for s in registry.specs()}
@@ -241,8 +241,8 @@ def test_each_evolvers_roles_are_the_ones_its_code_asks_for_and_the_readme_lists
     assert roles["evo-harness"] == ("reflect", *(f"{level}_curator" for level in LEVELS))
     ahe_code = (registry.get("ahe").folder / "evolver.py").read_text()
     assert [r for r in registry.get("ahe").roles if f'ctx.learner("{r}")' not in ahe_code] == []
-    readme = (PACKAGE_ROOT.parent / "README.md").read_text()
-    section = readme.split("## Plug in your own learner", 1)[1].split("\n## ", 1)[0]
+    page = (PACKAGE_ROOT.parent / "docs" / "extending.md").read_text()
+    section = page.split("## A learner", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     for spec in registry.specs():
         listed = " ".join(row for row in rows if row.startswith(f"| `{spec.name}` |"))

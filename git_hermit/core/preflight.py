@@ -337,12 +337,12 @@ def worktree_warnings(repo: Repo, run: str | None = None) -> list[str]:
     if edited:
         warnings.append(f"{config.adapter}/ has uncommitted edits ({_few(edited)}); this step evaluates {branch} "
                         f"({tip[:12]}) and does not use them: commit them on {branch} to make them part of the run "
-                        "(README: 'Hand edits')")
+                        "(docs/concepts.md: Hand edits)")
     elsewhere = [c for c in repo.log(f"{tip}..{head}", paths=[config.adapter])] if head else []
     if elsewhere and not edited:
         warnings.append(f"HEAD has {len(elsewhere)} commit(s) changing {config.adapter}/ that are not on {branch} "
                         f"({elsewhere[0].sha[:12]} {elsewhere[0].subject[:50]}); this step does not use them: "
-                        f"commit adapter edits on {branch} (README: 'Hand edits')")
+                        f"commit adapter edits on {branch} (docs/concepts.md: Hand edits)")
     if config.path is not None:
         rel = config.path.relative_to(repo.work_tree).as_posix()
         if head is None or repo.worktree_changes(head, [rel]):

@@ -153,7 +153,7 @@ def _unknown(evolver: str, schema: dict[str, Any], key: str, path: str, known: l
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     guess = f" (did you mean {close[0]}?)" if close else ""
     return ParamProblem(path, f"is not a parameter of {evolver}{guess}",
-                        f"its parameters here: {', '.join(known)} (see the README's evolver.params)")
+                        f"its parameters here: {', '.join(known)} (see docs/configuration.md, evolver.params)")
 
 
 def _value_hint(schema: dict[str, Any], parts: list[str | int]) -> str:
@@ -172,7 +172,7 @@ def _value_hint(schema: dict[str, Any], parts: list[str | int]) -> str:
         bits.append(sub["description"])
     if "default" in sub:
         bits.append(f"default: {json.dumps(sub['default'])}")
-    return "; ".join(bits) or "see the README's evolver.params"
+    return "; ".join(bits) or "see docs/configuration.md, evolver.params"
 
 
 def _dotted(parts: list[str | int]) -> str:

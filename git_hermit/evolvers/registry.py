@@ -32,7 +32,7 @@ class EvolverSpec:
     evolver: str                               # "module:Class" of its Evolver, imported on first use
     template: str                              # the template id `init` writes for it ("ahe@1.0")
     roles: tuple[str, ...]                     # the learner roles it asks for (evolver.scripted keys)
-    summary: str = ""                          # one line for help and the README's table
+    summary: str = ""                          # one line for help and the docs
     aliases: tuple[str, ...] = ()              # other spellings accepted in evolver.name
     # each step rolls out a new window of a stream: its windows' pass@1 are not comparable and it
     # keeps no best-ever tag (`log`/`show` say so; `finalize` defaults to the tip)

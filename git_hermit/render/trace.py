@@ -32,7 +32,7 @@ def _usage_json(usage: Usage | None) -> dict[str, Any]:
 
 
 def trace_json(report: TraceReport) -> dict[str, Any]:
-    """The machine-readable trace of one file (stable keys; see the README)."""
+    """The machine-readable trace of one file (stable keys; see docs/hosts.md)."""
     if report.summary is None:
         error = report.error
         return {"path": report.path, "format": None, "version": None, "steps": None, "user_turns": None,
