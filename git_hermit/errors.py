@@ -43,6 +43,10 @@ class ConfigError(HermitError):
     exit_code = 5
 
 
+class ConfigMissing(ConfigError):
+    """No config file configures the run here (the work tree holds none, or not this run's)."""
+
+
 class LockHeld(HermitError):
     """Another live git-hermit process holds the run's lock."""
 
@@ -106,6 +110,20 @@ class BudgetReached(HermitError):
     partial: object = None    # the rollouts a stopped batch finished (core/evaluate.run_split sets it)
 
 
+class RecordsMissing(HermitError):
+    """This repository lacks part of a run's records (notes, its records ref): a step refuses to
+    continue a run whose history it cannot read."""
+
+    exit_code = 20
+
+
+class RemoteRefused(HermitError):
+    """A remote's change that would rewrite what this repository holds was refused: a record's
+    field (verdict, score, outcomes), an invalid note, a measured step's commit, a foreign step."""
+
+    exit_code = 21
+
+
 USAGE_EXIT = 2            # click's own code for a bad command line
 INTERNAL_ERROR_EXIT = 70  # a bug: the one-line report asks for --debug
 INTERRUPTED_EXIT = 130    # Ctrl-C; the same command resumes
@@ -128,6 +146,8 @@ EXIT_CODES: dict[int, str] = {
     NotesConflict.exit_code: "a note was changed differently on both sides of a push or fetch (the message names it)",
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
+    RecordsMissing.exit_code: "the repository lacks part of the run's records (named, with the command that brings them)",
+    RemoteRefused.exit_code: "fetch/push refused a remote's change to a record or a measured step (named; --accept-remote)",
     BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",

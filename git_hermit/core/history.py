@@ -130,6 +130,7 @@ class StepView:
     commit: str                      # the step branch's tip (H_N)
     commits: tuple[CommitView, ...]  # the step's own commits, oldest first
     bad_notes: tuple[str, ...] = ()
+    analysis_commit: str | None = None   # the commit with the step's analysis note (the tip it published)
     # H_N's scores note (written by step N+1's rollouts) as its cached summary, Scores.to_dict(tasks=False),
     # and what makes its record when `scores` is first read: `log --json` passes the data through
     scores_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -361,6 +362,15 @@ def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | No
     return lambda: notes.dicts["analysis"].get(commit)
 
 
+def _analysis_anchor(tip: str, commits: tuple[CommitView, ...] | list[CommitView], analysis: dict[str, str]
+                     ) -> str | None:
+    """The commit holding step N's analysis note: the tip it published, wherever the branch moved
+    since (a rollback or hand edit on top: the newest of the step's own commits that has one)."""
+    if tip in analysis:
+        return tip
+    return next((cv.sha for cv in reversed(commits) if cv.sha in analysis), None)
+
+
 def load_history(ctx: RunContext) -> RunHistory:
     repo = ctx.repo
     bad: list[str] = []
@@ -413,8 +423,9 @@ def load_history(ctx: RunContext) -> RunHistory:
     views = []
     for n, sha in ctx.steps:
         data, make, disagreed = scores.get(sha) or (None, None, 0)
-        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())),
-                              make_analysis=_analysis_of(notes, sha) if sha in blobs["analysis"] else None,
+        anchor = _analysis_anchor(sha, by_step.get(n, ()), blobs["analysis"])
+        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis_commit=anchor,
+                              make_analysis=_analysis_of(notes, anchor) if anchor else None,
                               bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make,
                               disagreed=disagreed))
     return RunHistory(run=ctx.run, steps=tuple(views), best=ctx.read_ref(best_tag(ctx.run)),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Self
 
 from ..errors import GitStateError, NotARepository
-from ._process import BatchReader, first_error_line, run_git
+from ._process import BatchReader, first_error_line, run_git, start_git
 
 _HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first)"
 
@@ -93,6 +93,10 @@ class GitDir:
              cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
         full_env = self._env if not env else {**self._env, **env}
         return run_git(list(args), cwd=cwd or self.work_tree, env=full_env, input=input)
+
+    def _start(self, args: list[str]) -> "subprocess.Popen[bytes]":
+        """A long-lived git process in this repository (stdin/stdout/stderr pipes)."""
+        return start_git(args, cwd=self.work_tree, env=self._env)
 
     def git(self, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None,
             check: bool = True, cwd: Path | None = None) -> str:
