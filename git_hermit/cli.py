@@ -452,6 +452,12 @@ def fetch(remote: str, traces: bool, accept_remote: bool, keep_local: bool) -> N
         click.echo(f"warning: {warning}", err=True)
     if not outcome.moves and not outcome.warnings and not outcome.refused and not outcome.accepted:
         click.echo(f"up to date with {outcome.remote}")
+    from git_hermit.core.records import missing_records
+    for name in list_runs(repo):     # what neither this repository nor the remote holds of a run
+        missing = missing_records(repo, name, [n for n, _ in list_steps(repo, name)])
+        if missing:
+            click.echo(f"warning: {outcome.remote} does not hold {missing.what()} of run {name!r} either; whoever "
+                       "ran those steps can send them with `git hermit push`", err=True)
     if not outcome.refused:
         return
     for change in outcome.refused[1:]:
