@@ -357,16 +357,17 @@ def _review_branches(repo: Repo, remote_refs: dict[str, str], remote: str, revie
                 effective[n] = sha
                 review.move(repo, ref, sha, mine)
                 continue
-            infos = list(reversed(repo.log(f"{mine}..{sha}")))
-            commits = [c.sha for c in infos]
-            merges = [c for c in infos if len(c.parents) > 1]
+            # the branch's own commits (first parents): a merge's other side is another branch's work
+            infos = list(reversed(repo.log(f"{mine}..{sha}", first_parent=True)))
+            own = tuple(c.sha for c in infos if len(c.parents) == 1)
+            merged = len(own) < len(infos)
             skipped.setdefault(run, set()).add(n)
             review.refused.append(Refusal(ref, sha, (
-                f"{ref.removeprefix('refs/heads/')} on {remote} has commit(s) {', '.join(c[:10] for c in commits)} "
+                f"{ref.removeprefix('refs/heads/')} on {remote} has commit(s) {', '.join(c.sha[:10] for c in infos)} "
                 f"on top of step {n}'s measured commit {mine[:10]}"
-                + (" (a merge of another branch into it)" if merges else "")
+                + (" (a merge of another branch into it: GitHub's Update branch)" if merged else "")
                 + f"; step {n} is not the latest step (step {latest} is), so it keeps the commit step {n + 1} "
-                  "measured"), "step", tuple(c for c in commits if c not in {m.sha for m in merges})))
+                  "measured"), "step", own or ("merge",)))
         # best/final tags: new, or moved forward
         for tag in ("best", "final"):
             ref = f"refs/tags/hermit/{run}/{tag}"
@@ -390,8 +391,12 @@ def reapply_hint(refused: tuple[Refusal, ...], latest: dict[str, int]) -> str | 
         return None
     run = steps[0].ref.split("/")[3]
     tip = f"hermit/{run}/step-{latest.get(run, 0):04d}"
+    own = [c for c in steps[0].commits if c != "merge"]
+    if not own:
+        return (f"it only merges another branch into the step's: nothing to re-apply (step pull requests are stacked, "
+                f"each on the previous step's branch); a change for the adapter goes on {tip}, the latest step")
     return (f"re-apply them on the run's latest step, whose next step evaluates them: `git switch {tip} && "
-            f"git cherry-pick {' '.join(c[:12] for c in steps[0].commits)} && git hermit push`")
+            f"git cherry-pick {' '.join(c[:12] for c in own)} && git hermit push`")
 
 
 # ----------------------------------------------------------------------------------------- fetch

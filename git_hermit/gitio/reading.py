@@ -164,10 +164,14 @@ class ObjectReader(GitDir):
             raise GitStateError(f"unknown revision '{rev}'", hint="check the name with `git log --oneline --all`")
         return parse_commit(found[0], found[2])
 
-    def log(self, rev: str, paths: list[str] | None = None, max_count: int | None = None) -> list[CommitInfo]:
-        """Commits reachable from ``rev`` (newest first), optionally touching ``paths``; one git process."""
+    def log(self, rev: str, paths: list[str] | None = None, max_count: int | None = None,
+            first_parent: bool = False) -> list[CommitInfo]:
+        """Commits reachable from ``rev`` (newest first), optionally touching ``paths``; one git process.
+        ``first_parent``: only along first parents (a merge's other side left out)."""
         args = ["-c", "log.showSignature=false", "-c", "log.follow=false", "log", "-z", "--encoding=UTF-8",
                 "--format=%H%x00%P%x00%T%x00%aI%x00%B"]
+        if first_parent:
+            args.append("--first-parent")
         if max_count is not None:
             args.append(f"--max-count={max_count}")
         args += [rev, "--", *(paths or [])]
