@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from git_hermit.core.scores_notes import kept_by_rule
 from git_hermit.errors import SchemaError
 from git_hermit.rollouts import stats
 
@@ -61,10 +62,13 @@ def rewrites(kind: str, base: dict[str, Any] | None, ours: dict[str, Any], merge
     """The fields of ``ours`` the remote changed or removed in ``merged`` (a field ours had as in
     ``base``: we did not change it, they did), with the values here and there."""
     mine, theirs, was = _flat(ours), _flat(merged), _flat(base)
+    excused = _disagreed_rows(ours, merged) if kind == "scores" else ()
     out = []
     for path, value in mine.items():
         if path in theirs and theirs[path] == value:
             continue
+        if path.startswith(excused):
+            continue              # a row both machines ran: the worse attempt kept, ours beside it
         if base is not None and was.get(path, _MISSING) != value:
             continue          # we changed it since the common base: the three-way merge's to settle
         if kind == "scores" and _allowed_scores_change(path):
@@ -76,6 +80,31 @@ def rewrites(kind: str, base: dict[str, Any] | None, ours: dict[str, Any], merge
         there = json.dumps(theirs[path])[:60] if path in theirs else "removed"
         out.append(f"{_shown(path)} ({json.dumps(value)[:60]} here, {there} there)")
     return out
+
+
+def _disagreed_rows(ours: dict[str, Any], merged: dict[str, Any] | None) -> tuple[str, ...]:
+    """Path prefixes (``[splits.S.]tasks.T.attempts.I.``) of our rows the merge replaced by the rule for
+    a row two machines ran differently: ours kept beside it in ``disagreed``, the worse one kept."""
+    if not isinstance(merged, dict):
+        return ()
+    out = []
+    pairs = [("", ours, merged)] + [(f"splits.{name}.", entry, (merged.get("splits") or {}).get(name))
+                                    for name, entry in (ours.get("splits") or {}).items()]
+    for prefix, mine, theirs in pairs:
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            continue
+        for task, score in (mine.get("tasks") or {}).items():
+            other = (theirs.get("tasks") or {}).get(task)
+            if not isinstance(score, dict) or not isinstance(other, dict):
+                continue
+            beside = other.get("disagreed") if isinstance(other.get("disagreed"), list) else []
+            kept_attempts = other.get("attempts") if isinstance(other.get("attempts"), list) else []
+            for i, attempt in enumerate(score.get("attempts") or []):
+                kept = kept_attempts[i] if i < len(kept_attempts) else None
+                if (isinstance(attempt, dict) and isinstance(kept, dict) and kept != attempt
+                        and {"attempt": i + 1, **attempt} in beside and kept_by_rule(kept, attempt)):
+                    out.append(f"{prefix}tasks.{task}.attempts.{i}.")
+    return tuple(out)
 
 
 def _shown(path: str) -> str:
