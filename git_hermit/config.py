@@ -3,7 +3,9 @@
 A run's config is ``hermit.yaml`` (or ``hermit/<run>.yaml`` when a repo holds several runs),
 validated against ``schemas/config.schema.json`` and its ``evolver.params`` against the evolver's
 own ``evolvers/<name>/params.schema.json`` (with the defaults); unknown keys are errors with their
-path. ``render_default_config`` writes the commented file ``init`` creates.
+path, every one named in one error. Keys of the seeds' setups that git-hermit keeps elsewhere are
+named together first, each with where it goes. ``render_default_config`` writes the commented
+file ``init`` creates.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any, Mapping
 from git_hermit import __version__, checked
 from git_hermit.errors import ConfigError, ConfigMissing
 from git_hermit.evolvers import registry as evolver_registry
-from git_hermit.evolvers.params import init_params, param_defaults, params_problems
+from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, param_defaults, params_problems,
+                                        refused_params)
 from git_hermit.hosts import registry
 from git_hermit.model.schema import extend as extend_schema
 from git_hermit.model.schema import fingerprint, load_schema, schema_errors
@@ -27,6 +30,22 @@ RUNS_DIR = "hermit"
 # The schema copy the yaml-language-server line points at: committed with the seed, so every
 # clone has it (the working area .hermit/ is ignored and would not be).
 SCHEMA_LINK = "hermit/config.schema.json"
+
+SEEDS_TABLE = "docs/configuration.md (From the seeds' setups)"
+# Keys of the seeds' setups git-hermit keeps elsewhere, besides each evolver's own evolver.params
+# keys (its schema's x-refused): seed 002's run-level `llm:` and its `agent: {name: …}` class, and
+# the `algorithm:` block of the seeds' framework (seed 001's `algorithm.worker.type`).
+SEED_KEYS = {
+    "llm": Elsewhere("llm", "evolver.base: llm with evolver.model: {name: <model>, provider: {base_url: "
+                            "<the backend's /v1 URL>, env_key: <its key's variable>}}",
+                     "seed 002's llm is the Refiner's model, the learners' model here"),
+    "algorithm": Elsewhere("algorithm", "evolver: {name, params, base: the Worker (codex or claude-code: it must "
+                                        "edit files), model}", "the seeds' framework calls the evolver its algorithm"),
+    "agent.name": Elsewhere("agent.name", "agent.backend: codex (it runs `codex exec` with the adapter deployed, "
+                                          "as the seed's codex_agent.py does; another program: agent.backend: "
+                                          "command with agent.command)",
+                            "the acting agent is a backend here, not a Python class"),
+}
 
 # Names agent.env / agent.pass_env may not set: the framework gives every agent its own.
 
@@ -120,8 +139,9 @@ class RunConfig:
 
 
 def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = None) -> RunConfig:
-    """Parse and validate hermit.yaml text; ConfigError names the first bad key by path."""
+    """Parse and validate hermit.yaml text; ConfigError names every bad key by path."""
     data = _read_yaml(text, source)
+    _refuse_seed_keys(data, source)
     _check_schema(data, source)
     return _config_from(data, source, path, check_params=True)
 
@@ -140,10 +160,67 @@ def _read_yaml(text: str, source: str) -> Any:
     return data
 
 
+def seed_keys_elsewhere(data: dict[str, Any]) -> list[Elsewhere]:
+    """The keys of a pasted seed setup git-hermit keeps elsewhere (each with where it goes)."""
+    found = [SEED_KEYS[key] for key in ("llm", "algorithm") if key in data]
+    agent = data.get("agent")
+    if isinstance(agent, dict) and "name" in agent:
+        found.append(SEED_KEYS["agent.name"])
+    evolver: dict[str, Any] = data["evolver"] if isinstance(data.get("evolver"), dict) else {}
+    name = evolver.get("name")
+    if not isinstance(name, str):
+        spec = evolver_registry.for_template(str(data.get("template") or ""))
+        name = spec.name if spec else None
+    if name is None or evolver_registry.find(name) is None:
+        return found          # an unknown evolver is the config check's to name
+    name = evolver_registry.canonical(name)
+    params = evolver.get("params")
+    found += refused_params(name, params)
+    if isinstance(params, dict) and params.get("task_field") is not None:
+        found += _task_field(params["task_field"], data.get("tasks"))
+    block: dict[str, Any] = data["data"] if isinstance(data.get("data"), dict) else {}
+    rule = data_step_size(name)
+    if block.get("step_size") is not None and rule is not None and rule.get("means") != "every-row":
+        found.append(Elsewhere("data.step_size", rule.get("to"), rule["why"]))
+    return found
+
+
+def _task_field(value: Any, tasks: Any) -> list[Elsewhere]:
+    """Seed 000's task_field, the row field naming the task: here the tasks' id field is that
+    field, so task_field is accepted only when it names it."""
+    tasks = tasks if isinstance(tasks, dict) else {}
+    if "harbor" in tasks:
+        return [Elsewhere("evolver.params.task_field", None, "Harbor tasks are named by their directory")]
+    id_field = tasks.get("id_field", "id")
+    if value == id_field:
+        return []
+    return [Elsewhere("evolver.params.task_field", f"tasks.id_field: {value} (a row's task is read from the tasks' "
+                                                   f"id field, now {id_field!r}; its rows <task>#1 … #k share it)",
+                      "the tasks' id field names the task")]
+
+
+def _refuse_seed_keys(data: dict[str, Any], source: str) -> None:
+    found = seed_keys_elsewhere(data)
+    if not found:
+        return
+    items = [f"{e.path} → {e.to}" if e.to else f"{e.path}: remove it ({e.why})" for e in found]
+    listed = items[0] if len(items) == 1 else "; ".join(f"({i}) {item}" for i, item in enumerate(items, 1))
+    raise ConfigError(f"{source}: {len(found)} key(s) of the seeds' setup are kept elsewhere in git-hermit: {listed}",
+                      hint=f"move each key where its arrow points, remove the others; the seeds' setups "
+                           f"translated: {SEEDS_TABLE}")
+
+
+def _all(problems: list[str]) -> str:
+    """Every problem in one line, numbered when there are several."""
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems: " + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+
+
 def _check_schema(data: dict[str, Any], source: str) -> None:
     problems = schema_errors("config", data)
     if problems:
-        raise ConfigError(f"{source}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+        raise ConfigError(f"{source}: {_all(problems)}",
                           hint=f"see the README's hermit.yaml section, or the schema {SCHEMA_LINK} that init commits")
 
 
@@ -185,6 +262,7 @@ def _parse_remembered(text: str, source: str, path: Path, cache_dir: Path) -> Ru
             _check_evolver_params(config, source)
         return config
     data = _read_yaml(text, source)
+    _refuse_seed_keys(data, source)
     _check_schema(data, source)
     config = _config_from(data, source, path, check_params=True)
     try:   # only data JSON keeps exactly (YAML dates or integer keys would come back changed)
@@ -205,10 +283,9 @@ def _check_evolver_params(config: RunConfig, source: str) -> None:
         return
     problems = params_problems(config.evolver_name, params)
     if problems:
-        first = problems[0]
-        where = "evolver.params" + (f".{first.path}" if first.path and not first.path.startswith("[") else first.path)
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ConfigError(f"{source}: {where} {first.message}{more}", hint=first.hint)
+        lines = [f"evolver.params{(f'.{p.path}' if p.path and not p.path.startswith('[') else p.path)} {p.message}"
+                 for p in problems]
+        raise ConfigError(f"{source}: {_all(lines)}", hint="; ".join(dict.fromkeys(p.hint for p in problems)))
 
 
 def _check_agent_env(config: RunConfig, source: str) -> None:

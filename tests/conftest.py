@@ -15,9 +15,8 @@ import pytest
 FIXED_DATE = "2026-01-01T00:00:00+00:00"
 
 
-@pytest.fixture(autouse=True)
-def isolated_git_env(tmp_path_factory, monkeypatch):
-    home = tmp_path_factory.mktemp("home")
+def _isolate(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HOME, XDG dirs and git config under ``home``; a fixed identity and dates."""
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
@@ -32,6 +31,22 @@ def isolated_git_env(tmp_path_factory, monkeypatch):
     for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"):
         monkeypatch.delenv(var, raising=False)
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_session_env(tmp_path_factory):
+    """The same isolation for session- and module-scoped fixtures, which run before any test's own
+    (a fresh CI machine or Actions runner has no git identity: without this, a module fixture that
+    commits fails with "unable to auto-detect email address")."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _isolate(tmp_path_factory.mktemp("session-home"), monkeypatch)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def isolated_git_env(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    _isolate(home, monkeypatch)
     yield home
 
 

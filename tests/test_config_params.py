@@ -126,10 +126,10 @@ def test_init_writes_the_templates_own_params(repo, template):
 
 # --- item 15: task_field ----------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["uid", "task"])
-def test_task_field_is_refused_because_the_rows_file_carries_the_task(repo, value):
+def test_task_field_other_than_the_id_field_is_refused_pointing_at_tasks_id_field(repo, value):
     control = make_run(repo, ANSWERS, k=2, params={"task_field": value})
     line = _refused(hermit(repo, "step", env=env_for(control)), "evolver.params.task_field")
-    assert "rows file" in line
+    assert f"tasks.id_field: {value}" in line and "now 'id'" in line
     assert calls(control, "agent") == []
 
 

@@ -64,6 +64,9 @@ def _hidden_view(hide: list[Path]) -> list[str]:
     args = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp"]
     keep = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
             Path(__file__).resolve().parents[1]}                      # the interpreter, git_hermit
+    for kept in sorted(keep):
+        if str(kept).startswith("/tmp/"):                             # a venv or checkout under /tmp
+            args += ["--ro-bind", str(kept), str(kept)]
     for path in hide:
         path = path.resolve()
         if str(path).startswith("/tmp/"):

@@ -252,8 +252,8 @@ def test_evidence_is_redacted_and_cut(tmp_path, monkeypatch):
     text = reflection.evidence(run, tmp_path, 300)
     assert "verysecret" not in text and "expected 4" in text
     assert len(text) <= 300 and "truncated" in text
-    assert reflection.failed(run, 1.0) and not reflection.failed(RolloutResult("t", 1, "pass", 1.0), 1.0)
-    assert reflection.failed(RolloutResult("t", 1, "pass", 0.5), 0.8)
+    assert reflection.needs_reflection(run, 1.0)
+    assert not reflection.needs_reflection(RolloutResult("t", 1, "pass", 1.0), 1.0)
 
 
 def test_step_tasks_windows_and_max_steps():
@@ -451,3 +451,49 @@ def test_max_steps_null_is_the_whole_stream_whatever_trainer_epochs_says(repo, m
     assert git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-{steps:04d}", check=False).strip()
     assert not git(repo, "rev-parse", "-q", "--verify", f"refs/heads/hermit/{RUN}/step-{steps + 1:04d}",
                    check=False).strip()
+
+
+# --- success_threshold (seed 001: reflect only on runs that failed or scored below it) ---------
+@pytest.mark.parametrize("threshold, reflected", [
+    (1.0, {"e", "r0", "r3", "r5", "r7", "r9", "t"}),        # the default: everything short of full marks
+    (0.8, {"e", "r0", "r3", "r5", "r7", "t"}),
+    (0.5, {"e", "r0", "r3", "t"}),                           # 0.5 itself is not below 0.5
+    (0.0, {"e", "t"}),                                       # only the runs that failed to execute
+    (1.5, {"e", "r0", "r3", "r5", "r7", "r9", "r10", "t"}),  # even a pass scored below the bar
+])
+def test_success_threshold_reflects_only_failed_runs_and_scores_below_it(threshold, reflected):
+    runs = {"e": RolloutResult("e", 1, "exception", None, exception_type="AgentTimeout"),
+            "t": RolloutResult("t", 1, "fail", None, exception_type="AgentTimeout"),   # timeout_as: fail
+            "r0": RolloutResult("r0", 1, "fail", 0.0), "r3": RolloutResult("r3", 1, "fail", 0.3),
+            "r5": RolloutResult("r5", 1, "fail", 0.5), "r7": RolloutResult("r7", 1, "fail", 0.7),
+            "r9": RolloutResult("r9", 1, "fail", 0.9), "r10": RolloutResult("r10", 1, "pass", 1.0)}
+    assert {name for name, run in runs.items() if reflection.needs_reflection(run, threshold)} == reflected
+
+
+REWARDS = {"t1": 0.0, "t2": 0.3, "t3": 0.5, "t4": 0.7, "t5": 0.9, "t6": 1.0}
+VERIFIER = """#!{python}
+import json, os
+print(json.dumps({{"reward": {rewards!r}[os.environ["HERMIT_TASK_ID"]]}}))
+"""
+
+
+@pytest.mark.parametrize("threshold, reflected", [
+    (0.5, ["t1#1", "t2#1"]),
+    (0.8, ["t1#1", "t2#1", "t3#1", "t4#1"]),
+    (1.0, ["t1#1", "t2#1", "t3#1", "t4#1", "t5#1"]),
+    (0.0, []),
+])
+def test_a_step_reflects_on_the_runs_below_success_threshold(repo, threshold, reflected):
+    control = make_evo_run(repo, {t: "42" for t in REWARDS}, {"batch_size": 6, "success_threshold": threshold})
+    verifier = control / "verifier.py"
+    verifier.write_text(VERIFIER.format(python=sys.executable, rewards=REWARDS))
+    verifier.chmod(0o755)
+    config = yaml.safe_load((repo / "hermit.yaml").read_text())
+    config["judge"] = {"kind": "command", "command": [str(verifier)]}
+    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = hermit(repo, "step", env=env(control))
+    assert r.code == 0, r.out + r.err
+    assert sorted(log(control, "agent")) == sorted(REWARDS)
+    assert sorted(log(control, "reflect")) == reflected
+    analysis = json.loads(git(repo, "notes", "--ref=hermit/analysis", "show", tip(repo, 1)))
+    assert sorted(analysis["reflections"]) == reflected

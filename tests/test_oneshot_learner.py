@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_hermit.learners import LearnerResult, OneShotLearner
+from git_hermit.learners import LearnerResult, OneShotLearner, Sampling
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 
@@ -19,7 +19,8 @@ class FakeModel(OneShotLearner):
         super().__init__(role, "openai", {"name": "fake"})
         self.reply, self.prompts = reply, []
 
-    def _complete(self, prompt: str, timeout_s: float) -> LearnerResult:
+    def _complete(self, messages: list[tuple[str, str]], timeout_s: float, sampling: Sampling) -> LearnerResult:
+        prompt = messages[-1][1]
         self.prompts.append(prompt)
         return LearnerResult(self.reply, Usage(len(prompt) // 4, 0, 10), True, None, 0.0, "fake")
 

@@ -67,6 +67,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
     base_dir = config.path.parent if config.path else (cwd or Path.cwd())
     problems: list[Problem] = []
     problems += _paths(config, base_dir, list(splits))
+    problems += _step_size(config, base_dir)
     agent = dict(config.agent) or {"backend": registry.DEFAULT}
     problems += _program(agent, "agent", cwd or Path.cwd())
     problems += _guarded(config.agent_env, "agent.pass_env")
@@ -146,6 +147,27 @@ def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem
             problems.append(Problem(f"rows file {rows} not found", f"data.{split}",
                                     "write one <task>#<attempt> per line, or fix the path", "input"))
     return problems
+
+
+def _step_size(config: RunConfig, base_dir: Path) -> list[Problem]:
+    """``data.step_size`` for an evolver whose step is every trial row (ahe; seed 000: "one step =
+    one AHE iteration over every trial row"): it must cover the train rows, or it would promise
+    steps of fewer rows that no step runs."""
+    from git_hermit.evolvers.params import data_step_size
+    size = config.data.get("step_size")
+    rule = data_step_size(config.evolver_name)
+    rows = config.split_path("train")
+    if size is None or rule is None or rule.get("means") != "every-row" or rows is None \
+            or not (base_dir / rows).is_file():
+        return []
+    k = config.evolver_params().get("k") or 1
+    lines = [line.strip() for line in (base_dir / rows).read_text(encoding="utf-8", errors="replace").splitlines()]
+    count = sum(1 if "#" in line else k for line in lines if line and not line.startswith("#"))
+    if size >= count:
+        return []
+    return [Problem(f"data.step_size is {size}, fewer than the {count} rows of {rows}: {config.evolver_name} "
+                    "runs every trial row in each step", "data.step_size",
+                    f"remove data.step_size, or set it to {count} or more ({rule['why']})", "config")]
 
 
 # --- programs, keys, logins -------------------------------------------------------------------

@@ -3,8 +3,10 @@
 The schema lives in the evolver's own folder (``evolvers/<name>/params.schema.json``); this
 module reads it, so config.py can refuse an unknown key or a bad value (naming its path)
 before a command spends anything, and the evolvers read their defaults from the same file.
-Besides JSON Schema, a schema carries ``x-init`` (what ``init`` writes) and ``x-refused``
-(seed keys git-hermit does not take there, each with the reason and where it goes instead).
+Besides JSON Schema, a schema carries ``x-init`` (what ``init`` writes), ``x-refused`` (seed
+keys git-hermit does not take there, each with the reason and where it goes instead: ``to``, or
+null when nothing takes it) and ``x-data-step-size`` (what ``data.step_size`` is for an evolver
+without a ``step_size`` parameter: ``means: every-row``, or where it goes instead).
 """
 
 from __future__ import annotations
@@ -80,6 +82,34 @@ def init_params(evolver: str) -> dict[str, Any]:
 
 def param_names(evolver: str) -> list[str]:
     return sorted(params_schema(evolver).get("properties", {}))
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A seed key git-hermit keeps elsewhere: where the seed has it, where it goes here (None:
+    nowhere, remove it) and why."""
+
+    path: str
+    to: str | None
+    why: str
+
+
+def refused_params(evolver: str, params: Any) -> list[Elsewhere]:
+    """The keys of ``params`` the evolver's schema refuses (``x-refused``), with where each goes."""
+    refused = params_schema(evolver).get("x-refused", {})
+    if not isinstance(params, dict):
+        return []
+    return [Elsewhere(f"evolver.params.{key}", refused[key].get("to"), refused[key]["why"])
+            for key in params if key in refused]
+
+
+def data_step_size(evolver: str) -> dict[str, Any] | None:
+    """What ``data.step_size`` is for this evolver: None when a ``step_size`` parameter takes it,
+    else its schema's ``x-data-step-size`` (``{"means": "every-row", "why"}`` or ``{"to", "why"}``)."""
+    schema = params_schema(evolver)
+    if "step_size" in schema.get("properties", {}):
+        return None
+    return schema.get("x-data-step-size") or {"to": None, "why": f"{evolver} sets the size of its steps itself"}
 
 
 def params_problems(evolver: str, params: Any) -> list[ParamProblem]:

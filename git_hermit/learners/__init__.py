@@ -2,7 +2,9 @@
 
 Sessions (``codex``, ``claude-code``) run the host CLI in a learner workspace, reusing the
 acting-agent backends; one-shot calls go to an OpenAI-compatible ``base_url`` or Anthropic;
-``scripted`` learners are Python functions for tests and the offline demo.
+``scripted`` learners are Python functions for tests and the offline demo. A caller that
+asks again (a reply it could not use) passes the earlier exchanges: a chat call sends them as
+the conversation's messages, a session or a scripted learner reads them in its prompt.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 # The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
 # a longer prompt goes to a file in the workspace and the session is told to read it.
 PROMPT_FILE_THRESHOLD = 100_000
+ANTHROPIC_MAX_TOKENS = 8000     # an Anthropic call's max_tokens when the caller sets none
 
 
 @dataclass(frozen=True)
@@ -38,13 +41,41 @@ class LearnerResult:
     model: str | None = None
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One earlier round of a conversation: what the learner was asked and what it answered."""
+
+    asked: str
+    answered: str
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """A one-shot call's sampling settings; None leaves the endpoint's own default."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
 class Learner(Protocol):
     role: str
 
     def check_available(self) -> None: ...
 
-    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
-        """Run one session (or call) in ``workspace``; the learner may edit files there."""
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str,
+            earlier: tuple[Exchange, ...] = (), sampling: Sampling | None = None) -> LearnerResult:
+        """Run one session (or call) in ``workspace``; the learner may edit files there.
+        ``earlier``: the rounds before this one (``prompt`` then follows up on them)."""
+
+
+def conversation_text(earlier: tuple[Exchange, ...], prompt: str) -> str:
+    """A conversation as one prompt, for learners that take one text (sessions, scripted)."""
+    if not earlier:
+        return prompt
+    parts = []
+    for number, exchange in enumerate(earlier, 1):
+        parts += [exchange.asked, f"\n--- your answer {number} ---\n{exchange.answered}\n--- end of answer {number} ---\n"]
+    return "\n".join([*parts, prompt])
 
 
 @dataclass
@@ -76,8 +107,11 @@ class SessionLearner:
             raise AgentError(f"learner: {fix(exc.message)}", hint=fix(exc.hint)) from None
         return agent
 
-    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str,
+            earlier: tuple[Exchange, ...] = (), sampling: Sampling | None = None) -> LearnerResult:
+        # ``sampling`` is a chat call's: a session's CLI sets its own (the evolvers refuse it for one)
         from git_hermit.rollouts.agents import AgentContext
+        prompt = conversation_text(earlier, prompt)
         agent = self._checked_agent()
         session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"
         if session_dir.exists():
@@ -137,10 +171,15 @@ class OneShotLearner:
             raise AgentError(f"the {module} package is not installed",
                              hint=f"pip install 'git-hermit[{module}]'") from None
 
-    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str,
+            earlier: tuple[Exchange, ...] = (), sampling: Sampling | None = None) -> LearnerResult:
         from git_hermit.learners import oneshot_edits
         edits = self.role == "evolve"
-        result = self._complete(oneshot_edits.edit_prompt(workspace, prompt) if edits else prompt, timeout_s)
+        messages: list[tuple[str, str]] = []
+        for exchange in earlier:
+            messages += [("user", exchange.asked), ("assistant", exchange.answered)]
+        messages.append(("user", oneshot_edits.edit_prompt(workspace, prompt) if edits and not earlier else prompt))
+        result = self._complete(messages, timeout_s, sampling or Sampling())
         if edits and result.ok:
             problems = oneshot_edits.apply_reply(workspace, result.text)
             if problems:
@@ -148,7 +187,7 @@ class OneShotLearner:
                                      result.duration_s, result.model)
         return result
 
-    def _complete(self, prompt: str, timeout_s: float) -> LearnerResult:
+    def _complete(self, messages: list[tuple[str, str]], timeout_s: float, sampling: Sampling) -> LearnerResult:
         """One call to the model: its text and usage (a failure is a LearnerResult, not raised).
 
         The official SDKs retry a 429 (after its Retry-After), a 5xx, a dropped connection and a
@@ -165,10 +204,11 @@ class OneShotLearner:
         start = time.monotonic()
         try:
             if self.api == "openai":
-                text, usage = _openai_chat(provider.get("base_url"), api_key, model, prompt, timeout_s, retries, stream)
+                text, usage = _openai_chat(provider.get("base_url"), api_key, model, messages, timeout_s, retries,
+                                           stream, sampling)
             else:
-                text, usage = _anthropic_message(provider.get("base_url"), api_key, model, prompt, timeout_s,
-                                                 retries, stream)
+                text, usage = _anthropic_message(provider.get("base_url"), api_key, model, messages, timeout_s,
+                                                 retries, stream, sampling)
         except Exception as exc:   # a failed call is the learner's error, retried by the caller
             return LearnerResult("", Usage(), False, f"{type(exc).__name__}: {exc}"[:300],
                                  time.monotonic() - start, model)
@@ -176,22 +216,26 @@ class OneShotLearner:
                              time.monotonic() - start, model)
 
 
-def _openai_chat(base_url: str | None, api_key: str | None, model: str, prompt: str, timeout_s: float,
-                 retries: int, stream: bool) -> tuple[str, Usage]:
+def _openai_chat(base_url: str | None, api_key: str | None, model: str, turns: list[tuple[str, str]],
+                 timeout_s: float, retries: int, stream: bool, sampling: Sampling) -> tuple[str, Usage]:
     """One OpenAI Chat Completions call (what OpenAI, vLLM, Ollama, llama.cpp serve)."""
     from openai import OpenAI
     from openai.types.chat import ChatCompletionMessageParam
     client = OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=retries)
-    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": prompt}]
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "assistant", "content": text} if role == "assistant" else {"role": "user", "content": text}
+        for role, text in turns]
+    extra: dict[str, Any] = {key: value for key, value in (("max_tokens", sampling.max_tokens),
+                                                           ("temperature", sampling.temperature)) if value is not None}
     if not stream:
-        reply = client.chat.completions.create(model=model, messages=messages)
+        reply = client.chat.completions.create(model=model, messages=messages, **extra)
         if not reply.choices:
             raise ValueError("the answer has no choices")
         return reply.choices[0].message.content or "", _chat_usage(reply.usage)
     parts: list[str] = []
     usage = Usage()
     for chunk in client.chat.completions.create(model=model, messages=messages, stream=True,
-                                                stream_options={"include_usage": True}):
+                                                stream_options={"include_usage": True}, **extra):
         if chunk.choices and chunk.choices[0].delta.content:
             parts.append(chunk.choices[0].delta.content)
         if getattr(chunk, "usage", None):
@@ -207,19 +251,25 @@ def _chat_usage(u: Any) -> Usage:
                  getattr(u, "completion_tokens", 0) or 0)
 
 
-def _anthropic_message(base_url: str | None, api_key: str | None, model: str, prompt: str,
-                       timeout_s: float, retries: int, stream: bool) -> tuple[str, Usage]:
+def _anthropic_message(base_url: str | None, api_key: str | None, model: str, turns: list[tuple[str, str]],
+                       timeout_s: float, retries: int, stream: bool, sampling: Sampling) -> tuple[str, Usage]:
     """One Anthropic Messages call (streamed through the SDK's event accumulator when asked)."""
     from anthropic import Anthropic
     from anthropic.types import Message, MessageParam
     client = Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=retries)
-    messages: list[MessageParam] = [{"role": "user", "content": prompt}]
+    messages: list[MessageParam] = [
+        {"role": "assistant", "content": text} if role == "assistant" else {"role": "user", "content": text}
+        for role, text in turns]
+    # the Messages API requires max_tokens: without a setting, what this call always asked for
+    limit = sampling.max_tokens or ANTHROPIC_MAX_TOKENS
+    # the SDK's create() takes no temperature argument (2.x): it goes in the request body
+    extra: dict[str, Any] = {} if sampling.temperature is None else {"extra_body": {"temperature": sampling.temperature}}
     reply: Message
     if stream:
-        with client.messages.stream(model=model, max_tokens=8000, messages=messages) as events:
+        with client.messages.stream(model=model, max_tokens=limit, messages=messages, **extra) as events:
             reply = events.get_final_message()
     else:
-        reply = client.messages.create(model=model, max_tokens=8000, messages=messages)
+        reply = client.messages.create(model=model, max_tokens=limit, messages=messages, **extra)
     text = "".join(getattr(block, "text", "") for block in reply.content)
     return text, Usage(reply.usage.input_tokens, getattr(reply.usage, "cache_read_input_tokens", 0) or 0,
                        reply.usage.output_tokens)
@@ -235,7 +285,9 @@ class ScriptedLearner:
     def check_available(self) -> None:
         return None
 
-    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str) -> LearnerResult:
+    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str,
+            earlier: tuple[Exchange, ...] = (), sampling: Sampling | None = None) -> LearnerResult:
+        prompt = conversation_text(earlier, prompt)
         start = time.monotonic()
         try:
             text = self.fn(workspace, prompt, key)
@@ -276,6 +328,11 @@ def load_callable(spec: str) -> Callable[..., Any]:
         raise ConfigError(f"cannot load scripted learner {spec!r} ({exc})", hint="give it as module:function") from None
 
 
+def is_session_base(base: str) -> bool:
+    """Whether ``evolver.base`` names a host CLI session (codex, claude-code …), not a one-shot call."""
+    return registry.known(base) and registry.get(base).learner
+
+
 def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: str | None = None,
                  overrides: dict[str, Any] | None = None) -> Learner:
     """The learner for ``role`` from hermit.yaml's ``evolver:`` block (base + model)."""
@@ -287,7 +344,7 @@ def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: st
         if not spec:
             raise ConfigError(f"evolver.scripted.{role} is not set", hint="name a module:function")
         return ScriptedLearner(role, load_callable(spec))
-    if registry.known(base) and registry.get(base).learner:
+    if is_session_base(base):
         cfg = {"model": model_cfg.get("name"), "effort": model_cfg.get("effort"), "login": model_cfg.get("login"),
                "home": model_cfg.get("home"), "provider": model_cfg.get("provider"), "bin": model_cfg.get("bin"),
                "args": list(model_cfg.get("args") or [])}

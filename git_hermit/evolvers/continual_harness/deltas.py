@@ -1,7 +1,10 @@
 """The Refiner's answers, parsed and applied: the policy text, and the create / update / retire
 deltas of sub-agents, skills and memory notes (JSON), each validated before it touches a file.
-A structural problem rejects the whole pass (``DeltaError``); an item naming an entry that does
-not exist is skipped and reported, as upstream skips a failing item and keeps the rest.
+A structural problem makes the answer unusable (``DeltaError``: the Refiner is asked again);
+an item naming an entry that does not exist is skipped and reported, as upstream skips a
+failing item and keeps the rest. A name the answer spells loosely ("Unit Checker") is
+normalised (``unit-checker``); memory changes past ``memory_max_changes`` are skipped, the
+first ones applied; the memory file stays within its byte cap, its oldest notes evicted first.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ class DeltaError(ValueError):
     """The answer of a pass cannot be applied at all; the message says why, in one line."""
 
 
+class OverLimit(DeltaError):
+    """The new policy is longer than its limit (the Refiner may be asked once to compress it)."""
+
+    def __init__(self, length: int, limit: int):
+        super().__init__(f"the new policy is {length} characters, over the limit of {limit}")
+        self.length = length
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class HarnessLayout:
     """Where the harness's components live in the adapter (from the template's ``files``)."""
@@ -40,6 +52,7 @@ class HarnessLayout:
     skills_root: str = ".agents/skills"
     skill_file: str = "SKILL.md"
     memory: str = "memory/NOTES.md"
+    memory_bytes: int = 40_000       # the memory file's cap (template limit ``memory_bytes``)
 
     @classmethod
     def of(cls, template: Any) -> "HarnessLayout":
@@ -51,7 +64,8 @@ class HarnessLayout:
         skills_root, skill_file = split(files.get("skills"), cls.skills_root, cls.skill_file)
         return cls(template.context_file, template.context_export,
                    int(template.limits.get("context_chars", cls.policy_chars)),
-                   agents_root, agent_file, skills_root, skill_file, files.get("memory") or cls.memory)
+                   agents_root, agent_file, skills_root, skill_file, files.get("memory") or cls.memory,
+                   int(template.limits.get("memory_bytes", cls.memory_bytes)))
 
 
 # ---------------------------------------------------------------------------------- parsing
@@ -94,7 +108,7 @@ def parse_policy(text: str, limit: int) -> str:
         raise DeltaError("the policy answer is empty")
     body += "\n"
     if len(body) > limit:
-        raise DeltaError(f"the new policy is {len(body)} characters, over the limit of {limit}")
+        raise OverLimit(len(body), limit)
     return body
 
 
@@ -120,13 +134,23 @@ def _text(item: dict[str, Any], key: str, where: str, *, required: bool) -> str 
     return value.strip()
 
 
-def _name(item: Any, where: str) -> str:
+def normalise_name(raw: str) -> str:
+    """A name as the harness spells it: lowercase letters and digits joined by single hyphens
+    ("Unit Checker" and "unit_checker" are ``unit-checker``), at most NAME_MAX characters;
+    "" when nothing of it is left."""
+    name = re.sub(r"[^a-z0-9]+", "-", raw.casefold()).strip("-")
+    return name[:NAME_MAX].rstrip("-")
+
+
+def _name(item: Any, where: str) -> tuple[str, str | None]:
+    """The item's name, normalised, and the name as the answer spelt it when that differed."""
     if not isinstance(item, dict):
         raise DeltaError(f"{where} must be an object")
-    name = _text(item, "name", where, required=True)
-    if not NAME_PATTERN.match(name) or len(name) > NAME_MAX:
-        raise DeltaError(f"{where}: name {name!r} must be lowercase letters, digits and single hyphens")
-    return name
+    given = _text(item, "name", where, required=True)
+    name = normalise_name(given)
+    if not name:
+        raise DeltaError(f"{where}: name {given!r} holds no letter or digit")
+    return name, (None if name == given else given)
 
 
 def _description(item: dict[str, Any], where: str, *, required: bool) -> str | None:
@@ -136,11 +160,11 @@ def _description(item: dict[str, Any], where: str, *, required: bool) -> str | N
     return text
 
 
-def _retire(data: dict[str, Any]) -> tuple[str, ...]:
+def _retire(data: dict[str, Any], *, normalise: bool = True) -> tuple[str, ...]:
     names = _list(data, "retire")
     if not all(isinstance(n, str) and n.strip() for n in names):
         raise DeltaError("'retire' must list names (strings)")
-    return tuple(n.strip() for n in names)
+    return tuple((normalise_name(n) or n.strip()) if normalise else n.strip() for n in names)
 
 
 def _analysis(data: dict[str, Any]) -> str:
@@ -157,6 +181,7 @@ class Entry:
     description: str | None = None
     body: str | None = None
     scripts: dict[str, str | None] = field(default_factory=dict)
+    asked_as: str | None = None     # the name as the answer spelt it, when normalising changed it
 
 
 @dataclass(frozen=True)
@@ -171,17 +196,20 @@ def parse_subagents(text: str) -> ComponentDelta:
     """``{"analysis", "create": [{name, description, instructions}], "update": [{name,
     description?, instructions?}], "retire": [name]}``."""
     data = parse_json_answer(text)
-    create = tuple(Entry(_name(it, f"create[{i}]"), _description(it, f"create[{i}]", required=True),
-                         _text(it, "instructions", f"create[{i}]", required=True))
-                   for i, it in enumerate(_list(data, "create")))
+    create = []
+    for i, it in enumerate(_list(data, "create")):
+        name, asked_as = _name(it, f"create[{i}]")
+        create.append(Entry(name, _description(it, f"create[{i}]", required=True),
+                            _text(it, "instructions", f"create[{i}]", required=True), asked_as=asked_as))
     update = []
     for i, it in enumerate(_list(data, "update")):
-        entry = Entry(_name(it, f"update[{i}]"), _description(it, f"update[{i}]", required=False),
-                      _text(it, "instructions", f"update[{i}]", required=False))
+        name, asked_as = _name(it, f"update[{i}]")
+        entry = Entry(name, _description(it, f"update[{i}]", required=False),
+                      _text(it, "instructions", f"update[{i}]", required=False), asked_as=asked_as)
         if entry.description is None and entry.body is None:
             raise DeltaError(f"update[{i}] ({entry.name}) changes nothing: give description and/or instructions")
         update.append(entry)
-    return ComponentDelta(_analysis(data), create, tuple(update), _retire(data))
+    return ComponentDelta(_analysis(data), tuple(create), tuple(update), _retire(data))
 
 
 def _scripts(item: dict[str, Any], where: str, *, allow_delete: bool) -> dict[str, str | None]:
@@ -207,19 +235,21 @@ def parse_skills(text: str) -> ComponentDelta:
     """``{"analysis", "add": [{name, description, body, scripts: {path: text}}], "update": [{name,
     description?, body?, scripts?: {path: text | null}}], "retire": [name]}``."""
     data = parse_json_answer(text)
-    add = tuple(Entry(_name(it, f"add[{i}]"), _description(it, f"add[{i}]", required=True),
-                      _text(it, "body", f"add[{i}]", required=True),
-                      _scripts(it, f"add[{i}]", allow_delete=False))
-                for i, it in enumerate(_list(data, "add")))
+    add = []
+    for i, it in enumerate(_list(data, "add")):
+        name, asked_as = _name(it, f"add[{i}]")
+        add.append(Entry(name, _description(it, f"add[{i}]", required=True), _text(it, "body", f"add[{i}]", required=True),
+                         _scripts(it, f"add[{i}]", allow_delete=False), asked_as=asked_as))
     update = []
     for i, it in enumerate(_list(data, "update")):
-        entry = Entry(_name(it, f"update[{i}]"), _description(it, f"update[{i}]", required=False),
+        name, asked_as = _name(it, f"update[{i}]")
+        entry = Entry(name, _description(it, f"update[{i}]", required=False),
                       _text(it, "body", f"update[{i}]", required=False),
-                      _scripts(it, f"update[{i}]", allow_delete=True))
+                      _scripts(it, f"update[{i}]", allow_delete=True), asked_as=asked_as)
         if entry.description is None and entry.body is None and not entry.scripts:
             raise DeltaError(f"update[{i}] ({entry.name}) changes nothing")
         update.append(entry)
-    return ComponentDelta(_analysis(data), add, tuple(update), _retire(data))
+    return ComponentDelta(_analysis(data), tuple(add), tuple(update), _retire(data))
 
 
 @dataclass(frozen=True)
@@ -230,9 +260,9 @@ class MemoryDelta:
     retire: tuple[str, ...] = ()            # topics
 
 
-def parse_memory(text: str, max_changes: int) -> MemoryDelta:
-    """``{"analysis", "add": [{topic, note}], "update": [{topic, note}], "retire": [topic]}``;
-    at most ``max_changes`` in all (create / update / retire, as for sub-agents and skills)."""
+def parse_memory(text: str) -> MemoryDelta:
+    """``{"analysis", "add": [{topic, note}], "update": [{topic, note}], "retire": [topic]}``
+    (how many of them apply is ``apply_memory``'s: the first ``memory_max_changes``)."""
     data = parse_json_answer(text)
 
     def notes(key: str) -> tuple[tuple[str, str], ...]:
@@ -249,11 +279,7 @@ def parse_memory(text: str, max_changes: int) -> MemoryDelta:
             out.append((topic, note))
         return tuple(out)
 
-    delta = MemoryDelta(_analysis(data), notes("add"), notes("update"), _retire(data))
-    count = len(delta.add) + len(delta.update) + len(delta.retire)
-    if count > max_changes:
-        raise DeltaError(f"the memory pass makes {count} changes, over memory_max_changes={max_changes}")
-    return delta
+    return MemoryDelta(_analysis(data), notes("add"), notes("update"), _retire(data, normalise=False))
 
 
 # ---------------------------------------------------------------------------------- memory notes
@@ -288,6 +314,22 @@ class Notes:
     def topics(self) -> dict[str, str]:
         return {_key(t): b for t, b in self.notes}
 
+    def fit(self, max_bytes: int) -> tuple["Notes", tuple[str, ...]]:
+        """These notes within ``max_bytes`` (UTF-8) once rendered: the oldest notes (the file's
+        first) are evicted first; a last note still too big alone is cut, the cut marked.
+        Returns the notes and the topics evicted or cut."""
+        notes, evicted = list(self.notes), []
+        while notes and len(Notes(self.header, tuple(notes)).render().encode()) > max_bytes:
+            if len(notes) == 1:
+                topic, body = notes[0]
+                mark = "\n[… cut to fit the memory file's cap …]"
+                room = max_bytes - len(Notes(self.header, ((topic, ""),)).render().encode()) - len(mark.encode())
+                notes = [(topic, body.encode()[:max(0, room)].decode(errors="ignore").rstrip() + mark)]
+                evicted.append(f"{topic} (cut)")
+                break
+            evicted.append(notes.pop(0)[0])
+        return Notes(self.header, tuple(notes)), tuple(evicted)
+
     def upsert(self, topic: str, body: str) -> tuple["Notes", str]:
         """A known topic replaced in place, a new one appended; returns (notes, 'updated'|'added'|'same')."""
         key = _key(topic)
@@ -304,10 +346,12 @@ def _key(topic: str) -> str:
     return " ".join(topic.casefold().split())
 
 
-def fold_session_notes(harness: str, baseline: str, sessions: list[str]) -> tuple[str, list[str]]:
+def fold_session_notes(harness: str, baseline: str, sessions: list[str],
+                       max_bytes: int | None = None) -> tuple[str, list[str], tuple[str, ...]]:
     """Fold the notes sessions left into the harness's memory: a note a session wrote or changed
-    (relative to ``baseline``, what the session was given) replaces the known topic or is appended.
-    Returns the new text and the topics folded, in order."""
+    (relative to ``baseline``, what the session was given) replaces the known topic or is appended;
+    the result kept within ``max_bytes`` (``Notes.fit``). Returns the new text, the topics folded
+    in order, and the topics evicted to fit."""
     notes, given = Notes.parse(harness), Notes.parse(baseline).topics()
     folded: list[str] = []
     for text in sessions:
@@ -317,7 +361,12 @@ def fold_session_notes(harness: str, baseline: str, sessions: list[str]) -> tupl
             notes, what = notes.upsert(topic, body)
             if what != "same":
                 folded.append(topic)
-    return (notes.render() if folded else harness), folded
+    if not folded:
+        return harness, folded, ()
+    evicted: tuple[str, ...] = ()
+    if max_bytes is not None:
+        notes, evicted = notes.fit(max_bytes)
+    return notes.render(), folded, evicted
 
 
 # ---------------------------------------------------------------------------------- applying
@@ -357,7 +406,7 @@ def apply_component(root: Path, folder: str, leaf: str, delta: ComponentDelta, *
         (where / leaf).write_text(_front_matter_file(entry.name, entry.description or "", entry.body or ""),
                                   encoding="utf-8")
         _write_scripts(where, entry.scripts)
-        done.append(f"{verb} {entry.name}")
+        done.append(f"{verb} {entry.name}{_spelt(entry)}")
     for entry in delta.update:
         where = base / entry.name
         if not (where / leaf).is_file():
@@ -367,7 +416,7 @@ def apply_component(root: Path, folder: str, leaf: str, delta: ComponentDelta, *
         (where / leaf).write_text(_front_matter_file(entry.name, entry.description or description,
                                                      entry.body or body), encoding="utf-8")
         _write_scripts(where, entry.scripts)
-        done.append(f"updated {entry.name}")
+        done.append(f"updated {entry.name}{_spelt(entry)}")
     for name in delta.retire:
         where = base / name
         if not NAME_PATTERN.match(name) or not where.is_dir():
@@ -376,6 +425,10 @@ def apply_component(root: Path, folder: str, leaf: str, delta: ComponentDelta, *
         shutil.rmtree(where)
         done.append(f"retired {name}")
     return done
+
+
+def _spelt(entry: Entry) -> str:
+    return f" (named {entry.asked_as!r} in the answer)" if entry.asked_as else ""
 
 
 def _write_scripts(folder: Path, scripts: dict[str, str | None]) -> None:
@@ -390,27 +443,39 @@ def _write_scripts(folder: Path, scripts: dict[str, str | None]) -> None:
         path.chmod(0o755)   # helpers are run directly by the agent
 
 
-def apply_memory(root: Path, layout: HarnessLayout, delta: MemoryDelta) -> list[str]:
+def apply_memory(root: Path, layout: HarnessLayout, delta: MemoryDelta, max_changes: int) -> list[str]:
+    """Apply the first ``max_changes`` changes that apply — retirements first (they make room),
+    then updates, then additions — and skip the rest, saying so; the file stays within
+    ``layout.memory_bytes``, its oldest notes evicted first. Returns what changed."""
     path = root / layout.memory
     notes = Notes.parse(path.read_text(encoding="utf-8") if path.is_file() else "# Notes\n")
     done: list[str] = []
-    for kind, items in (("add", delta.add), ("update", delta.update)):
-        for topic, body in items:
-            known = _key(topic) in notes.topics()
-            if kind == "update" and not known:
-                done.append(f"skipped update {topic!r}: no such topic")
-                continue
-            notes, what = notes.upsert(topic, body)
-            if what != "same":
-                done.append(f"{what} {topic!r}")
+    changed = 0
+    over = f"over memory_max_changes={max_changes}"
     for topic in delta.retire:
         kept = tuple(n for n in notes.notes if _key(n[0]) != _key(topic))
         if len(kept) == len(notes.notes):
             done.append(f"skipped retire {topic!r}: no such topic")
-            continue
-        notes = Notes(notes.header, kept)
-        done.append(f"retired {topic!r}")
-    if any(not d.startswith("skipped") for d in done):
+        elif changed >= max_changes:
+            done.append(f"skipped retire {topic!r}: {over}")
+        else:
+            notes, changed = Notes(notes.header, kept), changed + 1
+            done.append(f"retired {topic!r}")
+    for kind, items in (("update", delta.update), ("add", delta.add)):
+        for topic, body in items:
+            if kind == "update" and _key(topic) not in notes.topics():
+                done.append(f"skipped update {topic!r}: no such topic")
+                continue
+            if changed >= max_changes:
+                done.append(f"skipped {kind} {topic!r}: {over}")
+                continue
+            notes, what = notes.upsert(topic, body)
+            if what != "same":
+                changed += 1
+                done.append(f"{what} {topic!r}")
+    if changed:
+        notes, evicted = notes.fit(layout.memory_bytes)
+        done += [f"evicted {topic!r} (the file's cap is {layout.memory_bytes} bytes)" for topic in evicted]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(notes.render(), encoding="utf-8")
     return done

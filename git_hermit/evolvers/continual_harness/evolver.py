@@ -1,10 +1,11 @@
 """The ``continual-harness`` evolver (seed 002): the Refiner of one step's window.
 
-Fold the memory the sessions left, then four passes in order, one learner call each (policy,
-sub-agents, skills, memory), each applied to a working copy of the adapter and checked with
-check_spec: a passing pass becomes its own commit, a failing one is dropped with its reason.
-No score gates anything. Each pass's raw answer is checkpointed, so a killed step resumes
-without calling the learner again.
+Fold the memory the sessions left, then the passes of ``components`` in order (policy,
+sub-agents, skills, memory), each one learner call — asked again when its reply cannot be used,
+and once more to compress an over-long policy — applied to a working copy of the adapter and
+checked with check_spec: a passing pass becomes its own commit, a failing one is dropped with
+its reason. No score gates anything; ``min_signals`` may skip a quiet window. Every reply is
+checkpointed, so a killed step resumes without calling the learner again for it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,19 +24,24 @@ from git_hermit.adapter.templates import load_template
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
 from git_hermit.evolvers.continual_harness import deltas, evidence
-from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
+from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout, OverLimit
 from git_hermit.evolvers.params import param_defaults
+from git_hermit.learners import Exchange, Sampling
 from git_hermit.model.files import FileChange
 from git_hermit.redact import redact
 
 PASSES = ("policy", "subagents", "skills", "memory")
 # from the evolver's params.schema.json (which config.py validates hermit.yaml against)
 DEFAULTS = {key: param_defaults("continual-harness")[key]
-            for key in ("step_size", "feedback", "memory_max_changes", "refiner_timeout_s")}
+            for key in ("step_size", "components", "feedback", "trace_chars", "task_info_chars", "memory_max_changes",
+                        "min_signals", "max_tokens", "temperature", "refiner_timeout_s")}
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 LOG_RECORD = "log.json"       # the step's entry of state/continual_harness.json, in its records
 FEEDBACK_NOTE = ("\nThe judge's verdict is shown for each task scored below 1: a signal of what went wrong, "
                  "not a score to optimise.\n")
+ASKS = 3                 # calls for one usable reply: the first, and two asks again
+COMPRESS_TARGET = 0.85   # of the policy's limit: what an over-long policy is asked to shrink to
+MEMORY_FULL = 0.8        # of the memory cap: past it the memory pass is told to merge and prune first
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,7 @@ class PassOutcome:
     changes: tuple[str, ...] = ()
     reason: str | None = None
     analysis: str = ""
+    asks: int = 1                   # learner calls it took (asked again, asked to compress)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "changes": list(self.changes)}
@@ -51,20 +59,48 @@ class PassOutcome:
             out["reason"] = self.reason
         if self.analysis:
             out["analysis"] = self.analysis[:2000]
+        if self.asks > 1:
+            out["asks"] = self.asks
         return out
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A pass's conversation with the Refiner: its parsed answer when usable (``problem`` when
+    not), its rounds as checkpointed, and a screening refusal recorded on an earlier run."""
+
+    ok: bool
+    parsed: Any = None              # str (policy) | deltas.ComponentDelta | deltas.MemoryDelta
+    rounds: tuple[dict[str, Any], ...] = ()
+    asks: int = 1
+    problem: str = ""
+    refused: tuple[str, ...] = ()
 
 
 def _params(given: dict[str, Any]) -> dict[str, Any]:
     """The evolver's parameters with their defaults; a bad value is a ConfigError, not a traceback."""
-    p = {**DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
-    for key in ("step_size", "memory_max_changes", "refiner_timeout_s"):
-        least = 0 if key == "memory_max_changes" else 1
+    nullable = ("max_tokens", "temperature")
+    p = {**DEFAULTS, **{k: v for k, v in given.items() if v is not None or k in nullable}}
+    for key in ("step_size", "trace_chars", "task_info_chars", "memory_max_changes", "min_signals",
+                "refiner_timeout_s", *nullable):
+        if key in nullable and p[key] is None:
+            continue
+        least = 1 if key in ("step_size", "refiner_timeout_s", "max_tokens") else 0
         if isinstance(p[key], bool) or not isinstance(p[key], (int, float)) or p[key] < least:
-            raise ConfigError(f"evolver.params.{key} must be a positive number, not {p[key]!r}",
+            raise ConfigError(f"evolver.params.{key} must be a number of at least {least}, not {p[key]!r}",
                               hint=f"e.g. {key}: {DEFAULTS[key]}")
     if not isinstance(p["feedback"], bool):
         raise ConfigError(f"evolver.params.feedback must be true or false, not {p['feedback']!r}")
+    components = p["components"]
+    if not isinstance(components, list) or not components or any(c not in PASSES for c in components) \
+            or len(set(components)) != len(components):
+        raise ConfigError(f"evolver.params.components must list passes of {', '.join(PASSES)}, each once, "
+                          f"not {components!r}", hint=f"e.g. components: [{', '.join(PASSES)}]")
     return p
+
+
+def _sampling(p: dict[str, Any]) -> Sampling:
+    return Sampling(max_tokens=p["max_tokens"], temperature=p["temperature"])
 
 
 def render_prompt(name: str, values: dict[str, Any]) -> str:
@@ -105,15 +141,28 @@ class ContinualHarnessEvolver:
         """`train` runs every window of the stream once; its end stops training."""
         return None, "the stream"
 
+    def check_config(self, config: Any) -> None:
+        """Before anything runs: a session Refiner (codex, claude-code …) takes no sampling
+        settings, so ``max_tokens`` or ``temperature`` set for one is refused, never ignored."""
+        from git_hermit.learners import is_session_base
+        given = (config.evolver or {}).get("params") or {}
+        base = (config.evolver or {}).get("base")
+        named = [key for key in ("max_tokens", "temperature") if given.get(key) is not None]
+        if named and base is not None and is_session_base(base):
+            raise ConfigError(f"evolver.params.{named[0]} applies to a one-shot Refiner, not a {base} session",
+                              hint=f"remove {' and '.join(named)}, or set evolver.base: llm (or anthropic) "
+                                   "for a Refiner that takes them")
+
     # ------------------------------------------------------------------------------------ step
     def learn(self, ctx: StepContext) -> StepResult:
         p = _params(ctx.params)
         layout = HarnessLayout.of(load_template(ctx.config.template))
         work = ctx.step_dir / "refiner"
         work.mkdir(parents=True, exist_ok=True)
-        attempts = evidence.read_window(ctx.results, ctx.rollouts_root, feedback=bool(p["feedback"]))
-        window_text = evidence.render_window(attempts)
-        failures = evidence.render_failures(attempts)
+        seen = evidence.read_window(ctx.results, ctx.rollouts_root, feedback=bool(p["feedback"]),
+                                    trace_chars=int(p["trace_chars"]), task_info_chars=int(p["task_info_chars"]))
+        window_text = evidence.render_window(seen)
+        failures = evidence.render_failures(seen)
 
         # H_{N-1}, materialised afresh on every (re)run: the passes are re-applied from their
         # checkpointed answers, so only the learner calls need remembering.
@@ -124,14 +173,21 @@ class ContinualHarnessEvolver:
         current = _fresh_copy(given, work / "current")
         result = StepResult()
         analysis: dict[str, Any] = {
-            "window": sorted(ctx.results), "rollouts": len(attempts), "feedback": bool(p["feedback"]),
-            "failure_signatures": sum(len(a.signatures) for a in attempts), "passes": {}}
+            "window": sorted(ctx.results), "rollouts": len(seen.attempts), "feedback": bool(p["feedback"]),
+            "failure_signatures": seen.signatures, "passes": {}}
 
-        analysis["memory_fold"] = self._fold(ctx, layout, attempts, given, current, work, result)
+        analysis["memory_fold"] = self._fold(ctx, layout, seen.attempts, given, current, work, result)
+        passes: list[str] = list(p["components"])
+        if seen.signatures < int(p["min_signals"]) and analysis["memory_fold"]["status"] != "applied":
+            analysis["skipped"] = (f"{seen.signatures} failure signature(s), below min_signals={p['min_signals']}, "
+                                   "and no session note folded")
+            ctx.say(f"refiner: passes skipped ({analysis['skipped']})")
+            result.unchanged = f"the Refiner's passes were skipped: {analysis['skipped']}"
+            passes = []
 
         common = {"window": window_text, "window_size": len(ctx.results),
                   "feedback_note": FEEDBACK_NOTE if p["feedback"] else "", "failures": failures}
-        for name in PASSES:
+        for name in passes:
             outcome, current = self._pass(ctx, name, p, layout, common, current, work, result)
             analysis["passes"][name] = outcome.to_dict()
             ctx.say(f"refiner {name}: {outcome.status}"
@@ -150,7 +206,7 @@ class ContinualHarnessEvolver:
         return result
 
     # ------------------------------------------------------------------------------- memory fold
-    def _fold(self, ctx: StepContext, layout: HarnessLayout, attempts: list[evidence.WindowAttempt], given: Path,
+    def _fold(self, ctx: StepContext, layout: HarnessLayout, attempts: Sequence[evidence.WindowAttempt], given: Path,
               current: Path, work: Path, result: StepResult) -> dict[str, Any]:
         sessions = [a.session_notes for a in attempts if a.session_notes is not None]
         if not sessions:
@@ -158,7 +214,7 @@ class ContinualHarnessEvolver:
                                                    f"({evidence.SESSION_NOTES} in the rollout directory)"}
         path = given / layout.memory
         base = path.read_text(encoding="utf-8") if path.is_file() else ""
-        text, folded = deltas.fold_session_notes(base, base, sessions)
+        text, folded, evicted = deltas.fold_session_notes(base, base, sessions, layout.memory_bytes)
         if not folded:
             return {"status": "unchanged", "sessions": len(sessions)}
         candidate = _fresh_copy(current, work / "fold")
@@ -174,42 +230,35 @@ class ContinualHarnessEvolver:
         if problems:
             return {"status": "dropped", "sessions": len(sessions),
                     "reason": "; ".join(str(v) for v in problems[:5])}
-        self._commit(result, "memory", f"fold {len(folded)} session note(s): {', '.join(folded)}", files)
+        cap = f"; evicted to stay within {layout.memory_bytes} bytes: {', '.join(evicted)}" if evicted else ""
+        self._commit(result, "memory", f"fold {len(folded)} session note(s): {', '.join(folded)}{cap}", files)
         _fresh_copy(candidate, current)   # the passes start from the folded memory
-        return {"status": "applied", "sessions": len(sessions), "topics": folded}
+        return {"status": "applied", "sessions": len(sessions), "topics": folded,
+                **({"evicted": list(evicted)} if evicted else {})}
 
     # ------------------------------------------------------------------------------------ passes
     def _pass(self, ctx: StepContext, name: str, p: dict[str, Any], layout: HarnessLayout, common: dict[str, Any],
               current: Path, work: Path, result: StepResult) -> tuple[PassOutcome, Path]:
         prompt = redact(render_prompt(name, {**common, **self._values(name, p, layout, current)}))
-        answer = self._ask(ctx, name, prompt, current, work, float(p["refiner_timeout_s"]),
-                           isolated=not p["feedback"])
-        if not answer["ok"]:
-            return PassOutcome(name, "dropped", reason=f"the learner failed: {answer['error'] or 'no answer'}"), current
-        if answer.get("refused"):   # resumed: refused before, its checkpoint scrubbed of what was refused
-            return self._refused(result, name, answer["refused"]), current
+        answer = self._converse(ctx, name, prompt, layout, current, work, p)
+        if not answer.ok:
+            return PassOutcome(name, "dropped", reason=answer.problem, asks=answer.asks), current
+        if answer.refused:   # resumed: refused before, its checkpoint scrubbed of what was refused
+            return self._refused(result, name, list(answer.refused)), current
         candidate = _fresh_copy(current, work / f"{name}-adapter")
         try:
-            text = answer["text"]
+            parsed = answer.parsed
             analysis = ""
-            if name == "policy":
-                changes = deltas.apply_policy(candidate, layout, deltas.parse_policy(text, layout.policy_chars))
-            elif name == "subagents":
-                delta = deltas.parse_subagents(text)
-                analysis = delta.analysis
-                changes = deltas.apply_component(candidate, layout.agents_root, layout.agent_file, delta,
-                                                 verb="created")
-            elif name == "skills":
-                delta = deltas.parse_skills(text)
-                analysis = delta.analysis
-                changes = deltas.apply_component(candidate, layout.skills_root, layout.skill_file, delta,
-                                                 verb="added")
+            if isinstance(parsed, str):
+                changes = deltas.apply_policy(candidate, layout, parsed)
+            elif isinstance(parsed, deltas.ComponentDelta):
+                analysis = parsed.analysis
+                root, leaf, verb = ((layout.agents_root, layout.agent_file, "created") if name == "subagents"
+                                    else (layout.skills_root, layout.skill_file, "added"))
+                changes = deltas.apply_component(candidate, root, leaf, parsed, verb=verb)
             else:
-                mem = deltas.parse_memory(text, int(p["memory_max_changes"]))
-                analysis = mem.analysis
-                changes = deltas.apply_memory(candidate, layout, mem)
-        except DeltaError as exc:
-            return PassOutcome(name, "dropped", reason=str(exc)), current
+                analysis = parsed.analysis
+                changes = deltas.apply_memory(candidate, layout, parsed, int(p["memory_max_changes"]))
         except (ValueError, OSError, RecursionError) as exc:
             # an answer that crashes applying it is dropped like a malformed one: its checkpoint
             # is re-applied on every rerun, so raising here would wedge the run
@@ -219,18 +268,19 @@ class ContinualHarnessEvolver:
         refused = ctx.screen(files, before, candidate)
         if refused:    # refused before check_spec reads the candidate; the step exits 8
             # the checkpoint keeps the refusal, not the refused text: a rerun reuses the refusal
-            _write_json(work / f"{name}.json", {**answer, "text": redact(answer["text"]), "refused": refused})
+            _write_json(work / f"{name}.json", {"rounds": [{**r, "answered": redact(r["answered"])}
+                                                           for r in answer.rounds], "refused": refused})
             shutil.rmtree(candidate)
             return self._refused(result, name, refused), current
         problems = ctx.check(candidate)
         if problems:
             reason = "check_spec: " + "; ".join(str(v) for v in problems[:5])
-            return PassOutcome(name, "dropped", tuple(changes), reason, analysis), current
+            return PassOutcome(name, "dropped", tuple(changes), reason, analysis, answer.asks), current
         if not files:
-            return PassOutcome(name, "unchanged", tuple(changes), analysis=analysis), current
+            return PassOutcome(name, "unchanged", tuple(changes), analysis=analysis, asks=answer.asks), current
         applied = [c for c in changes if not c.startswith("skipped")] or [f"{len(files)} file(s)"]
         self._commit(result, name, "; ".join(applied), files, body=analysis)
-        return PassOutcome(name, "applied", tuple(changes), analysis=analysis), candidate
+        return PassOutcome(name, "applied", tuple(changes), analysis=analysis, asks=answer.asks), candidate
 
     @staticmethod
     def _refused(result: StepResult, name: str, reasons: list[str]) -> PassOutcome:
@@ -250,27 +300,89 @@ class ContinualHarnessEvolver:
             return {"overview": _overview(current / layout.skills_root, layout.skill_file, "No skills yet."),
                     "skills_root": layout.skills_root, "skill_file": layout.skill_file}
         path = current / layout.memory
-        return {"overview": path.read_text(encoding="utf-8") if path.is_file() else "No memory notes yet.",
-                "memory_file": layout.memory, "max_changes": p["memory_max_changes"]}
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        used = len(text.encode())
+        room = (f"The file holds {used:,} of its {layout.memory_bytes:,}-byte cap"
+                + (": it is nearly full, so merge overlapping notes and retire the least useful ones before "
+                   "adding any (the oldest notes are evicted first when it overflows)."
+                   if used > layout.memory_bytes * MEMORY_FULL else
+                   "; when it overflows, the oldest notes are evicted first."))
+        return {"overview": text or "No memory notes yet.", "memory_file": layout.memory,
+                "max_changes": p["memory_max_changes"], "memory_room": room}
 
-    def _ask(self, ctx: StepContext, name: str, prompt: str, current: Path, work: Path,
-             timeout_s: float, *, isolated: bool) -> dict[str, Any]:
-        """The pass's raw answer: the checkpoint if one exists, else one learner call (saved if it answered)."""
+    def _converse(self, ctx: StepContext, name: str, prompt: str, layout: HarnessLayout, current: Path,
+                  work: Path, p: dict[str, Any]) -> "Answer":
+        """The pass's usable answer. A reply that cannot be used is asked for again with the reason
+        (ASKS calls in all); an over-long policy is asked once to be compressed. Every reply is
+        checkpointed as it comes, so a rerun replays them and asks only what is still open."""
         cached = work / f"{name}.json"
-        if cached.is_file():
-            return json.loads(cached.read_text(encoding="utf-8"))
+        saved = json.loads(cached.read_text(encoding="utf-8")) if cached.is_file() else {}
+        rounds: list[dict[str, Any]] = list(saved.get("rounds") or [])
+        if not rounds and isinstance(saved.get("text"), str):   # one answer, as a step before asking again kept it
+            rounds = [{"asked": None, "answered": saved["text"], "model": saved.get("model")}]
+        if saved.get("refused"):
+            return Answer(True, rounds=tuple(rounds), refused=tuple(saved["refused"]))
+        asked, unusable, compressed = prompt, 0, False
+        for index in range(ASKS + 1):      # at most ASKS asks for a usable reply, one more to compress
+            if index < len(rounds):
+                reply_text = str(rounds[index]["answered"])
+            else:
+                earlier = tuple(Exchange(prompt if i == 0 else str(r["asked"]), str(r["answered"]))
+                                for i, r in enumerate(rounds))
+                reply = self._call(ctx, name, asked, earlier, current, work, p)
+                if not reply.ok:   # not checkpointed: a rerun asks this round again
+                    return Answer(False, rounds=tuple(rounds), asks=len(rounds) + 1,
+                                  problem=f"the learner failed: {reply.error or 'no answer'}")
+                reply_text = reply.text
+                rounds.append({"asked": None if index == 0 else asked, "answered": reply_text, "model": reply.model})
+                _write_json(cached, {"rounds": rounds})
+            try:
+                return Answer(True, parsed=self._parse(name, reply_text, layout), rounds=tuple(rounds),
+                              asks=len(rounds))
+            except OverLimit as exc:
+                if compressed:
+                    return Answer(False, rounds=tuple(rounds), asks=len(rounds),
+                                  problem=f"{exc}, still after it was asked to compress it")
+                compressed = True
+                asked = (f"Your policy above is {exc.length} characters, over the limit of {exc.limit}. Reply "
+                         f"again with the COMPLETE policy compressed to at most {int(exc.limit * COMPRESS_TARGET)} "
+                         "characters: merge, shorten and drop what the observed failures do not need. "
+                         "Markdown only, nothing else.")
+            except DeltaError as exc:
+                unusable += 1
+                if unusable >= ASKS:
+                    return Answer(False, rounds=tuple(rounds), asks=len(rounds),
+                                  problem=str(exc) + (f" (asked {len(rounds)} times)" if len(rounds) > 1 else ""))
+                asked = (f"Your answer above could not be used: {exc}. Reply again with "
+                         + ("the COMPLETE policy as Markdown and nothing else." if name == "policy" else
+                            "only the JSON object the output format asks for: no prose, no code fences."))
+        return Answer(False, rounds=tuple(rounds), asks=len(rounds), problem="no usable answer")
+
+    @staticmethod
+    def _parse(name: str, text: str, layout: HarnessLayout) -> Any:
+        """The pass's answer parsed (DeltaError when it cannot be used; OverLimit: a policy too long)."""
+        if name == "policy":
+            return deltas.parse_policy(text, layout.policy_chars)
+        if name == "subagents":
+            return deltas.parse_subagents(text)
+        if name == "skills":
+            return deltas.parse_skills(text)
+        return deltas.parse_memory(text)
+
+    @staticmethod
+    def _call(ctx: StepContext, name: str, asked: str, earlier: tuple[Exchange, ...], current: Path,
+              work: Path, p: dict[str, Any]) -> Any:
+        """One learner call of the pass's conversation, entered in the ledger."""
         learner = ctx.learner(name)
         # The learner gets a copy of the harness to look at; its answer text is what counts.
         # Without feedback the copy lives outside the run directory, where a session that looks
         # around cannot reach the rollouts' result.json files (the judge's labels).
         with tempfile.TemporaryDirectory(prefix="hermit-refiner-") as scratch:
-            workspace = _fresh_copy(current, (Path(scratch) if isolated else work) / f"{name}-workspace")
-            reply = learner.ask(workspace, prompt, timeout_s=timeout_s, key=f"step-{ctx.step}-{name}")
+            workspace = _fresh_copy(current, (Path(scratch) if not p["feedback"] else work) / f"{name}-workspace")
+            reply = learner.ask(workspace, asked, timeout_s=float(p["refiner_timeout_s"]),
+                                key=f"step-{ctx.step}-{name}", earlier=earlier, sampling=_sampling(p))
         ctx.ledger.record(name, f"step-{ctx.step}", reply.model, reply.usage, step=ctx.step)
-        answer = {"ok": reply.ok, "text": reply.text, "error": reply.error, "model": reply.model}
-        if reply.ok:
-            _write_json(cached, answer)
-        return answer
+        return reply
 
     @staticmethod
     def _commit(result: StepResult, name: str, what: str, files: dict[str, FileChange | None],
@@ -291,7 +403,10 @@ class ContinualHarnessEvolver:
                  f"Window: {', '.join(analysis['window'])} ({analysis['rollouts']} rollouts, "
                  f"{analysis['failure_signatures']} failure signature(s)).", ""]
         fold = analysis["memory_fold"]
-        lines.append(f"- memory fold: {fold['status']}" + (f" ({fold['reason']})" if fold.get("reason") else ""))
+        lines.append(f"- memory fold: {fold['status']}" + (f" ({fold['reason']})" if fold.get("reason") else "")
+                     + (f"; evicted {', '.join(fold['evicted'])}" if fold.get("evicted") else ""))
+        if analysis.get("skipped"):
+            lines.append(f"- passes skipped: {analysis['skipped']}")
         for name, out in analysis["passes"].items():
             lines.append(f"- {name}: {out['status']}" + (f" ({out['reason']})" if out.get("reason") else ""))
             lines += [f"  - {c}" for c in out["changes"]]

@@ -176,7 +176,7 @@ class EvoHarnessEvolver:
         learner = None
         for task in self._batch(ctx):
             for run in ctx.results[task]:
-                if not reflection.failed(run, p.success_threshold):
+                if not reflection.needs_reflection(run, p.success_threshold):
                     continue
                 exp_id = reflection.experience_id(run)
                 cached = out / f"{_safe(exp_id)}.json"

@@ -21,9 +21,17 @@ FIELDS = ("lesson", "trigger", "evidence", "scope_hint")
 PROMPT_FILES = ("task.md", "prompt.md", "prompt.txt")
 
 
-def failed(result: RolloutResult, threshold: float) -> bool:
-    """A run the seed reflects on: not a pass, or a reward below ``success_threshold``."""
-    return result.outcome != "pass" or (result.reward is not None and result.reward < threshold)
+def needs_reflection(result: RolloutResult, threshold: float) -> bool:
+    """A run the seed reflects on: one that failed to execute, or scored below ``success_threshold``.
+
+    The score decides, not the pass label (which needs a reward of 1.0): with a threshold of 0.5
+    a run scored 0.7 is not reflected; with 1.5 even a pass is. An exception, or a fail without a
+    reward (a timeout counted as a fail), failed to execute and is always reflected."""
+    if result.outcome == "exception":
+        return True
+    if result.reward is None:
+        return result.outcome != "pass"
+    return result.reward < threshold
 
 
 def experience_id(result: RolloutResult) -> str:
