@@ -97,8 +97,8 @@ def _disagreed_rows(ours: dict[str, Any], merged: dict[str, Any] | None) -> tupl
             other = (theirs.get("tasks") or {}).get(task)
             if not isinstance(score, dict) or not isinstance(other, dict):
                 continue
-            beside = other.get("disagreed") if isinstance(other.get("disagreed"), list) else []
-            kept_attempts = other.get("attempts") if isinstance(other.get("attempts"), list) else []
+            beside: list[Any] = other["disagreed"] if isinstance(other.get("disagreed"), list) else []
+            kept_attempts: list[Any] = other["attempts"] if isinstance(other.get("attempts"), list) else []
             for i, attempt in enumerate(score.get("attempts") or []):
                 kept = kept_attempts[i] if i < len(kept_attempts) else None
                 if (isinstance(attempt, dict) and isinstance(kept, dict) and kept != attempt
