@@ -191,6 +191,10 @@ def test_each_step_records_what_the_seed_lists_and_traces_travel_apart(tmp_path)
     record = json.loads(git(origin, "show", f"refs/hermit/{RUN}/records:steps/0002/step.json"))
     assert record["evaluated"] == git(origin, "rev-parse", f"hermit/{RUN}/step-0001").strip()
     assert record["tip"] == git(origin, "rev-parse", f"hermit/{RUN}/step-0002").strip()
+    # a `command` agent's trace is plain text, never exploded: the Debugger is pointed at no `steps/`
+    debugger = [r for name, r in read_inputs(scenario.control).items() if name.startswith("debugger--")]
+    assert debugger and all("trajectory.txt" in r["prompt"] and "one file per step" not in r["prompt"]
+                            for r in debugger), debugger[0]["prompt"]
     # show names where the records are, readable in any clone that fetched the run
     shown = hermit(origin, "show", "step-2")
     assert f"git show hermit/{RUN}/records:steps/0002/" in shown.out
