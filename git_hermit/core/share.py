@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from git_hermit.core.records import (RunRecords, STEP_FILE, pending_ref, read_pending, records_ref, step_path,
+from git_hermit.core.records import (RunRecords, STEP_FILE, STEPS, pending_ref, read_pending, records_ref, step_path,
                                      traces_ref)
 from git_hermit.core.runs import list_runs, list_steps, seed_branch, step_ref
 from git_hermit.core.scores_notes import RowDisagreement, merge_scores_notes
@@ -79,6 +79,7 @@ def _resolver(kind: str, ref: str, policy: str, found: list[RowDisagreement], re
     it is here and added to ``refused``), or with ``policy`` accept/keep taken or kept on purpose."""
     def resolve(target: str, base: str | None, ours: str | None, theirs: str | None) -> str | None:
         where = f"the {kind} note on commit {target[:12]}"
+        data: dict[str, Any] | None = None
         if theirs is not None:
             data, why = check_note(kind, theirs, target[:12])
             if why is not None:
@@ -86,6 +87,15 @@ def _resolver(kind: str, ref: str, policy: str, found: list[RowDisagreement], re
                 return ours
         if ours is None:
             return theirs
+        try:
+            return _resolve_held(target, where, base, ours, theirs, data)
+        except (ValueError, RecursionError) as exc:     # our own note (or the base) is damaged here
+            refused.append(Refusal(ref, target, f"{where} cannot be merged: this repository's copy is damaged "
+                                   f"({type(exc).__name__})", "invalid"))
+            return ours
+
+    def _resolve_held(target: str, where: str, base: str | None, ours: str, theirs: str | None,
+                      data: dict[str, Any] | None) -> str | None:
         mine = json.loads(ours)
         if theirs is None:
             change = Refusal(ref, target, f"{where} was removed on the remote", "record")
@@ -162,28 +172,47 @@ def _review_notes(repo: Repo, remote_refs: dict[str, str], remote: str, review: 
 
 
 # --------------------------------------------------------------------------------------- records
-def _record_problem(repo: Repo, tree: str, run: str, step: int, records: bool) -> str | None:
-    """Why a remote's step directory cannot be taken (None: it can): only small plain files at sane
-    paths, and for records a step.json that names this run and step."""
-    entries = repo.ls_tree(tree)
-    if len(entries) > MAX_RECORD_FILES:
-        return f"holds {len(entries):,} files (at most {MAX_RECORD_FILES:,})"
-    for path, entry in entries.items():
-        if entry.mode != "100644" or any(part in ("", ".", "..", ".git") for part in path.split("/")):
-            return f"holds {path!r} (mode {entry.mode}): records are plain files"
-    sizes = repo.git("cat-file", "--batch-check=%(objectsize)", input="\n".join(e.sha for e in entries.values()) + "\n")
-    if any(int(size) > MAX_RECORD_FILE for size in sizes.split() if size.isdigit()):
-        return f"holds a file over {MAX_RECORD_FILE // (1024 * 1024)} MiB"
-    if not records:
-        return None
-    found = repo.read_objects([f"{tree}:{STEP_FILE}"])[0]
-    try:
-        meta = json.loads(found[2]) if found else None
-        if not isinstance(meta, dict) or meta.get("run") != run or meta.get("step") != step:
-            return f"has no {STEP_FILE} of run {run!r} step {step}"
-    except ValueError:
-        return f"has a {STEP_FILE} that is not JSON"
-    return None
+def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, records: bool,
+                     root: str | None = None) -> dict[int, str]:
+    """Why each of a remote's step directories at ``commit`` cannot be taken ({step: why}; absent: it
+    can): only small plain files at sane paths, and for records a step.json that names this run and
+    step. One ``ls-tree -r -l`` and one batch read, whatever the number of steps."""
+    if not steps:
+        return {}
+    prefix = {n: root if root is not None else f"{step_path(n)}/" for n in steps}
+    listed = repo.ls_tree_sizes(commit, [f"{STEPS}/"] if root is None else None)
+    by_step: dict[int, dict[str, tuple[str, str, int]]] = {n: {} for n in steps}
+    owner = {p: n for n, p in prefix.items()}
+    for path, entry in listed.items():
+        if root is not None:
+            by_step[steps[0]][path] = entry
+            continue
+        head = "/".join(path.split("/", 2)[:2]) + "/"
+        if head in owner:
+            by_step[owner[head]][path.removeprefix(head)] = entry
+    problems: dict[int, str] = {}
+    for n, entries in by_step.items():
+        if len(entries) > MAX_RECORD_FILES:
+            problems[n] = f"holds {len(entries):,} files (at most {MAX_RECORD_FILES:,})"
+            continue
+        for path, (mode, _, size) in entries.items():
+            if mode != "100644" or any(part in ("", ".", "..", ".git") for part in path.split("/")):
+                problems[n] = f"holds {path!r} (mode {mode}): records are plain files"
+                break
+            if size > MAX_RECORD_FILE:
+                problems[n] = f"holds {path!r}, over {MAX_RECORD_FILE // (1024 * 1024)} MiB"
+                break
+    if records:
+        wanted = [n for n in steps if n not in problems]
+        blobs = repo.read_objects([by_step[n][STEP_FILE][1] if STEP_FILE in by_step[n] else ZERO_SHA for n in wanted])
+        for n, found in zip(wanted, blobs):
+            try:
+                meta = json.loads(found[2]) if found else None
+            except ValueError:
+                meta = None
+            if not isinstance(meta, dict) or meta.get("run") != run or meta.get("step") != n:
+                problems[n] = f"has no {STEP_FILE} of run {run!r} step {n}"
+    return problems
 
 
 def _merge_record_ref(repo: Repo, run: str, ref: str, theirs: str | None, review: _Review, kept_steps: set[int],
@@ -203,6 +232,9 @@ def _merge_record_ref(repo: Repo, run: str, ref: str, theirs: str | None, review
     take: dict[str, tuple[str, str] | None] = {}
     left = 0                    # their changes not taken
     refused = False
+    new = [n for n, tree in sorted(other.items()) if mine.get(n) != tree and not (n in mine and was.get(n) == tree)
+           and n not in skipped_steps]
+    problems = _record_problems(repo, theirs, new, run, records=records)
     for n, tree in sorted(other.items()):
         if mine.get(n) == tree:
             continue
@@ -213,7 +245,7 @@ def _merge_record_ref(repo: Repo, run: str, ref: str, theirs: str | None, review
         if n in skipped_steps:
             left += 1
             continue
-        problem = _record_problem(repo, tree, run, n, records)
+        problem = problems.get(n)
         if problem is not None:
             review.refused.append(Refusal(ref, str(n), f"{what} on the remote {problem}", "invalid"))
             refused, left = True, left + 1
@@ -293,7 +325,7 @@ def _review_pending(repo: Repo, remote_refs: dict[str, str], review: _Review) ->
                 review.warnings.append(f"{pending_ref(run)}: the remote's rollouts of step {found[0]} differ from "
                                        "this repository's; kept local")
             continue
-        problem = _record_problem(repo, repo.tree_of(theirs), run, found[0], records=False)
+        problem = _record_problems(repo, theirs, [found[0]], run, records=False, root="").get(found[0])
         if problem is not None:
             review.refused.append(Refusal(pending_ref(run), str(found[0]),
                                           f"the pending rollouts of step {found[0]} on the remote {problem}", "invalid"))

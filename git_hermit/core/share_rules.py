@@ -93,8 +93,11 @@ def _disagreed_rows(ours: dict[str, Any], merged: dict[str, Any] | None) -> tupl
     for prefix, mine, theirs in pairs:
         if not isinstance(mine, dict) or not isinstance(theirs, dict):
             continue
-        for task, score in (mine.get("tasks") or {}).items():
-            other = (theirs.get("tasks") or {}).get(task)
+        mine_tasks, their_tasks = mine.get("tasks"), theirs.get("tasks")
+        if not isinstance(mine_tasks, dict) or not isinstance(their_tasks, dict):
+            continue          # a split's summary holds a count of tasks, not their rows
+        for task, score in mine_tasks.items():
+            other = their_tasks.get(task)
             if not isinstance(score, dict) or not isinstance(other, dict):
                 continue
             beside: list[Any] = other["disagreed"] if isinstance(other.get("disagreed"), list) else []
@@ -151,6 +154,8 @@ def check_note(kind: str, text: str, where: str) -> tuple[dict[str, Any] | None,
         data = json.loads(text)
     except ValueError as exc:
         return None, f"is not JSON ({exc})"
+    except RecursionError:
+        return None, "is nested too deeply to read"
     if kind in ("scores", "manifest", "verdicts", "provenance", "analysis"):
         try:
             loads(kind, text, where=where)

@@ -151,6 +151,21 @@ class ObjectReader(GitDir):
             return {}
         return self._walk_tree(found[0])
 
+    def ls_tree_sizes(self, rev: str, paths: list[str] | None = None) -> dict[str, tuple[str, str, int]]:
+        """{path: (mode, sha, size)} of every file below ``paths`` (default: all) at ``rev``, recursively,
+        in ONE ``git ls-tree -r -l`` (sizes without reading a blob: a remote's records are checked so)."""
+        proc = self._run(["ls-tree", "-r", "-l", "-z", "--full-tree", rev, "--", *(paths or [])])
+        if proc.returncode != 0:
+            raise GitStateError(f"cannot list {rev!r}: {first_error_line(proc.stderr)}")
+        found = {}
+        for record in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            if not record:
+                continue
+            meta, path = record.split("\t", 1)
+            mode, _kind, sha, size = meta.split()
+            found[path] = (mode, sha, int(size) if size.isdigit() else 0)
+        return found
+
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """Content of ``path`` at ``commit``; None if absent or not a file."""
         found = self._batch.read(f"{commit}:{path.strip('/')}")

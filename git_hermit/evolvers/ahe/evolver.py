@@ -606,10 +606,13 @@ def _restore_state(ctx: StepContext, state: Path) -> dict[str, bytes]:
 
 
 def _step_records(ctx: StepContext, state: Path, restored: dict[str, bytes]) -> dict[str, bytes]:
-    """The files this step wrote to the state folder (``state/…``), its blocks of the evolution
-    history, and its Debugger's jobs."""
-    out = {f"state/{rel}": data for rel, data in _state_files(state).items()
-           if rel not in _REGENERATED and restored.get(rel) != data}
+    """The files this step wrote to the state folder (``state/…``; of the files rebuilt from the notes,
+    only the iteration scores' table, as a reviewer reads it), its blocks of the evolution history,
+    and its Debugger's jobs."""
+    files = _state_files(state)
+    out = {f"state/{rel}": data for rel, data in files.items() if rel not in _REGENERATED and restored.get(rel) != data}
+    if "iteration_scores.md" in files:    # the table as this step's Evolve Agent read it, for a reviewer
+        out["state/iteration_scores.md"] = files["iteration_scores.md"]
     history = state / "evolution_history.md"
     if history.is_file():
         text = history.read_text(encoding="utf-8")
