@@ -95,16 +95,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--built", type=Path, help="a directory to build the run in once and reuse after")
     args = parser.parse_args()
     compileall.compile_dir(os.path.dirname(git_hermit.__file__), quiet=1)
     exe = log_1000.hermit_argv()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
-        origin = root / "origin"
-        origin.mkdir()
+        origin = args.built / "origin" if args.built else root / "origin"
         start = time.perf_counter()
-        log_1000.build(origin, args.steps)
-        add_records(origin, args.steps)
+        if not (origin / ".git").is_dir():
+            origin.mkdir(parents=True)
+            log_1000.build(origin, args.steps)
+            add_records(origin, args.steps)
         refs = sh("git", "for-each-ref", "--format=%(refname)", *(s.rstrip("*") for s in REFSPECS), cwd=origin).split()
         with Repo.discover(origin) as repo:
             base = seed_branch(repo, RUN) or "main"
@@ -146,4 +148,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+    # no `git gc --auto` in the background of either side (it would also outlive the run)
+    os.environ.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "gc.auto", "GIT_CONFIG_VALUE_0": "0"})
     main()

@@ -219,7 +219,8 @@ class _Notes:
         return records
 
 
-def _read_notes(repo: Repo, bad: list[str], read_ref: Callable[[str], str | None]) -> _Notes:
+def _read_notes(repo: Repo, bad: list[str], read_ref: Callable[[str], str | None],
+                bad_blobs: dict[str, str] | None = None) -> _Notes:
     """The manifest, verdicts and analysis notes (_Notes), with {kind: {commit: blob}} of every notes
     ref; a note that fails its schema is reported, not fatal.
 
@@ -265,6 +266,8 @@ def _read_notes(repo: Repo, bad: list[str], read_ref: Callable[[str], str | None
             record = loads(kind, text, where=commit[:12])
         except SchemaError as exc:
             bad.append(exc.message)
+            if bad_blobs is not None:
+                bad_blobs[blob] = exc.message
             continue
         data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
         new[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else json.loads(text)
@@ -303,8 +306,8 @@ def _summary_cache(repo: Repo) -> Any:
     return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
 
 
-def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None
-                 ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores], int]]:
+def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None,
+                 bad_blobs: dict[str, str] | None = None) -> dict[str, tuple[dict[str, Any], Callable[[], Scores], int]]:
     """Every scores note as (its summary data, what makes its record, how many of its own split's rows
     two machines ran with different outcomes): the record's per-task outcomes read from git only when
     asked for (TaskScores.deferred).
@@ -327,6 +330,8 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
                 record = loads("scores", found[2].decode("utf-8", "replace"), where=commit[:12])
             except SchemaError as exc:
                 bad.append(exc.message)
+                if bad_blobs is not None:
+                    bad_blobs[entries[commit]] = exc.message
                 continue
             cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
@@ -356,6 +361,18 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
         if summary is not None:
             out[commit] = (summary["data"], maker(summary, blob), int(summary.get("disagreed", 0)))
     return out
+
+
+def check_note_blobs(repo: Repo, tips: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+    """Validate the manifest, verdicts, analysis and scores notes of notes commits ``tips`` ({notes ref:
+    commit}, e.g. a remote's as fetched) as `log` reads them, filling the caches `log` reads (so the
+    first `log` after a fetch checks nothing again): (the blobs found valid, {blob: why it is not})."""
+    bad: list[str] = []
+    problems: dict[str, str] = {}
+    notes = _read_notes(repo, bad, tips.get, problems)
+    _read_scores(repo, bad, notes.entries["scores"], problems)
+    checked = {blob for kind in (*_CHECKED_KINDS, "scores") for blob in notes.entries[kind].values()}
+    return checked - set(problems), problems
 
 
 def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | None]:

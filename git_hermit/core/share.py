@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from git_hermit.core.history import check_note_blobs
 from git_hermit.core.records import (RunRecords, STEP_FILE, STEPS, pending_ref, read_pending, records_ref, step_path,
                                      traces_ref)
 from git_hermit.core.runs import list_runs, list_steps, seed_branch, step_ref
@@ -160,12 +161,20 @@ class _Review:
 
 
 def _review_notes(repo: Repo, remote_refs: dict[str, str], remote: str, review: _Review) -> None:
-    for ref in sorted(r for r in remote_refs if r.startswith("refs/notes/hermit/")):
-        ours, theirs = repo.read_ref(ref), remote_refs[ref]
+    notes = {r: sha for r, sha in remote_refs.items() if r.startswith("refs/notes/hermit/")}
+    # the remote's notes validated as `log` reads them, once, filling its caches (the first `log`
+    # after a fetch checks nothing again); a note this finds bad is refused by the resolver
+    try:
+        valid, _ = check_note_blobs(repo, notes)
+    except (ValueError, RecursionError, GitStateError):
+        valid = set()       # a damaged remote note: each is checked on its own below
+    for ref in sorted(notes):
+        ours, theirs = repo.read_ref(ref), notes[ref]
         before = len(review.refused)
         new = merge_notes(repo, ours, theirs, _resolver(_kind_of(ref), ref, review.policy, review.found,
                                                         review.refused, review.accepted),
-                          f"git-hermit: merge {ref} from {remote}")
+                          f"git-hermit: merge {ref} from {remote}",
+                          checked=valid.__contains__ if _kind_of(ref) != "provenance" else None)
         if new is None or len(review.refused) > before:   # a refused change: this ref stays as it is
             continue
         review.move(repo, ref, new, ours, "new" if ours is None else ("fast-forward" if new == theirs else "merged"))
@@ -357,6 +366,7 @@ def _review_branches(repo: Repo, remote_refs: dict[str, str], remote: str, revie
         theirs = dict(list_steps(repo, run, {r: s for r, s in remote_refs.items() if r.startswith("refs/heads/")}))
         latest = max(local) if local else None
         effective = dict(local)        # the tips after this fetch, step by step
+        descends = _ancestry(repo, [sha for n, sha in theirs.items() if n not in local], list(local.values()))
         for n, sha in sorted(theirs.items()):
             ref = step_ref(run, n)
             mine = local.get(n)
@@ -367,7 +377,7 @@ def _review_branches(repo: Repo, remote_refs: dict[str, str], remote: str, revie
                 if n == 0 and not local:
                     effective[n] = sha
                     review.move(repo, ref, sha, None)
-                elif parent is not None and repo.is_ancestor(parent, sha):
+                elif parent is not None and descends(parent, sha):
                     effective[n] = sha
                     review.move(repo, ref, sha, None)
                 else:
@@ -414,6 +424,29 @@ def _review_branches(repo: Repo, remote_refs: dict[str, str], remote: str, revie
                 review.warnings.append(f"{ref} diverged from {remote}'s ({here[:10]} here, {there[:10]} there): "
                                        "kept local")
     return kept, skipped
+
+
+def _ancestry(repo: Repo, new: list[str], known: list[str]) -> Callable[[str, str], bool]:
+    """``is_ancestor(a, b)`` for ``b`` among ``new`` commits, answered from one listing of their history
+    down to ``known`` (a fresh clone's fetch asks it of a thousand steps); git answers the rest."""
+    graph = repo.parents_of(new, known)
+
+    def descends(ancestor: str, commit: str) -> bool:
+        if commit not in graph:
+            return repo.is_ancestor(ancestor, commit)
+        seen, todo = set(), [commit]
+        while todo:
+            sha = todo.pop()
+            if sha == ancestor:
+                return True
+            if sha in seen:
+                continue
+            seen.add(sha)
+            if sha in graph:
+                todo.extend(graph[sha])
+        # not below ``commit`` in the new history: an ancestor only through a known commit
+        return ancestor not in graph and any(repo.is_ancestor(ancestor, sha) for sha in seen - set(graph))
+    return descends
 
 
 def reapply_hint(refused: tuple[Refusal, ...], latest: dict[str, int]) -> str | None:

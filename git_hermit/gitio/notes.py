@@ -263,7 +263,7 @@ def note_entries(repo: Repo, tip: str | None) -> dict[str, str]:
 
 
 def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteResolver,
-                message: str) -> str | None:
+                message: str, *, checked: Callable[[str], bool] | None = None) -> str | None:
     """The notes commit that joins two notes histories (not published); None when ``ours`` stays.
 
     Every object whose note ``theirs`` changed since the merge base (added, edited, removed) is
@@ -271,7 +271,9 @@ def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteR
     other side changed is checked — and its answer is kept (None: no note). Notes only ours changed
     stay as they are. When every answer is the other side's note and ``theirs`` descends from
     ``ours``, the result is ``theirs`` (a fast-forward, no commit); else a merge commit on ``ours``.
-    (git's own strategies would concatenate or line-sort the JSON.)
+    ``checked(blob)``: a note ours does not hold whose blob is known valid is taken without asking
+    (a fresh clone's fetch reads no note twice). (git's own strategies would concatenate or line-sort
+    the JSON.)
     """
     if theirs is None or theirs == ours:
         return None
@@ -282,6 +284,9 @@ def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteR
     base_e, our_e, their_e = note_entries(repo, base), note_entries(repo, ours), note_entries(repo, theirs)
     changed = [t for t in sorted(set(their_e) | set(base_e)) if their_e.get(t) != base_e.get(t)
                and their_e.get(t) != our_e.get(t)]
+    taken = {t for t in changed if checked is not None and t not in our_e and t not in base_e
+             and t in their_e and checked(their_e[t])}
+    changed = [t for t in changed if t not in taken]
     wanted = [b for t in changed for b in (base_e.get(t), our_e.get(t), their_e.get(t)) if b]
     texts = iter(found[2].decode("utf-8", "replace") if found else None for found in repo.read_objects(wanted))
     answers: dict[str, str | None] = {}
@@ -294,6 +299,9 @@ def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteR
                                                              and repo._blob_sha(text.encode("utf-8")) == their_e[t])}
     if forward and kept_theirs == set(answers):
         return theirs
+    for target in taken:
+        answers[target] = None    # placeholder: its blob is written as it is below
+
     # the result: ours, with every answer applied (their other changes, if any, were all answered)
     changes: dict[str, tuple[str, str] | None] = {}
     tip_paths = {t: path for path in (repo.ls_tree(ours) if ours else {}) if (t := _annotated_object(path))}
@@ -302,7 +310,9 @@ def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteR
     for target, sha in zip(written, shas):
         _set(changes, tip_paths, target, sha)
     for target, text in answers.items():
-        if text is None and target in our_e:
+        if target in taken:
+            _set(changes, tip_paths, target, their_e[target])
+        elif text is None and target in our_e:
             _set(changes, tip_paths, target, None)
     return repo.commit_changes(ours, changes, message, merge_parents=(theirs,))
 

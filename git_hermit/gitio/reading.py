@@ -74,6 +74,20 @@ class ObjectReader(GitDir):
             return proc.returncode == 0
         raise self._error(["merge-base"], proc.stderr)
 
+    def parents_of(self, tips: list[str], exclude: list[str]) -> dict[str, tuple[str, ...]]:
+        """{commit: its parents} of every commit reachable from ``tips`` and not from ``exclude``, in ONE
+        ``git rev-list --parents`` (ancestry among many new commits without a process per question)."""
+        if not tips:
+            return {}
+        proc = self._run(["rev-list", "--parents", *tips, *(["--not", *exclude] if exclude else [])])
+        if proc.returncode != 0:
+            raise GitStateError(f"cannot list the history of {len(tips)} commit(s): {first_error_line(proc.stderr)}")
+        graph: dict[str, tuple[str, ...]] = {}
+        for line in proc.stdout.decode().splitlines():
+            sha, *parents = line.split()
+            graph[sha] = tuple(parents)
+        return graph
+
     def merge_base(self, a: str, b: str) -> str | None:
         """The best common ancestor of two commits; None when they share no history."""
         proc = self._run(["merge-base", a, b])
