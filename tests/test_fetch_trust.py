@@ -189,3 +189,26 @@ def test_a_reviewers_commit_on_an_older_step_never_rewrites_the_measured_step(sh
     assert pushed.code == 0, pushed.err
     assert "left as it is" in pushed.err
     assert git(remote, "rev-parse", f"refs/heads/{older}").strip() == suggestion
+
+
+def test_a_remote_that_rewrites_a_steps_records_or_plants_a_link_in_them_is_refused(shared, tmp_path):
+    origin, remote, attacker = shared
+    ref = f"refs/hermit/{RUN}/records"
+    index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
+    git(attacker, "read-tree", ref, env=index)
+    path = tmp_path / "step.json"
+    record = json.loads(git(attacker, "show", f"{ref}:steps/0002/step.json"))
+    path.write_text(json.dumps({**record, "rollouts": 0}))
+    forged = git(attacker, "hash-object", "-w", str(path)).strip()
+    link = git(attacker, "hash-object", "-w", str(tmp_path / "index")).strip()
+    git(attacker, "update-index", "--add", "--cacheinfo", f"100644,{forged},steps/0002/step.json", env=index)
+    git(attacker, "update-index", "--add", "--cacheinfo", f"120000,{link},steps/0009/step.json", env=index)
+    tree = git(attacker, "write-tree", env=index).strip()
+    commit = git(attacker, "commit-tree", tree, "-p", ref, "-m", "forged records").strip()
+    git(attacker, "push", "-q", "origin", f"{commit}:{ref}")
+    before = _refs(origin)
+    result = hermit(origin, "fetch")
+    _refused(result)
+    assert "the records of step 2" in result.err and "differ" in result.err
+    assert "step 9" in result.err and "not a plain file" in result.err
+    assert _refs(origin) == before

@@ -394,7 +394,7 @@ def remote_name(repo: Repo) -> str:
 def missing_records(repo: Repo, run: str, steps: Iterable[int], refs: Mapping[str, str] | None = None
                     ) -> MissingRecords:
     """Which of a run's records this repository lacks, for its published ``steps`` (step 0, the
-    seed, has none): the notes refs every step writes, and each step's records directory. The
+    seed, has none): the scores notes every step writes, and each step's records directory. The
     recorded steps of a records commit are kept in ``<git dir>/hermit/cache/records-steps.json``
     (a commit id names its content), so a read command that warns reads no object when warm."""
     from git_hermit import checked
@@ -402,7 +402,7 @@ def missing_records(repo: Repo, run: str, steps: Iterable[int], refs: Mapping[st
     listed = refs if refs is not None else repo.list_refs("refs/notes/hermit/", f"refs/hermit/{run}/")
     notes: tuple[str, ...] = ()
     if steps:
-        notes = tuple(ref for kind, ref in NOTES_REFS.items() if kind in ("scores", "analysis") and ref not in listed)
+        notes = tuple(ref for kind, ref in NOTES_REFS.items() if kind == "scores" and ref not in listed)
     tip = listed.get(records_ref(run))
     recorded: set[int] = set()
     if tip is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -181,40 +182,56 @@ def _review_notes(repo: Repo, remote_refs: dict[str, str], remote: str, review: 
 
 
 # --------------------------------------------------------------------------------------- records
+_NOT_PLAIN = re.compile(r"^(?!100644 )\S+ \S+ (\S.*)$", re.MULTILINE)        # a link, an executable, a submodule
+# a ".", ".." or ".git" path component, or a name git quotes (control characters, a newline)
+_UNSAFE = re.compile(r'^\S+ \S+ ((?:.*/)?(?:\.\.?|\.git)(?:/.*)?|".*)$', re.MULTILINE)
+_LARGE = re.compile(r"^\S+ (\d{7,}) (.*)$", re.MULTILINE)                      # 1,000,000 bytes or more
+
+
 def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, records: bool,
                      root: str | None = None) -> dict[int, str]:
     """Why each of a remote's step directories at ``commit`` cannot be taken ({step: why}; absent: it
-    can): only small plain files at sane paths, and for records a step.json that names this run and
-    step. One ``ls-tree -r -l`` and one batch read, whatever the number of steps."""
+    can): only plain files (no link, executable or submodule) of at most MAX_RECORD_FILE bytes at
+    sane paths, at most MAX_RECORD_FILES of them, and for records a step.json naming this run and
+    step. One ``ls-tree -r`` scanned as text and one batch read, whatever the number of steps
+    (``root``: the whole tree is one step's, e.g. a pending ref's)."""
     if not steps:
         return {}
-    prefix = {n: root if root is not None else f"{step_path(n)}/" for n in steps}
-    listed = repo.ls_tree_sizes(commit, [f"{STEPS}/"] if root is None else None)
-    by_step: dict[int, dict[str, tuple[str, str, int]]] = {n: {} for n in steps}
-    owner = {p: n for n, p in prefix.items()}
-    for path, entry in listed.items():
+    text = repo.ls_tree_text(commit, [f"{STEPS}/"] if root is None else None)
+    wanted = set(steps)
+
+    def step_of(path: str) -> int | None:
         if root is not None:
-            by_step[steps[0]][path] = entry
-            continue
-        head = "/".join(path.split("/", 2)[:2]) + "/"
-        if head in owner:
-            by_step[owner[head]][path.removeprefix(head)] = entry
+            return steps[0]
+        parts = path.strip('"').split("/", 2)
+        return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() and int(parts[1]) in wanted else None
     problems: dict[int, str] = {}
-    for n, entries in by_step.items():
-        if len(entries) > MAX_RECORD_FILES:
-            problems[n] = f"holds {len(entries):,} files (at most {MAX_RECORD_FILES:,})"
+    for pattern, why in ((_NOT_PLAIN, "is not a plain file: records are plain files"),
+                         (_UNSAFE, "is not a safe path"), (_LARGE, f"is over {MAX_RECORD_FILE:,} bytes")):
+        for match in pattern.finditer(text):
+            path = match.group(match.lastindex or 1)
+            if pattern is _LARGE and int(match.group(1)) <= MAX_RECORD_FILE:
+                continue
+            n = step_of(path)
+            if n is not None and n not in problems:
+                problems[n] = f"holds {json.dumps(path)}, which {why}"
+    counts: dict[int, int] = {}
+    step_files: dict[int, str] = {}
+    for line in text.splitlines():
+        path = line.split(" ", 2)[-1]
+        n = step_of(path)
+        if n is None:
             continue
-        for path, (mode, _, size) in entries.items():
-            if mode != "100644" or any(part in ("", ".", "..", ".git") for part in path.split("/")):
-                problems[n] = f"holds {path!r} (mode {mode}): records are plain files"
-                break
-            if size > MAX_RECORD_FILE:
-                problems[n] = f"holds {path!r}, over {MAX_RECORD_FILE // (1024 * 1024)} MiB"
-                break
+        counts[n] = counts.get(n, 0) + 1
+        if path == (f"{step_path(n)}/{STEP_FILE}" if root is None else STEP_FILE):
+            step_files[n] = path
+    for n, count in counts.items():
+        if count > MAX_RECORD_FILES and n not in problems:
+            problems[n] = f"holds {count:,} files (at most {MAX_RECORD_FILES:,})"
     if records:
-        wanted = [n for n in steps if n not in problems]
-        blobs = repo.read_objects([by_step[n][STEP_FILE][1] if STEP_FILE in by_step[n] else ZERO_SHA for n in wanted])
-        for n, found in zip(wanted, blobs):
+        checked = [n for n in steps if n not in problems]
+        blobs = repo.read_objects([f"{commit}:{step_files[n]}" if n in step_files else ZERO_SHA for n in checked])
+        for n, found in zip(checked, blobs):
             try:
                 meta = json.loads(found[2]) if found else None
             except ValueError:

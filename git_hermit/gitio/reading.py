@@ -165,20 +165,14 @@ class ObjectReader(GitDir):
             return {}
         return self._walk_tree(found[0])
 
-    def ls_tree_sizes(self, rev: str, paths: list[str] | None = None) -> dict[str, tuple[str, str, int]]:
-        """{path: (mode, sha, size)} of every file below ``paths`` (default: all) at ``rev``, recursively,
-        in ONE ``git ls-tree -r -l`` (sizes without reading a blob: a remote's records are checked so)."""
-        proc = self._run(["ls-tree", "-r", "-l", "-z", "--full-tree", rev, "--", *(paths or [])])
+    def ls_tree_text(self, rev: str, paths: list[str] | None = None) -> str:
+        """``git ls-tree -r`` of ``rev`` below ``paths`` as text, one ``<mode> <size> <path>`` line per
+        file (sizes without reading a blob), in ONE process: a remote's records are checked so."""
+        proc = self._run(["ls-tree", "-r", "--full-tree", "--format=%(objectmode) %(objectsize) %(path)", rev, "--",
+                          *(paths or [])])
         if proc.returncode != 0:
             raise GitStateError(f"cannot list {rev!r}: {first_error_line(proc.stderr)}")
-        found = {}
-        for record in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-            if not record:
-                continue
-            meta, path = record.split("\t", 1)
-            mode, _kind, sha, size = meta.split()
-            found[path] = (mode, sha, int(size) if size.isdigit() else 0)
-        return found
+        return proc.stdout.decode("utf-8", "surrogateescape")
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """Content of ``path`` at ``commit``; None if absent or not a file."""
