@@ -37,6 +37,8 @@ RECORD_NAMES = ("result.json", "hook-calls.jsonl", "rate-limited.jsonl")
 RECORD_DIRS = ("hook-state/",)
 TRACE_NAMES = ("agent.stderr", "memory/NOTES.md")
 TASK_FILE = "task.md"
+# The most one record file may hold (records are JSON, Markdown or JSONL; a trajectory is a trace)
+MAX_RECORD_BYTES = 4 * 1024 * 1024
 
 
 def records_ref(run: str) -> str:
@@ -98,9 +100,11 @@ class RunRecords:
     """A run's records ref (or its traces ref) at ``tip`` — by default as the ref is now; None: empty —
     read through the batch reader (no process per file)."""
 
-    def __init__(self, repo: Repo, run: str, tip: str | None = _CURRENT, *, ref: str | None = None):
+    def __init__(self, repo: Repo, run: str, tip: str | None = _CURRENT, *, ref: str | None = None,
+                 limit: int | None = MAX_RECORD_BYTES):
         self.repo, self.run = repo, run
         self.ref = ref or records_ref(run)
+        self.limit = limit            # the most a file read may hold (None: any, a trace)
         self.tip = repo.read_ref(self.ref) if tip == _CURRENT else tip
 
     @cached_property
@@ -112,7 +116,7 @@ class RunRecords:
         if found is None or found[1] != "tree":
             return {}
         return {int(name): sha for mode, name, sha in self.repo._parse_tree(found[2])
-                if mode == "040000" and name.isdigit()}
+                if mode == "040000" and name.isdigit() and name == f"{int(name):04d}"}   # only step_path's names
 
     def steps(self) -> list[int]:
         return sorted(self.step_trees)
@@ -144,16 +148,30 @@ class RunRecords:
 
     def files(self, n: int, under: str = "") -> dict[str, bytes]:
         """Every file below ``steps/NNNN/<under>`` (keys relative to it), in one batch read."""
-        tree = self.step_trees.get(n)
-        if tree is None:
-            return {}
-        entries = {p: e for p, e in self.repo.ls_tree(tree, under).items() if e.type == "blob"}
-        blobs = self.repo.read_objects([e.sha for e in entries.values()])
-        return {p: b[2] for p, b in zip(entries, blobs) if b is not None}
+        return self._read({n: under}).get(n, {})
 
     def learner_files(self, before: int) -> dict[int, dict[str, bytes]]:
         """{step: its evolver's own records} of every recorded step before ``before``, oldest first."""
-        return {n: self.files(n, LEARNER) for n in self.steps() if n < before}
+        return self._read({n: LEARNER for n in self.steps() if n < before})
+
+    def _read(self, wanted: Mapping[int, str]) -> dict[int, dict[str, bytes]]:
+        """The files of each step's directory below its path, their sizes checked first (a record
+        fetched from a remote is bounded by ``limit`` before it is read into memory)."""
+        listed = {n: {p: e for p, e in self.repo.ls_tree(self.step_trees[n], under).items() if e.type == "blob"}
+                  for n, under in wanted.items() if n in self.step_trees}
+        flat = [(n, path, entry.sha) for n, entries in listed.items() for path, entry in entries.items()]
+        sizes = self.repo.object_sizes([sha for _, _, sha in flat]) if self.limit is not None else []
+        for (n, path, _), size in zip(flat, sizes):
+            if size is not None and self.limit is not None and size > self.limit:
+                raise GitStateError(f"the record {step_path(n)}/{path} of run {self.run!r} is {size:,} bytes, over the "
+                                    f"{self.limit:,} a record may hold",
+                                    hint="fetch the run from a remote that holds it intact, or delete the ref: "
+                                         f"git update-ref -d {self.ref}")
+        out: dict[int, dict[str, bytes]] = {n: {} for n in listed}
+        for (n, path, _), blob in zip(flat, self.repo.read_objects([sha for _, _, sha in flat])):
+            if blob is not None:
+                out[n][path] = blob[2]
+        return out
 
     def rollout_records(self, n: int) -> dict[str, bytes]:
         """Step ``n``'s rollout records: ``<task>/<attempt>/result.json``, hook audit and hook state."""
@@ -171,7 +189,7 @@ class RunRecords:
 
 def trace_files(repo: Repo, run: str, step: int) -> dict[str, bytes]:
     """Step ``step``'s rollout traces (``<task>/<attempt>/<trajectory>`` …), from the traces ref."""
-    return RunRecords(repo, run, ref=traces_ref(run)).files(step, ROLLOUTS)
+    return RunRecords(repo, run, ref=traces_ref(run), limit=None).files(step, ROLLOUTS)
 
 
 # --------------------------------------------------------------------------------------- writers

@@ -18,6 +18,7 @@ import json
 import random
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -36,7 +37,6 @@ from git_hermit.model.records import canonical_json
 PUSH_ATTEMPTS = 5
 REFUSE, ACCEPT, KEEP = "refuse", "accept", "keep"   # what to do with a remote's rewrite of our records
 # Bounds on a remote's record directory (a record is JSON, Markdown or JSONL written by git-hermit)
-MAX_RECORD_FILE = 4 * 1024 * 1024
 MAX_RECORD_FILES = 20_000
 
 
@@ -182,18 +182,19 @@ def _review_notes(repo: Repo, remote_refs: dict[str, str], remote: str, review: 
 
 
 # --------------------------------------------------------------------------------------- records
-_NOT_PLAIN = re.compile(r"^(?!100644 )\S+ \S+ (\S.*)$", re.MULTILINE)        # a link, an executable, a submodule
+_NOT_PLAIN = re.compile(r"^(?!100644 )\S+ (\S.*)$", re.MULTILINE)        # a link, an executable, a submodule
 # a ".", ".." or ".git" path component, or a name git quotes (control characters, a newline)
-_UNSAFE = re.compile(r'^\S+ \S+ ((?:.*/)?(?:\.\.?|\.git)(?:/.*)?|".*)$', re.MULTILINE)
-_LARGE = re.compile(r"^\S+ (\d{7,}) (.*)$", re.MULTILINE)                      # 1,000,000 bytes or more
+_UNSAFE = re.compile(r'^\S+ ((?:.*/)?(?:\.\.?|\.git)(?:/.*)?|".*)$', re.MULTILINE)
+_STEP_LINE = re.compile(r"^\S+ steps/(\d+)/", re.MULTILINE)
+_STEP_FILE_LINE = re.compile(r"^\S+ steps/(\d+)/step\.json$", re.MULTILINE)
 
 
 def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, records: bool,
                      root: str | None = None) -> dict[int, str]:
     """Why each of a remote's step directories at ``commit`` cannot be taken ({step: why}; absent: it
-    can): only plain files (no link, executable or submodule) of at most MAX_RECORD_FILE bytes at
-    sane paths, at most MAX_RECORD_FILES of them, and for records a step.json naming this run and
-    step. One ``ls-tree -r`` scanned as text and one batch read, whatever the number of steps
+    can): only plain files (no link, executable or submodule) at sane paths, at most MAX_RECORD_FILES
+    of them, and for records a step.json naming this run and step (a file's size is bounded where it
+    is read: core/records.py). One ``ls-tree -r`` scanned as text and one batch read, whatever the number of steps
     (``root``: the whole tree is one step's, e.g. a pending ref's)."""
     if not steps:
         return {}
@@ -207,26 +208,20 @@ def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, rec
         return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() and int(parts[1]) in wanted else None
     problems: dict[int, str] = {}
     for pattern, why in ((_NOT_PLAIN, "is not a plain file: records are plain files"),
-                         (_UNSAFE, "is not a safe path"), (_LARGE, f"is over {MAX_RECORD_FILE:,} bytes")):
+                         (_UNSAFE, "is not a safe path")):
         for match in pattern.finditer(text):
-            path = match.group(match.lastindex or 1)
-            if pattern is _LARGE and int(match.group(1)) <= MAX_RECORD_FILE:
-                continue
+            path = match.group(1)
             n = step_of(path)
             if n is not None and n not in problems:
                 problems[n] = f"holds {json.dumps(path)}, which {why}"
-    counts: dict[int, int] = {}
-    step_files: dict[int, str] = {}
-    for line in text.splitlines():
-        path = line.split(" ", 2)[-1]
-        n = step_of(path)
-        if n is None:
-            continue
-        counts[n] = counts.get(n, 0) + 1
-        if path == (f"{step_path(n)}/{STEP_FILE}" if root is None else STEP_FILE):
-            step_files[n] = path
+    if root is None:      # files per step, and which steps have a step.json: regex scans, not a loop a line
+        counts = Counter(int(n) for n in _STEP_LINE.findall(text))
+        step_files = {int(n): f"{STEPS}/{n}/{STEP_FILE}" for n in _STEP_FILE_LINE.findall(text) if n == f"{int(n):04d}"}
+    else:
+        counts = Counter({steps[0]: text.count("\n")})
+        step_files = {steps[0]: STEP_FILE} if re.search(rf"^\S+ {re.escape(STEP_FILE)}$", text, re.M) else {}
     for n, count in counts.items():
-        if count > MAX_RECORD_FILES and n not in problems:
+        if n in wanted and count > MAX_RECORD_FILES and n not in problems:
             problems[n] = f"holds {count:,} files (at most {MAX_RECORD_FILES:,})"
     if records:
         checked = [n for n in steps if n not in problems]

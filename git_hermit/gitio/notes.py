@@ -47,16 +47,20 @@ def configure_notes_rewrite(repo: Repo) -> None:
       would join two JSON notes into one invalid note when a rebase squashes commits;
     - ``notes.displayRef`` for the manifest and verdict notes (``DISPLAY_REFS``).
     """
-    present = set(repo.config_get_all("notes.rewriteRef"))
+    settings: dict[str, list[str]] = {}      # read in one process: a configured clone writes nothing
+    for line in repo.git("config", "--get-regexp", r"^notes\.", check=False).splitlines():
+        key, _, value = line.partition(" ")
+        settings.setdefault(key.lower(), []).append(value)
+    present = set(settings.get("notes.rewriteref", []))
     for ref in NOTES_REFS.values():
         if ref not in present:
             repo.config_add("notes.rewriteRef", ref)
     for command in ("amend", "rebase"):
-        if repo.config_get(f"notes.rewrite.{command}") != "true":
+        if settings.get(f"notes.rewrite.{command}", [None])[-1] != "true":
             repo.config_set(f"notes.rewrite.{command}", "true")
-    if repo.config_get("notes.rewriteMode") is None:
+    if "notes.rewritemode" not in settings:
         repo.config_set("notes.rewriteMode", "overwrite")
-    shown = set(repo.config_get_all("notes.displayRef"))
+    shown = set(settings.get("notes.displayref", []))
     for ref in DISPLAY_REFS:
         if ref not in shown:
             repo.config_add("notes.displayRef", ref)

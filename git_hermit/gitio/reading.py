@@ -166,13 +166,22 @@ class ObjectReader(GitDir):
         return self._walk_tree(found[0])
 
     def ls_tree_text(self, rev: str, paths: list[str] | None = None) -> str:
-        """``git ls-tree -r`` of ``rev`` below ``paths`` as text, one ``<mode> <size> <path>`` line per
-        file (sizes without reading a blob), in ONE process: a remote's records are checked so."""
-        proc = self._run(["ls-tree", "-r", "--full-tree", "--format=%(objectmode) %(objectsize) %(path)", rev, "--",
+        """``git ls-tree -r`` of ``rev`` below ``paths`` as text, one ``<mode> <path>`` line per file,
+        in ONE process (no object read: a remote's records are checked so)."""
+        proc = self._run(["ls-tree", "-r", "--full-tree", "--format=%(objectmode) %(path)", rev, "--",
                           *(paths or [])])
         if proc.returncode != 0:
             raise GitStateError(f"cannot list {rev!r}: {first_error_line(proc.stderr)}")
         return proc.stdout.decode("utf-8", "surrogateescape")
+
+    def object_sizes(self, shas: list[str]) -> list[int | None]:
+        """Each object's size in bytes (None: missing), in ONE ``cat-file --batch-check``: whether a
+        blob may be read into memory is decided before reading it."""
+        if not shas:
+            return []
+        proc = self._run(["cat-file", "--batch-check=%(objectsize)"], input=("\n".join(shas) + "\n").encode())
+        lines = proc.stdout.decode().splitlines()
+        return [int(line) if line.isdigit() else None for line in lines]
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """Content of ``path`` at ``commit``; None if absent or not a file."""

@@ -66,7 +66,6 @@ def fetch_tracking(repo: Repo, remote: str, *, branches: tuple[str, ...] = (), t
     """Force-fetch the remote's shared refs (and ``branches``, full names such as ``refs/heads/main``)
     into the tracking namespace, dropping refs the remote no longer has; returns {remote ref name:
     sha} as the remote has them now. The traces refs come only with ``traces``."""
-    check_remote(repo, remote)
     prefix = tracking_prefix(repo, remote)
     specs = [f"+{pattern}*:{prefix}{pattern.removeprefix('refs/')}*" for pattern in SHARED_PATTERNS]
     if not traces:
@@ -78,6 +77,7 @@ def fetch_tracking(repo: Repo, remote: str, *, branches: tuple[str, ...] = (), t
         # a branch the remote does not have (yet): fetch the rest; the caller sees it absent
         return fetch_tracking(repo, remote, traces=traces)
     if proc.returncode != 0:
+        check_remote(repo, remote)      # the clearer error when the remote is not there at all
         raise GitStateError(f"git fetch from {remote!r} failed: {first_error_line(proc.stderr)}",
                             hint="check the remote with `git ls-remote " + remote + "`")
     found = {"refs/" + ref.removeprefix(prefix): sha for ref, sha in repo.list_refs(prefix).items()}
