@@ -8,6 +8,11 @@ TABLE = {'arguments': [],
                                               'path': 'file',
                                               'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--host': {'choices': ['codex', 'claude-code', 'pi'],
+                                               'help': 'The host the adapter is deployed for (default: the '
+                                                       "run's host:); what other hosts lack by design is not "
+                                                       'reported.',
+                                               'takes_value': True},
                                     '--json': {'help': 'Machine-readable output.', 'takes_value': False},
                                     '--manifest': {'help': 'Also check a change manifest (evolvers that '
                                                            'write one): no two changes may declare the same '
@@ -92,6 +97,10 @@ TABLE = {'arguments': [],
                                                   'takes_value': True},
                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                    '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                   '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                 'crashes, judge errors) as results instead '
+                                                                 'of running them again.',
+                                                         'takes_value': False},
                                    '--run': {'help': 'Run (default: the only one).',
                                              'source': 'run',
                                              'takes_value': True},
@@ -234,6 +243,10 @@ TABLE = {'arguments': [],
                                   'scores note.',
                           'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                       '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                      '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                    'crashes, judge errors) as results '
+                                                                    'instead of running them again.',
+                                                            'takes_value': False},
                                       '--run': {'help': 'Run (default: the only one).',
                                                 'source': 'run',
                                                 'takes_value': True},
@@ -261,6 +274,10 @@ TABLE = {'arguments': [],
                        'help': 'One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, '
                                'commits.',
                        'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                   '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                 'crashes, judge errors) as results instead '
+                                                                 'of running them again.',
+                                                         'takes_value': False},
                                    '--run': {'help': 'Run (default: the only one).',
                                              'source': 'run',
                                              'takes_value': True},
@@ -285,6 +302,10 @@ TABLE = {'arguments': [],
                         'options': {'--epochs': {'help': 'Total steps of the run (default: trainer.epochs).',
                                                  'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--keep-exceptions': {'help': 'Reuse stored exception rows (timeouts, '
+                                                                  'crashes, judge errors) as results instead '
+                                                                  'of running them again.',
+                                                          'takes_value': False},
                                     '--run': {'help': 'Run (default: the only one).',
                                               'source': 'run',
                                               'takes_value': True},

@@ -34,14 +34,19 @@ if TYPE_CHECKING:     # imported where used: `git hermit --version` and completi
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _repo() -> Repo:
+def _repo(*, bare_ok: bool = False) -> Repo:
+    """The repository here; a bare one only for the commands that read refs and notes alone."""
     from git_hermit.gitio import Repo
-    return Repo.discover()
+    return Repo.discover(bare_ok=bare_ok)
 
 
 # Commands that take the run's lock refuse (exit 6) while another process holds it, or wait.
 _WAIT = click.option("--wait", is_flag=True,
                      help="If another git-hermit process holds the run's lock, wait for it instead of exiting 6.")
+# Commands that run rollouts run a stored exception row (no reward: a timeout, a crash) again.
+_KEEP_EXCEPTIONS = click.option("--keep-exceptions", is_flag=True,
+                                help="Reuse stored exception rows (timeouts, crashes, judge errors) as results "
+                                     "instead of running them again.")
 
 
 def _say_on_stderr(line: str) -> None:
@@ -155,8 +160,11 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
                       github=github)
     click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
-    where = f"on {result.branch} and " if result.branch else ""
+    where = f"on {result.branch} and " if result.branch else ("on the detached HEAD and " if result.detached else "")
     click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    if result.detached:
+        click.echo("note: HEAD was detached, so no branch holds the seed commit: HEAD now points at it (its files "
+                   "are committed there); `git switch -c NAME` keeps working on a branch", err=True)
     if result.workflow:
         click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:
@@ -179,9 +187,12 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
               help="Also check a change manifest (evolvers that write one): no two changes may declare the same file.")
 @click.option("--no-preflight", "no_preflight", is_flag=True,
               help="Check the adapter only, not the run's files, programs, keys and logins.")
+@click.option("--host", "run_host", type=click.Choice(registry.names()),
+              help="The host the adapter is deployed for (default: the run's host:); what other hosts lack "
+                   "by design is not reported.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(rev: str | None, directory: Path | None, run: str | None, template: str | None,
-          static_only: bool, manifest: Path | None, no_preflight: bool, as_json: bool) -> int:
+          static_only: bool, manifest: Path | None, no_preflight: bool, run_host: str | None, as_json: bool) -> int:
     """Run check_spec on the adapter (work tree, REV, or --dir), then the run's preflight.
 
     Exit 1 when a rule is broken; the preflight's error (12, 7 or 5) names every missing file,
@@ -196,7 +207,7 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
             raise
         repo = None
     report = run_check(repo=repo, rev=rev, directory=directory, run=run, template=template,
-                       hosts=not static_only, manifest=manifest)
+                       hosts=not static_only, manifest=manifest, run_host=run_host)
     flight = None
     if repo is not None and directory is None and not no_preflight:
         from git_hermit.core.preflight import run_preflight
@@ -229,7 +240,7 @@ def log(run: str | None, as_json: bool) -> None:
     from git_hermit.core.history import json_fragments, load_history
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import FRAGMENTS_ENCODING, log_json, log_json_parts, log_lines
-    repo = _repo()
+    repo = _repo(bare_ok=True)
     ctx = open_run(repo, run, with_refs=True)    # reads only: refs listed with the steps
     _warn_missing(ctx)
     history = load_history(ctx)
@@ -256,7 +267,7 @@ def show(target: str, run: str | None, as_json: bool) -> None:
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
     from git_hermit.core.records import RunRecords, records_location
-    repo = _repo()
+    repo = _repo(bare_ok=True)
     ctx = open_run(repo, run) if (target.startswith("step-") or target.isdigit()) else None
     step, commit = resolve_target(ctx, repo, target)
     commits = [commit]
@@ -301,7 +312,7 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     from git_hermit.core.report import build_report
     from git_hermit.core.runs import open_run
     from git_hermit.render.report import html_page, markdown, report_json
-    repo = _repo()
+    repo = _repo(bare_ok=True)
     ctx = open_run(repo, run, with_refs=True)
     _warn_missing(ctx)
     data = build_report(ctx, target)
@@ -344,7 +355,7 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
     from dataclasses import asdict
     from git_hermit.core.compare import compare_runs
     from git_hermit.render.views import partial_text
-    result = compare_runs(_repo(), run_a, run_b, split)
+    result = compare_runs(_repo(bare_ok=True), run_a, run_b, split)
     comp = result.comparison
     if as_json:
         _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),
@@ -543,17 +554,22 @@ def _progress(label: str) -> ContextManager[LiveProgress]:
 @click.option("--tasks", "only_tasks", help="Comma-separated task ids to run (default: all of the split).")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_KEEP_EXCEPTIONS
 @_WAIT
 def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, run: str | None, as_json: bool,
-            wait: bool) -> None:
-    """Run the split's rollouts on REV (default: the run's tip) and write its scores note."""
+            keep_exceptions: bool, wait: bool) -> None:
+    """Run the split's rollouts on REV (default: the run's tip) and write its scores note.
+
+    Rows already run are reused, but an exception row (no reward) runs again; when every row
+    is an exception nothing is scored and the command exits 17.
+    """
     from git_hermit.core.evaluate import rollout_commit
     from git_hermit.core.runs import open_run
     ctx = open_run(_repo(), run)
     tasks = [t.strip() for t in only_tasks.split(",") if t.strip()] if only_tasks else None
     with _progress(f"rollouts {split}") as update:
         ev, scores = rollout_commit(ctx, rev, split, k=k, only_tasks=tasks, on_progress=update, wait=wait,
-                                    say=update.say)
+                                    say=update.say, keep_exceptions=keep_exceptions)
     if as_json:
         # a row's ledger entry and score are made as they are written: memory flat in the rows
         from git_hermit.model.jsonstream import LazyMap
@@ -568,6 +584,7 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
                f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
     click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
+    _echo_failures(ev)
     for line in ev.ledger.render():
         click.echo("  " + line)
 
@@ -579,16 +596,17 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
 @click.option("-k", "k", type=click.IntRange(min=1), help="Rollouts per task (default: inferred from the rows).")
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_KEEP_EXCEPTIONS
 @_WAIT
 def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run: str | None, as_json: bool,
-                 wait: bool) -> None:
+                 keep_exceptions: bool, wait: bool) -> None:
     """pass@1 and pass@k of REV on a held-out split, with a CI against --baseline."""
     from git_hermit.core.evaluate import eval_commits
     from git_hermit.core.runs import open_run
     ctx = open_run(_repo(), run)
     with _progress(f"eval {split}") as update:
         report = eval_commits(ctx, rev, baseline, split, k=k, on_progress=lambda label: update, wait=wait,
-                              say=update.say)
+                              say=update.say, keep_exceptions=keep_exceptions)
     cand, base, comp = report.candidate, report.baseline, report.comparison
     if as_json:     # the ledgers' entries made as they are written, as `rollout --json`'s
         _echo_json_streamed({
@@ -608,6 +626,7 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
         click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
+        _echo_failures(ev, "    ")
     if comp is not None:
         click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
         click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
@@ -618,6 +637,14 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
         click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+
+
+def _echo_failures(ev: EvalRun, indent: str = "") -> None:
+    """``rollouts: 2 exception(s): AgentTimeout 2; first: …`` when some rows ended without a result."""
+    from git_hermit.core.failures import failures_of
+    line = failures_of(ev.results).line()
+    if line:
+        click.echo(f"{indent}rollouts: {line} (the next command runs them again, unless --keep-exceptions)")
 
 
 def _ci(ev: EvalRun) -> tuple[float, float]:
@@ -644,7 +671,8 @@ def _print_step(outcome: StepOutcome) -> None:
     if outcome.stop:
         click.echo(f"  stop: {outcome.stop} (no H_{n})")
     elif outcome.tip:
-        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({outcome.commits} commit(s))")
+        made = "1 commit, no adapter changes" if outcome.empty else f"{outcome.commits} commit(s)"
+        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({made})")
     for problem in outcome.rejected:
         click.echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
@@ -663,8 +691,9 @@ def _warn_worktree(run: str | None) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
+@_KEEP_EXCEPTIONS
 @_WAIT
-def step(run: str | None, wait: bool) -> int:
+def step(run: str | None, keep_exceptions: bool, wait: bool) -> int:
     """One step: rollouts of the tip, verdicts, rollback, Debugger, Evolve Agent, commits.
 
     Killed at any point, the same command resumes: finished rollouts and learner sessions
@@ -675,7 +704,8 @@ def step(run: str | None, wait: bool) -> int:
     _warn_worktree(run)
     try:
         with _progress("rollouts") as update:
-            outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait)
+            outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait,
+                               keep_exceptions=keep_exceptions)
     except RunFinished as finished:
         click.echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
         click.echo("next: `git hermit finalize`, or start a new run to train further")
@@ -687,23 +717,26 @@ def step(run: str | None, wait: bool) -> int:
 @cli.command(context_settings=CONTEXT)
 @click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
 @click.option("--epochs", type=click.IntRange(min=1), help="Total steps of the run (default: trainer.epochs).")
+@_KEEP_EXCEPTIONS
 @_WAIT
-def train(run: str | None, epochs: int | None, wait: bool) -> int:
-    """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable)."""
+def train(run: str | None, epochs: int | None, keep_exceptions: bool, wait: bool) -> int:
+    """Run steps until --epochs, the early stop (target_pass_rate), or Ctrl-C (resumable).
+
+    Each step's verdicts, rollbacks, best-ever move and commits are printed as that step ends.
+    """
     from git_hermit.core.step import train as do_train
     from git_hermit.errors import ManifestError
     _warn_worktree(run)
     with _progress("rollouts") as update:
-        outcome = do_train(_repo(), run, epochs=epochs, say=update.say,
-                           on_progress=update, wait=wait)
-    for item in outcome.steps:
-        _print_step(item)
+        outcome = do_train(_repo(), run, epochs=epochs, say=update.say, on_progress=update, wait=wait,
+                           keep_exceptions=keep_exceptions, on_step=_print_step)
     click.echo(f"training stopped: {outcome.reason}")
     # the independent test of the final snapshot against the seed, when the run has a test split
     from git_hermit.core.heldout import evaluate_final
     from git_hermit.core.runs import open_run
     with _progress("held-out test") as update:
-        held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update)
+        held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update,
+                              keep_exceptions=keep_exceptions)
     if held is not None:
         click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
@@ -801,9 +834,7 @@ def demo(directory: Path) -> None:
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=update.say, on_progress=update)
-    for item in outcome.training.steps:
-        _print_step(item)
+        outcome = run_demo(directory, say=update.say, on_progress=update, on_step=_print_step)
     click.echo(f"training stopped: {outcome.training.reason}")
     click.echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
     click.echo("")

@@ -130,6 +130,28 @@ class RunConfig:
     def allow_early_stop(self) -> bool:
         return bool(self.trainer.get("allow_early_stop", True))
 
+    @property
+    def max_exception_rate(self) -> float:
+        """The share of a step's rollouts that may end in an exception before it stops, before its
+        learners (see core/failures.py): 0.9 stops a step that measured (almost) nothing."""
+        return float(self.trainer.get("max_exception_rate", 0.9))
+
+    @property
+    def base_dir(self) -> Path | None:
+        """Where the config's relative paths (tasks, rows, a judge's command, task files) start: the
+        repository's root, for ``hermit.yaml`` and ``hermit/<run>.yaml`` alike (None: no file)."""
+        if self.path is None:
+            return None
+        folder = self.path.parent
+        return folder.parent if folder.name == RUNS_DIR and self.path.name != CONFIG_FILE else folder
+
+    @property
+    def source(self) -> str:
+        """The config file as the user names it: ``hermit.yaml`` or ``hermit/<run>.yaml``."""
+        if self.path is None or self.base_dir is None:
+            return CONFIG_FILE
+        return self.path.relative_to(self.base_dir).as_posix()
+
     def split_path(self, split: str) -> str | None:
         value = self.data.get(split)
         return value if isinstance(value, str) else None
@@ -317,10 +339,13 @@ def load_config(work_tree: Path, run: str | None = None, *, cache_dir: Path | No
     if not configs:
         raise ConfigMissing("no hermit.yaml in this repository", hint="run `git hermit init` first")
     if run is None:
-        if len(configs) > 1:
+        # the root hermit.yaml's run is the repository's default: a second run (hermit/<run>.yaml)
+        # is chosen with --run; without a root config, several runs leave the choice to the user
+        root = [c for c in configs if c.path is not None and c.path == work_tree / CONFIG_FILE]
+        if len(configs) > 1 and not root:
             names = ", ".join(c.run for c in configs)
             raise ConfigError(f"this repository has several runs ({names})", hint="choose one with --run NAME")
-        return configs[0]
+        return root[0] if root else configs[0]
     for cfg in configs:
         if cfg.run == run:
             return cfg

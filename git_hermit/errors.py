@@ -110,6 +110,15 @@ class BudgetReached(HermitError):
     partial: object = None    # the rollouts a stopped batch finished (core/evaluate.run_split sets it)
 
 
+class RolloutsFailed(HermitError):
+    """No rollout of the command gave a result (every row ended in an exception: a timeout, a
+    crash, a judge error, a refused key), or more of a step's than ``trainer.max_exception_rate``
+    did: nothing was measured, so nothing is scored or learned. Finished rows are kept; the
+    exception rows run again on the next command."""
+
+    exit_code = 17
+
+
 class RecordsMissing(HermitError):
     """This repository lacks part of a run's records (notes, its records ref): a step refuses to
     continue a run whose history it cannot read."""
@@ -146,9 +155,11 @@ EXIT_CODES: dict[int, str] = {
     NotesConflict.exit_code: "a note was changed differently on both sides of a push or fetch (the message names it)",
     GitLockFile.exit_code: "a git lock file (<ref>.lock, packed-refs.lock) blocks a ref the command must update",
     RevertConflict.exit_code: "rollback: later commits changed the same lines (named; roll them back too, or --force)",
+    BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
+    RolloutsFailed.exit_code: "the rollouts failed without a result: all of the command's rows (a step: more than "
+                              "trainer.max_exception_rate of its rows) ended in an exception; fix the cause and re-run",
     RecordsMissing.exit_code: "the repository lacks part of the run's records (named, with the command that brings them)",
     RemoteRefused.exit_code: "fetch/push refused a remote's change to a record or a measured step (named; --accept-remote)",
-    BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

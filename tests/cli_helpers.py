@@ -181,3 +181,42 @@ def _reset_process_caches() -> None:
     for path in adapters:
         shutil.rmtree(path, ignore_errors=True)
     deploy_cache.forget()
+
+
+class Waiter:
+    """A `git hermit … --wait` process whose stderr is read as it comes: ``until(text)`` blocks
+    until a line holding ``text`` has been written (so a test releases a lock only once the
+    process is really waiting for it, however slowly a loaded machine starts it)."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict | None = None):
+        import threading
+        self.proc = _subprocess.Popen([*GIT_HERMIT, *args], cwd=cwd, text=True,
+                                      env={**os.environ, **(env or {})},
+                                      stdout=_subprocess.PIPE, stderr=_subprocess.PIPE)
+        self._lines: list[str] = []
+        self._seen = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._seen:
+                self._lines.append(line)
+                self._seen.notify_all()
+        with self._seen:
+            self._lines.append("")      # EOF: wake a waiter, which then sees the text never came
+            self._seen.notify_all()
+
+    def until(self, text: str, timeout: float = 120) -> None:
+        with self._seen:
+            found = self._seen.wait_for(lambda: any(text in line for line in self._lines)
+                                        or (self._lines and self._lines[-1] == ""), timeout)
+            assert found and any(text in line for line in self._lines), \
+                f"{text!r} never came on stderr: {''.join(self._lines)!r}"
+
+    def finish(self, timeout: float = 120) -> Result:
+        out = self.proc.stdout.read() if self.proc.stdout else ""
+        self.proc.wait(timeout)
+        self._reader.join(timeout)
+        return Result(self.proc.returncode, out, "".join(self._lines))

@@ -96,14 +96,17 @@ FAILING = [
     ("ahe@1.0", "required-files", delete("MEMORY.md"), ["MEMORY.md:1: required-files: missing"]),
     ("continual-harness@1.0", "required-files", delete("memory/NOTES.md"), ["memory/NOTES.md:1: required-files:"]),
     ("evo-harness@1.0", "required-files", delete("AGENTS.md"), ["AGENTS.md:1: required-files:"]),
-    # 100-byte lines: line 328 is the first to end past byte 32,768.
+    # 100-byte lines: line 327 is the first to end past byte 32,651, which leaves the 117 bytes deploy
+    # appends for Codex (where the seed's files and scripts went) within the 32,768 Codex reads
     ("ahe@1.0", "context-size", write("AGENTS.md", ("x" * 99 + "\n") * 400),
-     ["AGENTS.md:328: context-size: is 40000 bytes, over the limit of 32768"]),
+     ["AGENTS.md:327: context-size: is 40000 bytes, over the limit of 32651 (the host reads 32768, "
+      "and deploy adds 117 after it)"]),
     ("continual-harness@1.0", "context-size", write("AGENTS.md", ("b" * 79 + "\n") * 100 + "c"),
      ["AGENTS.md:101: context-size: is 8001 characters, over the limit of 8000"]),
-    # 50 two-byte characters and a newline: 101 bytes a line, so line 325 crosses 32,768 bytes.
+    # 50 two-byte characters and a newline: 101 bytes a line, so line 324 crosses 32,714 bytes (the
+    # 32,768 Codex reads, less the 54 bytes of deploy's footer)
     ("evo-harness@1.0", "context-size", write("AGENTS.md", ("é" * 50 + "\n") * 400),
-     ["AGENTS.md:325: context-size: is 40400 bytes"]),
+     ["AGENTS.md:324: context-size: is 40400 bytes"]),
     ("ahe@1.0", "adapter-md-equal", edit("ADAPTER.md", lambda t: t.replace("autonomous", "careful")),
      ["ADAPTER.md:3: adapter-md-equal: differs from AGENTS.md"]),
     ("ahe@1.0", "adapter-md-equal", edit("ADAPTER.md", lambda t: t + "extra\n"), [at("ADAPTER.md", "extra", "adapter-md-equal: differs")]),
@@ -263,8 +266,8 @@ def test_every_rule_has_a_failing_case_and_every_template_check_is_a_rule():
 # Passing variants: edits each rule must accept (the seeds themselves pass every rule too).
 PASSING = [
     ("continual-harness@1.0", "context-size", write("AGENTS.md", ("b" * 79 + "\n") * 100)),
-    ("ahe@1.0", "context-size", in_context(lambda t: t + "x" * (32768 - len(t.encode())))),
-    ("evo-harness@1.0", "context-size", write("AGENTS.md", "é" * 16384)),
+    ("ahe@1.0", "context-size", in_context(lambda t: t + "x" * (32768 - 117 - len(t.encode())))),
+    ("evo-harness@1.0", "context-size", write("AGENTS.md", "é" * ((32768 - 54) // 2))),
     ("ahe@1.0", "seed-rules", in_context(lambda t: t.replace(SEED_RULES["background"],
                                                              "**Run long-running\n  processes in the `background`.**"))),
     ("ahe@1.0", "seed-rules", in_context(lambda t: t.replace(SEED_RULES["non-interactive"],
@@ -379,7 +382,7 @@ def test_hosts_true_merges_the_host_checks(tmp_path, monkeypatch):
     adapter = seed(tmp_path, "evo-harness@1.0")
     (adapter / "AGENTS.md").unlink()
     fake = types.ModuleType("git_hermit.adapter.hostcheck")
-    fake.check_hosts = lambda path: [Violation("AGENTS.md", 0, "host-codex", f"checked {Path(path).name}")]
+    fake.check_hosts = lambda path, run_host=None: [Violation("AGENTS.md", 0, "host-codex", f"checked {Path(path).name}")]
     monkeypatch.setitem(sys.modules, "git_hermit.adapter.hostcheck", fake)
     import git_hermit.adapter as package
     monkeypatch.setattr(package, "hostcheck", fake, raising=False)

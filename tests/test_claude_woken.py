@@ -49,14 +49,14 @@ def _woken(first_answer: str, second: str):
 
 
 def _run(repo: Path, first_answer: str, second: str, faults: list | None = None,
-         after_tool_results: int = 2) -> tuple[dict, Path]:
+         after_tool_results: int = 2, code: int = 0) -> tuple[dict, Path]:
     if find_host_cli("claude-code") is None:
         pytest.skip("the claude CLI is not installed (git hermit hosts install)")
     from git_hermit.hostkit.model_server import Fault
     # the rate-limit test's set-up: one task "Run the check, then answer." whose answer is 42
     faults = [Fault(**f, after_tool_results=after_tool_results) for f in faults or []]
     result, _, _ = _real_host_run(repo, "claude-code", _woken(first_answer, second), faults,
-                                  {"timeout_s": 120, "env": {"CLAUDE_CODE_MAX_RETRIES": "1"}})
+                                  {"timeout_s": 120, "env": {"CLAUDE_CODE_MAX_RETRIES": "1"}}, code=code)
     [directory] = {p.parent for p in (repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/rollouts/*/*/result.json")}
     return result, directory / result["trajectory"]
 
@@ -107,11 +107,13 @@ def test_real_claude_code_whose_woken_query_ends_on_a_model_error_has_no_answer(
     """The woken query's model call fails (500, retried once): the CLI exits 1 on an
     ``is_error`` result whose text is its own error message; that is not the agent's answer,
     and neither is the first query's stale 42."""
-    result, stream = _run(repo, "42", "42", faults=[{"status": 500}] * 2)
+    # its one row ended without an answer: an exception (AgentExitError), no score: exit 17 (issue 24)
+    result, stream = _run(repo, "42", "42", faults=[{"status": 500}] * 2, code=17)
     last = _results(stream)[-1]
     assert last["is_error"] and last["result"].startswith("API Error"), last
     assert result["final_answer"] is None, result
-    assert result["outcome"] == "fail" and "exited with status 1" in result["error"], result
+    assert (result["outcome"], result["exception_type"]) == ("exception", "AgentExitError"), result
+    assert "exited with status 1" in result["error"], result
     assert any("api_error" in e for e in summarize(stream).errors), summarize(stream).errors
 
 

@@ -417,7 +417,7 @@ def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
 def test_check_says_pi_has_no_sub_agents(repo):
     proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
     assert proc.returncode == 0, proc.stderr
-    r = hermit(repo, "check", "--no-preflight")
+    r = hermit(repo, "check", "--no-preflight", "--host", "pi")     # the run's host is Codex: said for Pi when asked
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sub_agents/reviewer/AGENT.md:1: host-subagents: pi has no sub-agents: 'reviewer'" in r.stdout, r.stdout
 

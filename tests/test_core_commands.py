@@ -52,8 +52,9 @@ def test_second_run_gets_its_own_config_and_adapter(repo):
     r = hermit(repo, "init", "--run", "b", "--template", "evo-harness@1.0")
     assert r.code == 0, r.err
     assert (repo / "hermit" / "b.yaml").is_file() and (repo / "adapter-b").is_dir()
-    assert hermit(repo, "log").code == 5          # two runs: --run is required
-    assert hermit(repo, "log", "--run", "b").code == 0
+    first = hermit(repo, "log")                   # two runs: the root hermit.yaml's is the default
+    assert first.code == 0 and "hermit/a/step-NNNN" in first.out, first.err
+    assert "hermit/b/step-NNNN" in hermit(repo, "log", "--run", "b").out
 
 
 @pytest.mark.parametrize("template", ["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"])

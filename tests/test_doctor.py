@@ -18,6 +18,7 @@ def no_hosts(monkeypatch, tmp_path):
     """A machine without host CLIs: empty hosts dirs and a PATH without codex/claude."""
     monkeypatch.setenv("GIT_HERMIT_HOSTS_DIR", str(tmp_path / "none"))
     monkeypatch.setattr(locate, "default_hosts_dir", lambda: tmp_path / "none")
+    monkeypatch.setattr(locate, "account_hosts_dir", lambda: tmp_path / "none")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
 
 

@@ -64,8 +64,9 @@ def test_ctrl_c_kills_agents_and_the_rerun_resumes(repo):
 VERIFIER = """import os, subprocess, sys, time
 pids = {pids!r}
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-with open(os.path.join(pids, str(os.getpid())), "w") as handle:
-    handle.write(str(child.pid))
+with open(os.path.join(pids, ".tmp-%d" % os.getpid()), "w") as handle:   # renamed whole: the test
+    handle.write(str(child.pid))                                           # never reads it half-written
+os.rename(handle.name, os.path.join(pids, str(os.getpid())))
 time.sleep(60)
 """
 
@@ -81,9 +82,10 @@ def test_ctrl_c_kills_a_running_verifier_and_its_children(repo, tmp_path):
     proc = subprocess.Popen([*GIT_HERMIT, "rollout"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=os.environ.copy())
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(pids.iterdir())) < 2:   # both verifiers running
+    done = lambda: [p for p in pids.iterdir() if not p.name.startswith(".")]
+    while time.monotonic() < deadline and len(done()) < 2:   # both verifiers running
         time.sleep(0.1)
-    running = [(int(p.name), int(p.read_text() or 0)) for p in pids.iterdir()]
+    running = [(int(p.name), int(p.read_text() or 0)) for p in done()]
     assert len(running) == 2 and all(child for _, child in running), running
     interrupted_at = time.monotonic()
     proc.send_signal(signal.SIGINT)

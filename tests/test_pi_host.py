@@ -114,7 +114,8 @@ def test_pi_agent_reports_a_model_error_that_pi_exits_0_on(tmp_path):
     ctx = pi_context(tmp_path)
     ctx.trajectory_path.write_bytes(MODEL_ERROR.read_bytes())
     run = agent._finish(ctx, ProcessOutcome(0, False, 20.0), ctx.trajectory_path)
-    assert (run.returncode, run.final_answer, run.exception_type) == (0, None, None)
+    # no answer: an exception (it measured nothing), with Pi's own last word (issue 24)
+    assert (run.returncode, run.final_answer, run.exception_type) == (0, None, "ModelError")
     assert run.error == "pi ended on a model error: Connection error."
     ctx.trajectory_path.write_bytes(STREAM.read_bytes())     # an answered session is no error
     assert agent._finish(ctx, ProcessOutcome(0, False, 1.0), ctx.trajectory_path).error is None

@@ -6,17 +6,13 @@ executable; the acting agent is a ``command`` program and the learners are scrip
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT, hermit
+from cli_helpers import Waiter, hermit
 from conftest import git
 from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
 
@@ -141,16 +137,13 @@ def test_rollout_and_eval_refuse_a_locked_run_or_wait_for_it(repo):
             assert "locked by pid" in r.err and "hint:" in r.err
         assert calls(control, "agent") == []
         assert (all_refs(repo), notes_snapshot(repo)) == before
-        waiting = subprocess.Popen([*GIT_HERMIT, "rollout", "--wait"], cwd=repo, text=True,
-                                   env={**os.environ, **env_for(control)},
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(2.0)
-        assert waiting.poll() is None and calls(control, "agent") == []
+        waiting = Waiter(["rollout", "--wait"], repo, env=env_for(control))
+        waiting.until("waiting for")
+        assert waiting.proc.poll() is None and calls(control, "agent") == []
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, out + err
-    assert "waiting for" in err
+    done = waiting.finish()
+    assert done.code == 0, done.out + done.err
     assert sorted(calls(control, "agent")) == ["t1#1", "t2#1"]
 
 

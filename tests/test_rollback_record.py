@@ -213,10 +213,7 @@ def test_rollback_takes_the_run_lock_itself_not_the_cli(repo):
 def test_rollback_and_finalize_wait_for_a_held_lock_with_wait(repo):
     """Like step, rollout and eval: with --wait, rollback and finalize wait for the run lock that
     another process holds (saying so on stderr), then run; without it they exit 6."""
-    import subprocess
-    import time
-
-    from cli_helpers import GIT_HERMIT
+    from cli_helpers import Waiter
     from git_hermit.gitio import Repo, RunLock
     _two_memory_steps(repo, _insert_after_header)
     before = rev(repo, step_ref(2))
@@ -224,27 +221,24 @@ def test_rollback_and_finalize_wait_for_a_held_lock_with_wait(repo):
     try:
         refused = hermit(repo, "rollback", "chg-1", "--reason", "t1 is wrong")
         assert refused.code == 6 and "--wait" in refused.err
-        waiting = subprocess.Popen([*GIT_HERMIT, "rollback", "chg-1", "--reason", "t1 is wrong", "--wait"],
-                                   cwd=repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(2.0)
-        assert waiting.poll() is None and rev(repo, step_ref(2)) == before
+        waiting = Waiter(["rollback", "chg-1", "--reason", "t1 is wrong", "--wait"], repo)
+        waiting.until("waiting for the run lock")
+        assert waiting.proc.poll() is None and rev(repo, step_ref(2)) == before
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, out + err
-    assert "waiting for the run lock" in err and "rolled back chg-1" in out
+    done = waiting.finish()
+    assert done.code == 0, done.out + done.err
+    assert "rolled back chg-1" in done.out
     assert rev(repo, step_ref(2)) != before
 
     lock = RunLock(Repo.discover(repo), RUN, "a test holding the lock").acquire()
     try:
-        waiting = subprocess.Popen([*GIT_HERMIT, "finalize", "--wait"], cwd=repo, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(2.0)
-        assert waiting.poll() is None
+        waiting = Waiter(["finalize", "--wait"], repo)
+        waiting.until("waiting for the run lock")
+        assert waiting.proc.poll() is None
         assert git(repo, "tag", "--list", f"hermit/{RUN}/final").strip() == ""
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, out + err
-    assert "waiting for the run lock" in err
+    done = waiting.finish()
+    assert done.code == 0, done.out + done.err
     assert git(repo, "tag", "--list", f"hermit/{RUN}/final").strip() == f"hermit/{RUN}/final"

@@ -110,16 +110,18 @@ def test_rollout_judges_every_row_and_writes_scores_note(repo):
 
 GRANDCHILD_THEN_SLEEP = """
 marker = {marker!r}
-# the grandchild ignores SIGTERM (inherited by sleep), so only a SIGKILL of the group stops it
-subprocess.Popen(["sh", "-c", f"trap '' TERM; sleep 2; echo late > {{marker}}"])
 log("start")
-time.sleep(60)
+if task_id == "t0":
+    # the grandchild ignores SIGTERM (inherited by sleep), so only a SIGKILL of the group stops it
+    subprocess.Popen(["sh", "-c", f"trap '' TERM; sleep 2; echo late > {{marker}}"])
+    time.sleep(60)
+print(task_id[1:])
 """
 
 
 def test_timeout_kills_the_whole_process_group(repo, tmp_path):
-    make_project(repo, GRANDCHILD_THEN_SLEEP.format(marker=str(tmp_path / "late-marker")),
-                 n_tasks=1, k=1, agent_timeout_s=1)
+    log = make_project(repo, GRANDCHILD_THEN_SLEEP.format(marker=str(tmp_path / "late-marker")),
+                       n_tasks=2, k=1, agent_timeout_s=1)      # t1 answers: not every row is an exception
     started = time.monotonic()
     r = hermit(repo, "rollout", "--json")
     assert r.code == 0, r.err
@@ -140,15 +142,17 @@ def test_timeout_kills_the_whole_process_group(repo, tmp_path):
     attempt = scores_note(repo)["tasks"]["t0"]["attempts"][0]
     assert attempt["outcome"] == "fail" and attempt["exception_type"].endswith("Timeout")
     # issue 14.5: timeout_as is applied when results are read, once: the stored rollout is the
-    # timeout as it happened, so switching back re-scores the reused rollout (no agent runs again)
+    # timeout as it happened, so switching back re-scores the reused rollout (no agent runs again
+    # with --keep-exceptions; without it an exception row runs again, issue 24)
     stored = [p.stat().st_mtime_ns for p in result_files(repo)]
     cfg["evolver"]["params"]["timeout_as"] = "exception"
     (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    r = hermit(repo, "rollout", "--json")
+    r = hermit(repo, "rollout", "--json", "--keep-exceptions")
     assert r.code == 0, r.err
     assert [p.stat().st_mtime_ns for p in result_files(repo)] == stored
     attempt = scores_note(repo)["tasks"]["t0"]["attempts"][0]
     assert attempt["outcome"] == "exception" and attempt["exception_type"].endswith("Timeout")
+    assert starts(log)["t0#1"] == 2
 
 
 def test_background_children_die_when_the_agent_exits(repo, tmp_path):
@@ -237,10 +241,10 @@ def test_judge_crash_is_an_exception_outcome(repo):
     make_project(repo, ANSWER_IF_EVEN, n_tasks=2, k=1,
                  judge={"kind": "command", "command": [sys.executable, str(repo.parent / "verify.py")]})
     r = hermit(repo, "rollout", "--json")
-    assert r.code == 0, r.err
-    for task in scores_note(repo)["tasks"].values():
-        assert task["outcome"] == "exception"
-        assert task["attempts"][0]["exception_type"] == "RewardFileNotFoundError"
+    assert r.code == 17, r.err            # every row an exception: no score (issue 24; test_failures.py)
+    for path in result_files(repo):
+        result = json.loads(path.read_text())
+        assert result["outcome"] == "exception" and result["exception_type"] == "RewardFileNotFoundError"
     result = json.loads(result_files(repo)[0].read_text())
     assert "verifier exploded" in result["verifier_output"]
 

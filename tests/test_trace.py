@@ -170,3 +170,47 @@ def test_trace_format_option_picks_the_variant(tmp_path):
     assert report["format"] == "codex-exec"
     (report,) = traced(tmp_path, RECORDED / "claude-code-2.1.317-stream.jsonl", extra=("--format", "claude"))
     assert report["format"] == "claude-stream"
+
+
+# -- issue 25: the final answer, and a session's sub-agents linked both ways ----------------
+
+NEWER = FIXTURES / "newer"
+NEWER_COUNTS = json.loads((NEWER / "counts.json").read_text())
+
+
+def test_trace_json_has_the_final_answer_clipped(tmp_path):
+    """The final answer's first 1,000 characters and its whole length; no answer: null, null."""
+    short, long, none = (NEWER / "codex-0.164.0-poll-rollout.jsonl", NEWER / "claude-2.1.217-manual-compaction.jsonl",
+                         NEWER / "codex-0.164.0-usage-limit-rollout.jsonl")
+    answers = [NEWER_COUNTS[p.name]["final_answer"] for p in (short, long, none)]
+    assert len(answers[0]) < 1000 < len(answers[1]) and answers[2] is None
+    reports = traced(tmp_path, short, long, none)
+    assert [(r["final_answer"], r["final_answer_chars"]) for r in reports] == [
+        (answers[0], len(answers[0])), (answers[1][:1000], len(answers[1])), (None, None)]
+    assert "final answer: Phase 1 shipped. Seven commits" in hermit(tmp_path, "trace", str(long)).out
+
+
+def test_trace_links_a_claude_session_and_its_subagent_both_ways(tmp_path):
+    shutil.copytree(NEWER / "claude-2.1.317-subagent", tmp_path / "project")
+    main = tmp_path / "project" / "32b0dc4c-c5de-4e60-9bcd-49643d5a3e9e.jsonl"
+    sub = main.parent / main.stem / "subagents" / "agent-a7aef5509f9d9a44a.jsonl"
+    (report, sub_report) = traced(tmp_path, main, sub)
+    assert report["parent"] is None
+    assert [s["path"] for s in report["subagents"]] == [str(sub)]
+    assert report["subagents"][0]["tool_calls"] == NEWER_COUNTS["claude-2.1.317-subagent/" + str(
+        sub.relative_to(tmp_path / "project"))]["tool_calls"]
+    assert sub_report["parent"] == str(main) and sub_report["subagents"] == []
+
+
+def test_trace_links_a_codex_rollout_and_its_subagent_rollout_both_ways(tmp_path):
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    shutil.copytree(NEWER / "codex-0.164.0-subagents", day)
+    main = day / "rollout-2026-12-01T22-30-28-01a233bb-1708-7710-a9d8-9e0c3460a8f7.jsonl"
+    child = day / "rollout-2026-12-01T22-30-28-01a233bb-1779-7951-8938-1432b9d35b98.jsonl"
+    (report, child_report) = traced(tmp_path, main, child)
+    assert report["parent"] is None
+    assert [s["path"] for s in report["subagents"]] == [str(child)]
+    assert report["usage_with_subagents"]["input"] == report["usage"]["input"] + child_report["usage"]["input"]
+    assert child_report["parent"] == str(main) and child_report["subagents"] == []
+    text = hermit(tmp_path, "trace", str(child)).out
+    assert f"parent: {main}" in text

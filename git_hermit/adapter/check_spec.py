@@ -38,12 +38,13 @@ RULES: dict[str, Rule] = _join(common.RULES, ahe.RULES, continual_harness.RULES,
 
 
 def check_adapter(adapter_dir: Path, template: Template, *, hosts: bool = False,
-                  limits: Mapping[str, int] | None = None) -> list[Violation]:
+                  limits: Mapping[str, int] | None = None, run_host: str | None = None) -> list[Violation]:
     """Run the template's static rules on ``adapter_dir``; sorted by path, then line.
 
     ``limits`` overrides the template's limits (an evolver's params, e.g. general_min_tasks).
     With ``hosts=True`` the host checks of ``git_hermit.adapter.hostcheck`` run too, when
-    that module is installed; otherwise a warning says they were skipped.
+    that module is installed; otherwise a warning says they were skipped. ``run_host`` is the
+    run's host, when there is a run (see ``hostcheck.check_hosts``).
     """
     adapter_dir = Path(adapter_dir)
     if not adapter_dir.is_dir():
@@ -58,7 +59,7 @@ def check_adapter(adapter_dir: Path, template: Template, *, hosts: bool = False,
     for rule_id in template.checks:
         violations.extend(RULES[rule_id].run(adapter))
     if hosts:
-        violations.extend(_host_violations(adapter_dir))
+        violations.extend(_host_violations(adapter_dir, run_host))
     return sorted(violations, key=lambda v: (v.path, v.line))
 
 
@@ -67,10 +68,10 @@ def describe_rules() -> dict[str, str]:
     return {rule_id: rule.description for rule_id, rule in sorted(RULES.items())}
 
 
-def _host_violations(adapter_dir: Path) -> list[Violation]:
+def _host_violations(adapter_dir: Path, run_host: str | None) -> list[Violation]:
     try:
         from git_hermit.adapter import hostcheck  # lazy: it runs hooks; absent in a static install
     except ImportError:
         return [Violation(".", 1, "hosts", "host checks skipped: git_hermit.adapter.hostcheck is "
                           "not installed", WARNING)]
-    return list(hostcheck.check_hosts(adapter_dir))
+    return list(hostcheck.check_hosts(adapter_dir, run_host))

@@ -266,6 +266,22 @@ def _footer(host: Host, sources: dict[str, Path], python: str | None, runtime: P
     return "\n".join(lines) + "\n"
 
 
+def context_room(adapter_dir: Path, unit: str) -> tuple[int, int] | None:
+    """(what a host reads, what deploy appends to the context file for it: its footer) for the host
+    whose limit in ``unit`` ("bytes" or "chars") leaves the context file the least room; None when no
+    host counts in that unit. A size rule counts the footer, so a context file that passes the rule
+    still fits in what the host reads once deployed."""
+    sources = _adapter_files(Path(adapter_dir))
+    python = sys.executable if "middleware.py" in sources else None
+    rooms = []
+    for host in registry.hosts():
+        if host.context_limit is None or host.context_limit.unit != unit:
+            continue
+        footer = _footer(host, sources, python, Path("/") / RUNTIME_DIR)
+        rooms.append((host.context_limit.limit, len(footer.encode()) if unit == "bytes" else len(footer)))
+    return min(rooms, key=lambda room: room[0] - room[1]) if rooms else None
+
+
 def _sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 

@@ -27,8 +27,10 @@ TURN_ID = "hermit-hostcheck-turn-1"
 PROMPT = "Fix the failing test in this repository and run the test suite."
 
 
-def check_hosts(adapter_dir: Path) -> list[Violation]:
-    """Deploy ADAPTER_DIR for every host and report what each host would not read or receive."""
+def check_hosts(adapter_dir: Path, run_host: str | None = None) -> list[Violation]:
+    """Deploy ADAPTER_DIR for every host and report what each host would not read or receive.
+    ``run_host`` (the run's ``host:``): what a host lacks by design (sub-agents) is said for it
+    alone, not for hosts the run never deploys to."""
     adapter_dir = Path(adapter_dir)
     violations: list[Violation] = []
     memory = memory_lines(adapter_dir / "MEMORY.md")
@@ -41,7 +43,7 @@ def check_hosts(adapter_dir: Path) -> list[Violation]:
                 violations.append(Violation(".", 1, "host-deploy", f"{host.name}: {exc.message}"))
                 continue
             violations += _context_size(host, dest, record)
-            if not host.layout.native_sub_agents:
+            if not host.layout.native_sub_agents and run_host in (None, host.name):
                 violations += _missing_sub_agents(host, adapter_dir)
             if not (adapter_dir / "middleware.py").is_file():
                 continue

@@ -42,8 +42,11 @@ def _template_for(directory: Path, repo: Repo | None, run: str | None, explicit:
 
 
 def run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run: str | None,
-              template: str | None, hosts: bool, manifest: Path | None = None) -> CheckReport:
-    report = _run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=hosts)
+              template: str | None, hosts: bool, manifest: Path | None = None,
+              run_host: str | None = None) -> CheckReport:
+    """``run_host``: the host the adapter deploys for (default: the run's ``host:``, when there is a run)."""
+    report = _run_check(repo=repo, rev=rev, directory=directory, run=run, template=template, hosts=hosts,
+                        run_host=run_host)
     if manifest is None:
         return report
     # an evolver that writes a change manifest (ahe's Evolve Agent) holds it to "one change, one set
@@ -59,23 +62,25 @@ def run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run
 
 
 def _run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run: str | None,
-               template: str | None, hosts: bool) -> CheckReport:
+               template: str | None, hosts: bool, run_host: str | None) -> CheckReport:
     if directory is not None:
         if not directory.is_dir():
             raise InputError(f"{directory} is not a directory", hint="pass the adapter's directory to --dir")
         tmpl = _template_for(directory, repo, run, template)
-        return CheckReport(str(directory), tmpl.id, tuple(check_adapter(directory, tmpl, hosts=hosts)))
+        return CheckReport(str(directory), tmpl.id,
+                           tuple(check_adapter(directory, tmpl, hosts=hosts, run_host=run_host)))
     if repo is None:
         raise InputError("not in a git repository and no --dir given", hint="pass --dir DIR")
     config = load_config(repo.work_tree, run)
     tmpl = load_template(template or config.template)
     if rev is None:
         path = repo.work_tree / config.adapter
-        return CheckReport(f"{config.adapter}/ (work tree)", tmpl.id, tuple(check_adapter(path, tmpl, hosts=hosts)))
+        return CheckReport(f"{config.adapter}/ (work tree)", tmpl.id,
+                           tuple(check_adapter(path, tmpl, hosts=hosts, run_host=run_host or config.host)))
     commit = repo.resolve_commit(rev)
     with tempfile.TemporaryDirectory(prefix="hermit-check-") as tmp:
         if repo.materialise(commit, config.adapter, Path(tmp)) == 0:
             raise InputError(f"{rev} has no {config.adapter}/ directory", hint="check the revision and the run")
-        found = check_adapter(Path(tmp), tmpl, hosts=hosts)
+        found = check_adapter(Path(tmp), tmpl, hosts=hosts, run_host=run_host or config.host)
     # Paths in the report are relative to the adapter; prefix them so they point into the repo.
     return CheckReport(f"{config.adapter}/ at {commit[:12]}", tmpl.id, tuple(found))

@@ -85,6 +85,8 @@ def _summary(repo: Repo, name: str, split: str) -> tuple[RunSummary, dict[str, f
 def compare_runs(repo: Repo, run_a: str, run_b: str, split: str = "test") -> CompareReport:
     if run_a == run_b:
         raise InputError("compare needs two different runs", hint="git hermit compare RUN_A RUN_B")
+    for name in (run_a, run_b):    # an unknown run is named before either run's scores are looked at
+        open_run(repo, name)
     a, rates_a = _summary(repo, run_a, split)
     b, rates_b = _summary(repo, run_b, split)
     if not set(rates_a) & set(rates_b):

@@ -16,7 +16,7 @@ import yaml
 
 from git_hermit.config import CONFIG_FILE
 from git_hermit.core.init import init_run
-from git_hermit.core.step import FinalizeOutcome, TrainOutcome, finalize, train
+from git_hermit.core.step import FinalizeOutcome, StepOutcome, TrainOutcome, finalize, train
 from git_hermit.demo.benchmark import TEMPLATE, write_benchmark
 from git_hermit.errors import InputError
 from git_hermit.hosts import registry
@@ -49,7 +49,9 @@ def _demo_config(text: str, blocks: dict[str, Any]) -> str:
 
 
 def run_demo(directory: Path, *, say: Callable[[str], None] = print,
-             on_progress: Callable[[Progress], None] | None = None) -> DemoOutcome:
+             on_progress: Callable[[Progress], None] | None = None,
+             on_step: Callable[[StepOutcome], None] | None = None) -> DemoOutcome:
+    """The demo repository made and trained; ``on_step`` hears each step's outcome as it ends."""
     start = time.monotonic()
     directory = directory.resolve()
     if directory.exists() and not directory.is_dir():
@@ -67,7 +69,7 @@ def run_demo(directory: Path, *, say: Callable[[str], None] = print,
     repo.git("commit", "-q", "-m", "demo benchmark: tasks, rows and the demo's hermit.yaml")
     say(f"demo repository: {directory} ({len(info.train_tasks)} training tasks x k=2, "
         f"{len(info.test_tasks)} held-out tasks)")
-    training = train(repo, DEMO_RUN, say=say, on_progress=on_progress)
+    training = train(repo, DEMO_RUN, say=say, on_progress=on_progress, on_step=on_step)
     final = finalize(repo, DEMO_RUN)
     return DemoOutcome(directory, training, final, time.monotonic() - start)
 

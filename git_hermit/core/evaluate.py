@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_evaluation_budget
+from git_hermit.core.failures import require_results
 from git_hermit.core.runs import RunContext, open_run, run_dir
 from git_hermit.core.scores_notes import add_spending, roles_of
 from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputError
@@ -95,7 +96,7 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None) -> Benchmark:
     """The tasks and the split's rows, parsed. ``k`` is resolved here and only here: the command's
     ``-k``, else ``evolver.params.k`` on the training split, else what the rows file holds."""
-    base_dir = config.path.parent if config.path else Path.cwd()
+    base_dir = config.base_dir or Path.cwd()
     if not config.tasks:
         raise ConfigError("hermit.yaml has no tasks: block", hint="e.g. tasks: {path: tasks.jsonl, id_field: id}")
     tasks = load_tasks(config.tasks, base_dir)
@@ -112,11 +113,23 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
     return bench
 
 
-def all_finished(config: RunConfig, bench: Benchmark, out_dirs: dict[str, Path]) -> bool:
+def all_finished(config: RunConfig, bench: Benchmark, out_dirs: dict[str, Path], *,
+                 keep_exceptions: bool = False) -> bool:
     """Whether every row of the split already has its result for each commit (→ its directory):
     then nothing runs, and nothing a rollout needs (a login, a binary) is asked for."""
-    return all(finished_result(job, out_dir) is not None
+    reuse = reuse_policy(config, keep_exceptions)
+    return all(finished_result(job, out_dir, reuse) is not None
                for commit, out_dir in out_dirs.items() for job in make_jobs(config, bench, commit))
+
+
+def reuse_policy(config: RunConfig, keep_exceptions: bool) -> Callable[[RolloutResult], bool]:
+    """Which stored results stand as their rows' results. An exception (no reward: a timeout, a
+    crash, a refused key) measured nothing, so it runs again, unless the command keeps them
+    (``--keep-exceptions``) or ``timeout_as: fail`` scores it (a timeout) as the fail it then is."""
+    if keep_exceptions:
+        return lambda result: True
+    how = config.timeout_as
+    return lambda result: scored(result, how).outcome != "exception"
 
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
@@ -138,10 +151,11 @@ def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJ
 
 def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_dir: Path, *,
               on_progress: Callable[[Progress], None] | None = None, step: int | None = None,
-              budget: Budget | None = None) -> EvalRun:
+              budget: Budget | None = None, keep_exceptions: bool = False) -> EvalRun:
     """Run (or resume) every row of the split on ``commit``; results under ``out_dir``, as they
     happened (a step passes its ``budget``, checked before each rollout starts). The results
-    handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike."""
+    handed back are scored: ``timeout_as`` is applied here, once, to fresh and reused rollouts alike.
+    A stored exception row runs again unless ``keep_exceptions``."""
     jobs = make_jobs(config, bench, commit)
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
@@ -149,7 +163,8 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     try:
         with open_executor(repo, config.executor, config.concurrency) as handle:
             results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
-                               before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available)
+                               before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available,
+                               reuse=reuse_policy(config, keep_exceptions))
     except (BudgetReached, KeyboardInterrupt) as stopped:
         if progress.done > progress.reused or progress.retried:
             # what finished is spent, and so is a rate-limited attempt re-queued: its ledger is
@@ -331,6 +346,16 @@ def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
     return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
 
 
+def training_rollouts(ctx: RunContext) -> tuple[Path, tuple[Path, ...]]:
+    """What a sandboxed learner session may read: the run's rollouts (its prompts name their
+    trajectories, one-file-per-step copies and hook audits), and within them the held-out
+    splits' directories, which it may not (a learner never sees the held-out tasks' traces)."""
+    evals = run_dir(ctx.repo, ctx.run) / "evals"
+    held_out = tuple(sorted(p for p in evals.iterdir() if p.is_dir() and not p.name.endswith("-train"))) \
+        if evals.is_dir() else ()
+    return evals, held_out
+
+
 def comparison_record(baseline_commit: str, comparison: stats.PairedComparison) -> BaselineCI:
     return BaselineCI(baseline=baseline_commit, delta=round(comparison.delta * 100, 3),
                     low=round(comparison.low * 100, 3), high=round(comparison.high * 100, 3))
@@ -347,28 +372,32 @@ def step_of(ctx: RunContext, commit: str) -> int:
 def rollout_commit(ctx: RunContext, rev: str | None, split: str, *, k: int | None = None,
                    only_tasks: list[str] | None = None,
                    on_progress: Callable[[Progress], None] | None = None, wait: bool = False,
-                   say: Callable[[str], None] | None = None) -> tuple[EvalRun, Scores]:
+                   say: Callable[[str], None] | None = None, keep_exceptions: bool = False
+                   ) -> tuple[EvalRun, Scores]:
     """`git hermit rollout`: run a split on REV (default: the run's tip) and note its scores.
 
     Under the run lock, like `step`: two processes never run (and bill) the same rows twice
-    nor both write the commit's scores note."""
+    nor both write the commit's scores note. Rows that are all exceptions are no score: nothing
+    is noted (RolloutsFailed)."""
     with RunLock(ctx.repo, ctx.run, "git hermit rollout", wait=wait, on_wait=say):
         return _rollout_locked(open_run(ctx.repo, ctx.run), rev, split, k=k, only_tasks=only_tasks,
-                               on_progress=on_progress)
+                               on_progress=on_progress, keep_exceptions=keep_exceptions)
 
 
 def _rollout_locked(ctx: RunContext, rev: str | None, split: str, *, k: int | None,
                     only_tasks: list[str] | None,
-                    on_progress: Callable[[Progress], None] | None) -> tuple[EvalRun, Scores]:
+                    on_progress: Callable[[Progress], None] | None, keep_exceptions: bool) -> tuple[EvalRun, Scores]:
     commit = ctx.repo.resolve_commit(rev) if rev else ctx.tip[1]
-    bench = _benchmark_after_preflight(ctx, split, k=k, only_tasks=only_tasks, commits=(commit,))
+    bench = _benchmark_after_preflight(ctx, split, k=k, only_tasks=only_tasks, commits=(commit,),
+                                       keep_exceptions=keep_exceptions)
     budget = open_evaluation_budget(ctx, f"the rollouts of {commit[:12]} on {split}")
     try:
         ev = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split), on_progress=on_progress,
-                       budget=budget)
+                       budget=budget, keep_exceptions=keep_exceptions)
     except BudgetReached as stopped:
         _note_partial(ctx, stopped)
         raise
+    require_results(ev.results, f"{commit[:12]} on {split}")
     scores = scores_record(ctx.run, step_of(ctx, commit), ev)
     write_scores(ctx.repo, scores, ev)
     return ev, scores
@@ -383,7 +412,7 @@ def _note_partial(ctx: RunContext, stopped: BudgetReached) -> None:
 
 
 def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, commits: tuple[str, ...],
-                               only_tasks: list[str] | None = None) -> Benchmark:
+                               only_tasks: list[str] | None = None, keep_exceptions: bool = False) -> Benchmark:
     """The split's benchmark, once the preflight found everything its rollouts need; when every
     row already has its result (a re-run, `train`'s held-out test of a finished run) nothing
     runs, so nothing is asked for. A benchmark that cannot be read goes to the preflight, which
@@ -392,7 +421,8 @@ def _benchmark_after_preflight(ctx: RunContext, split: str, *, k: int | None, co
         bench = load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
     except HermitError:
         bench = None
-    if bench is None or not all_finished(ctx.config, bench, {c: eval_dir(ctx, c, split) for c in commits}):
+    if bench is None or not all_finished(ctx.config, bench, {c: eval_dir(ctx, c, split) for c in commits},
+                                         keep_exceptions=keep_exceptions):
         preflight.require(ctx.config, splits=(split,), learners=False)
         check_budget_config(ctx.config)      # a USD budget over an unpriced model: refused, never unbounded
     return bench if bench is not None else load_benchmark(ctx.config, split, k=k, only_tasks=only_tasks)
@@ -407,20 +437,24 @@ class EvalReport:
 
 def eval_commits(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None = None,
                  on_progress: Callable[[str], Callable[[Progress], None]] | None = None, wait: bool = False,
-                 say: Callable[[str], None] | None = None) -> EvalReport:
+                 say: Callable[[str], None] | None = None, keep_exceptions: bool = False) -> EvalReport:
     """`git hermit eval`: pass@1/pass@k of REV on a split, vs a baseline with a paired bootstrap CI
-    (under the run lock, like `rollout`)."""
+    (under the run lock, like `rollout`). A commit whose rows are all exceptions is no score:
+    nothing is noted (RolloutsFailed)."""
     with RunLock(ctx.repo, ctx.run, "git hermit eval", wait=wait, on_wait=say):
-        return _eval_locked(open_run(ctx.repo, ctx.run), rev, baseline, split, k=k, on_progress=on_progress)
+        return _eval_locked(open_run(ctx.repo, ctx.run), rev, baseline, split, k=k, on_progress=on_progress,
+                            keep_exceptions=keep_exceptions)
 
 
 def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *, k: int | None,
-                 on_progress: Callable[[str], Callable[[Progress], None]] | None) -> EvalReport:
+                 on_progress: Callable[[str], Callable[[Progress], None]] | None,
+                 keep_exceptions: bool) -> EvalReport:
     runs: dict[str, EvalRun] = {}
     targets = [("candidate", ctx.repo.resolve_commit(rev))]
     if baseline:
         targets.append(("baseline", ctx.repo.resolve_commit(baseline)))
-    bench = _benchmark_after_preflight(ctx, split, k=k, commits=tuple(commit for _, commit in targets))
+    bench = _benchmark_after_preflight(ctx, split, k=k, commits=tuple(commit for _, commit in targets),
+                                       keep_exceptions=keep_exceptions)
     budget = open_evaluation_budget(ctx)
     with slots_kept():      # the baseline's rollouts reuse the candidate's directories
         for role, commit in targets:
@@ -429,12 +463,13 @@ def _eval_locked(ctx: RunContext, rev: str, baseline: str | None, split: str, *,
                 budget.what = f"the rollouts of {commit[:12]} on {split}"
             try:
                 runs[role] = run_split(ctx.repo, ctx.config, bench, commit, eval_dir(ctx, commit, split),
-                                       on_progress=callback, budget=budget)
+                                       on_progress=callback, budget=budget, keep_exceptions=keep_exceptions)
             except BudgetReached as stopped:
                 for finished in runs.values():
                     write_scores(ctx.repo, scores_record(ctx.run, step_of(ctx, finished.commit), finished), finished)
                 _note_partial(ctx, stopped)
                 raise
+            require_results(runs[role].results, f"{commit[:12]} on {split}")
     comparison = stats.compare(runs["baseline"].results, runs["candidate"].results) if baseline else None
     for role, commit in targets:
         ci = comparison_record(targets[1][1], comparison) if (role == "candidate" and comparison) else None

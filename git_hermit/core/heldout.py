@@ -46,13 +46,15 @@ def final_snapshot(ctx: RunContext) -> tuple[str, str]:
     return ctx.tip[1], f"tip, step {ctx.tip[0]}"
 
 
-def evaluate_final(ctx: RunContext, *, on_progress: Callable[[str], Callable[[Progress], None]] | None = None) -> HeldOut | None:
+def evaluate_final(ctx: RunContext, *, on_progress: Callable[[str], Callable[[Progress], None]] | None = None,
+                   keep_exceptions: bool = False) -> HeldOut | None:
     """None when the run has no test split."""
     if SPLIT not in ctx.config.splits():
         return None
     commit, label = final_snapshot(ctx)
     seed = ctx.steps[0][1]
-    report = eval_commits(ctx, commit, seed if seed != commit else None, SPLIT, on_progress=on_progress)
+    report = eval_commits(ctx, commit, seed if seed != commit else None, SPLIT, on_progress=on_progress,
+                          keep_exceptions=keep_exceptions)
     base = report.baseline.pass_at_1 if report.baseline is not None else report.candidate.pass_at_1
     reused = report.candidate.reused + (report.baseline.reused if report.baseline is not None else 0)
     return HeldOut(commit, label, seed, report.candidate.pass_at_1, base, report.comparison, reused)

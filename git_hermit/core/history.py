@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name
 from git_hermit.errors import GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
 if TYPE_CHECKING:   # the records module is imported where a record is made: a warm `log --json` makes none
-    from git_hermit.model.records import Analysis, Change, Manifest, Scores, VerdictNote
+    from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScore, VerdictNote
 from git_hermit.model.schema import fingerprint
 
 
@@ -138,6 +138,8 @@ class StepView:
     # what gives H_N's analysis note's data when first read (a kept `log --json` step reads none)
     make_analysis: Callable[[], dict[str, Any] | None] | None = field(default=None, compare=False, repr=False)
     disagreed: int = 0      # rows of the note's own split two machines ran with different outcomes
+    # the note's own split's exception rows by type (AgentTimeout: 2): rollouts that measured nothing
+    exceptions: dict[str, int] = field(default_factory=dict, compare=False)
 
     @cached_property
     def analysis_data(self) -> dict[str, Any] | None:
@@ -299,18 +301,18 @@ def _summary_format() -> str:
     """The summaries are Scores.to_dict(tasks=False), whose shape follows the scores schema: a changed
     schema or git-hermit version makes a new cache. (Named without importing the records module: a
     warm `log --json` makes no record.)"""
-    return "scores-summary/4:" + __version__ + ":" + fingerprint(_SCHEMAS["scores"])
+    return "scores-summary/5:" + __version__ + ":" + fingerprint(_SCHEMAS["scores"])
 
 
 def _summary_cache(repo: Repo) -> Any:
     return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
 
 
-def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None,
-                 bad_blobs: dict[str, str] | None = None) -> dict[str, tuple[dict[str, Any], Callable[[], Scores], int]]:
+def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = None, bad_blobs: dict[str, str] | None = None
+                 ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores], int, dict[str, int]]]:
     """Every scores note as (its summary data, what makes its record, how many of its own split's rows
-    two machines ran with different outcomes): the record's per-task outcomes read from git only when
-    asked for (TaskScores.deferred).
+    two machines ran with different outcomes, its exception rows by type): the record's per-task
+    outcomes read from git only when asked for (TaskScores.deferred).
 
     A note's blob id names its content, so a summary cached under it never goes stale; notes not in
     the cache yet are read, validated and summarised in one batch, and the cache rewritten.
@@ -337,7 +339,8 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
                                        else {},
                                        "disagreed": record.tasks.disagreements() if isinstance(record.tasks, TaskScores)
-                                       else sum(len(t.disagreed) for t in record.tasks.values())}
+                                       else sum(len(t.disagreed) for t in record.tasks.values()),
+                                       "exceptions": exception_types(record.tasks)}
         checked.save(path, format, {blob: cached[blob] for blob in entries.values() if blob in cached})
 
     def loader(blob: str) -> Callable[[], Any]:
@@ -359,7 +362,8 @@ def _read_scores(repo: Repo, bad: list[str], entries: dict[str, str] | None = No
     for commit, blob in entries.items():
         summary = cached.get(blob)
         if summary is not None:
-            out[commit] = (summary["data"], maker(summary, blob), int(summary.get("disagreed", 0)))
+            out[commit] = (summary["data"], maker(summary, blob), int(summary.get("disagreed", 0)),
+                           dict(summary.get("exceptions") or {}))
     return out
 
 
@@ -373,6 +377,20 @@ def check_note_blobs(repo: Repo, tips: dict[str, str]) -> tuple[set[str], dict[s
     _read_scores(repo, bad, notes.entries["scores"], problems)
     checked = {blob for kind in (*_CHECKED_KINDS, "scores") for blob in notes.entries[kind].values()}
     return checked - set(problems), problems
+
+
+def exception_types(tasks: Mapping[str, TaskScore]) -> dict[str, int]:
+    """A split's exception attempts by type (``Exception`` when a note names none)."""
+    from git_hermit.model.records import TaskScores
+    if isinstance(tasks, TaskScores):
+        return tasks.exception_types()
+    found: dict[str, int] = {}
+    for score in tasks.values():
+        for attempt in score.attempts:
+            if attempt.outcome == "exception":
+                name = attempt.exception_type or "Exception"
+                found[name] = found.get(name, 0) + 1
+    return dict(sorted(found.items()))
 
 
 def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | None]:
@@ -439,12 +457,12 @@ def load_history(ctx: RunContext) -> RunHistory:
             lines_removed_by=removed, make_changes=changes))
     views = []
     for n, sha in ctx.steps:
-        data, make, disagreed = scores.get(sha) or (None, None, 0)
+        data, make, disagreed, exceptions = scores.get(sha) or (None, None, 0, {})
         anchor = _analysis_anchor(sha, by_step.get(n, ()), blobs["analysis"])
         views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis_commit=anchor,
                               make_analysis=_analysis_of(notes, anchor) if anchor else None,
                               bad_notes=tuple(bad) if n == ctx.tip[0] else (), scores_data=data, make_scores=make,
-                              disagreed=disagreed))
+                              disagreed=disagreed, exceptions=exceptions))
     return RunHistory(run=ctx.run, steps=tuple(views), best=ctx.read_ref(best_tag(ctx.run)),
                       final=ctx.read_ref(final_tag(ctx.run)), extra={"evolver": ctx.config.evolver_name},
                       blobs=blobs)

@@ -34,6 +34,7 @@ class InitResult:
     files: tuple[str, ...]
     branch: str | None          # the user's branch that received the seed commit, if any
     workflow: str | None = None # the GitHub Actions workflow written (--github)
+    detached: bool = False      # HEAD was detached: it moved to the seed commit itself, no branch did
 
 
 def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = None,
@@ -100,6 +101,8 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
         updates = [RefUpdate(step_ref(run, 0), commit, ZERO_SHA)]
         if branch:
             updates.append(RefUpdate(f"refs/heads/{branch}", commit, head or ZERO_SHA))
+        elif head:   # a detached HEAD moves to the seed commit, so the files written below are its, not untracked
+            updates.append(RefUpdate("HEAD", commit, head))
         # Files first (a failure here leaves no refs); then the refs in one transaction.
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = Path(tmp) / "staged"
@@ -117,13 +120,13 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
             (repo.work_tree / GITATTRIBUTES).write_text(attributes)
             stage_attributes = True
         repo.update_refs(updates, message=f"git hermit init {run}")
-    if branch:
+    if branch or head:
         repo.git("add", "--", config_rel, adapter_rel, *extra, *([GITATTRIBUTES] if stage_attributes else []))
     configure_notes_rewrite(repo)
     repo.info_exclude_add("/.hermit/")
     return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
                       adapter_dir=adapter_rel, files=tuple(written), branch=branch,
-                      workflow=WORKFLOW_PATH if workflow is not None else None)
+                      workflow=WORKFLOW_PATH if workflow is not None else None, detached=branch is None and bool(head))
 
 
 GITATTRIBUTES = ".gitattributes"

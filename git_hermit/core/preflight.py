@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from git_hermit.config import RunConfig
+from git_hermit.config import CONFIG_FILE, RunConfig
 from git_hermit.errors import AgentError, ConfigError, HermitError, InputError
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import Host
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from git_hermit.gitio import Repo
 
 ONE_SHOT = {"llm": "openai", "openai": "openai", "anthropic": "anthropic"}
+RELATIVE = "a config's paths are relative to the repository's root, hermit/<run>.yaml's too"
 # Kinds in the order that picks the error's exit code: the most specific problem wins.
 KINDS = {"binary": AgentError, "input": InputError, "config": ConfigError}
 
@@ -64,7 +65,7 @@ class PreflightReport:
 def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True,
               cwd: Path | None = None) -> PreflightReport:
     """Every problem that would stop a command using ``splits`` (and the learners) midway."""
-    base_dir = config.path.parent if config.path else (cwd or Path.cwd())
+    base_dir = config.base_dir or cwd or Path.cwd()
     problems: list[Problem] = []
     problems += _paths(config, base_dir, list(splits))
     problems += _step_size(config, base_dir)
@@ -132,11 +133,14 @@ def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem
                                 "config"))
     elif "harbor" in tasks:
         if not (base_dir / str(tasks["harbor"])).is_dir():
-            problems.append(Problem(f"Harbor task directory {tasks['harbor']} not found", "tasks.harbor",
-                                    "give the directory holding one sub-directory per task", "input"))
+            problems.append(Problem(f"Harbor task directory {tasks['harbor']} not found at {base_dir / str(tasks['harbor'])}",
+                                    _setting(config, "tasks.harbor"),
+                                    f"give the directory holding one sub-directory per task ({RELATIVE})", "input"))
     elif "path" in tasks and not (base_dir / str(tasks["path"])).is_file():
-        problems.append(Problem(f"tasks file {tasks['path']} not found", "tasks.path",
-                                "create it (one JSON object per line: id, prompt, answer) or fix tasks.path", "input"))
+        problems.append(Problem(f"tasks file {tasks['path']} not found at {base_dir / str(tasks['path'])}",
+                                _setting(config, "tasks.path"),
+                                f"create it (one JSON object per line: id, prompt, answer) or fix tasks.path ({RELATIVE})",
+                                "input"))
     for split in dict.fromkeys(splits):
         rows = config.split_path(split)
         if rows is None:
@@ -144,9 +148,14 @@ def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem
                                     f"add data: {{{split}: rows/{split}.txt}} (splits here: "
                                     f"{', '.join(config.splits()) or 'none'})", "config"))
         elif not (base_dir / rows).is_file():
-            problems.append(Problem(f"rows file {rows} not found", f"data.{split}",
-                                    "write one <task>#<attempt> per line, or fix the path", "input"))
+            problems.append(Problem(f"rows file {rows} not found at {base_dir / rows}", _setting(config, f"data.{split}"),
+                                    f"write one <task>#<attempt> per line, or fix the path ({RELATIVE})", "input"))
     return problems
+
+
+def _setting(config: RunConfig, key: str) -> str:
+    """The key, and the config file that sets it when that is not the root hermit.yaml."""
+    return key if config.source == CONFIG_FILE else f"{config.source}: {key}"
 
 
 def _step_size(config: RunConfig, base_dir: Path) -> list[Problem]:

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from git_hermit.config import RunConfig, load_config
-from git_hermit.errors import ConfigMissing, GitStateError, InputError
+from git_hermit.config import CONFIG_FILE, RUNS_DIR, RunConfig, load_config, parse_config
+from git_hermit.errors import ConfigError, ConfigMissing, GitStateError, InputError
 from git_hermit.gitio import Repo
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -140,7 +140,8 @@ def open_run(repo: Repo, run: str | None = None, with_refs: bool = False) -> Run
     ``with_refs``: the notes refs, the run's tags and its records refs are listed in the same git process
     as its step branches and kept in ``refs`` (for a command that reads them right after and writes nothing)."""
     try:
-        config = load_config(repo.work_tree, run, cache_dir=repo.common_dir / "hermit" / "cache")
+        config = (committed_config(repo, run) if repo.bare
+                  else load_config(repo.work_tree, run, cache_dir=repo.common_dir / "hermit" / "cache"))
     except ConfigMissing as missing:
         raise _config_elsewhere(repo, run, missing) from None
     refs = None
@@ -152,6 +153,43 @@ def open_run(repo: Repo, run: str | None = None, with_refs: bool = False) -> Run
         raise GitStateError(f"run {config.run!r} has no step branches (refs/heads/hermit/{config.run}/step-0000)",
                             hint="run `git hermit init` to create the seed, or fetch the run's branches")
     return RunContext(repo=repo, config=config, steps=tuple(steps), refs=refs)
+
+
+def committed_config(repo: Repo, run: str | None) -> RunConfig:
+    """A bare repository's run config, as committed (it has no work tree to read one from): HEAD's
+    ``hermit.yaml`` and ``hermit/*.yaml``, then each run's seed commit (``step-0000`` holds the
+    config its `init` wrote). As in a work tree, the root ``hermit.yaml``'s run is the default."""
+    found: dict[str, RunConfig] = {}
+    default = None
+    head = repo.rev_parse("HEAD")
+    candidates: list[tuple[str, str]] = []
+    if head:
+        candidates.append((head, CONFIG_FILE))
+        candidates += [(head, f"{RUNS_DIR}/{name}") for name in sorted(repo.ls_tree(head, RUNS_DIR))
+                       if name.endswith(".yaml") and "/" not in name]
+    for name in list_runs(repo):
+        seed = repo.read_ref(step_ref(name, 0))
+        if seed:
+            candidates += [(seed, CONFIG_FILE), (seed, f"{RUNS_DIR}/{name}.yaml")]
+    for commit, path in candidates:
+        blob = repo.read_blob(commit, path)
+        if blob is None:
+            continue
+        config = parse_config(blob.decode("utf-8", "replace"), source=f"{path} at {commit[:12]}")
+        if commit == head and path == CONFIG_FILE:
+            default = config.run
+        found.setdefault(config.run, config)
+    if not found:
+        raise ConfigError("this bare repository has no committed hermit.yaml (on HEAD or a run's step-0000)",
+                          hint="push the branch that holds the run's hermit.yaml, or `git hermit push` the run")
+    if run is not None:
+        if run not in found:
+            raise ConfigError(f"no run named {run!r} (runs here: {', '.join(sorted(found))})", hint="check --run")
+        return found[run]
+    if default is None and len(found) > 1:
+        raise ConfigError(f"this repository has several runs ({', '.join(sorted(found))})",
+                          hint="choose one with --run NAME")
+    return found[default] if default is not None else next(iter(found.values()))
 
 
 def parse_step_name(text: str) -> int | None:

@@ -20,7 +20,8 @@ from git_hermit.core import preflight
 from git_hermit.core.budget import carried_over, check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
 from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text,
-                                     read_scores, run_split, scores_record)
+                                     read_scores, run_split, scores_record, training_rollouts)
+from git_hermit.core.failures import check_exception_rate
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.records import (FINAL_FILE, RunRecords, StepRecord, StepRecords, add_file, missing_records,
                                      pending_ref, publish_pending, records_ref, restore_pending, rollout_parts)
@@ -67,6 +68,7 @@ class StepOutcome:
     best: bool = False
     run: str = ""
     compared_to: int | None = None  # the comparison's baseline is H_<compared_to>
+    empty: bool = False             # H_N is the step's one empty commit ("no adapter changes")
 
 
 def make_evolver(name: str) -> Evolver:
@@ -148,6 +150,9 @@ def _learner_factory(ctx: RunContext) -> Callable[[str], Learner]:
             # seed 000: the learners' sandbox, hosted web search set explicitly, hidden paths
             learner.sandbox = spec_from_config(ctx.config.sandbox, backend=learner.backend,
                                                provider=learner.cfg.get("provider"))
+            if learner.sandbox is not None:      # the traces its prompt names, read-only
+                readable, held_out = training_rollouts(ctx)
+                learner.sandbox = learner.sandbox.with_readable(readable, hidden=held_out)
             learner.cfg["web_search"] = bool(params.get("web_search", False))
             learner.hide = tuple(params.get("hide") or ())
         return learner
@@ -165,7 +170,8 @@ def _materialise(repo: Repo, commit: str, adapter: str, dest: Path) -> None:
 
 
 def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] = print,
-             on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> StepOutcome:
+             on_progress: Callable[[Progress], None] | None = None, wait: bool = False,
+             keep_exceptions: bool = False) -> StepOutcome:
     ctx = open_run(repo, run)
     _refuse_if_stopped(repo, ctx)            # a finished run says so, whatever this machine lacks
     preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
@@ -175,7 +181,7 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed
         _check_publishable(repo, ctx.run)
         clean_stale()                        # workspaces and login copies of a killed run
-        return _step_locked(repo, ctx, say=say, on_progress=on_progress)
+        return _step_locked(repo, ctx, say=say, on_progress=on_progress, keep_exceptions=keep_exceptions)
 
 
 def _require_history(repo: Repo, ctx: RunContext) -> None:
@@ -220,7 +226,7 @@ def _check_publishable(repo: Repo, run: str) -> None:
 
 
 def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
-                 on_progress: Callable[[Progress], None] | None) -> StepOutcome:
+                 on_progress: Callable[[Progress], None] | None, keep_exceptions: bool = False) -> StepOutcome:
     config = ctx.config
     n, evaluated = ctx.tip[0] + 1, ctx.tip[1]
     evolver = make_evolver(config.evolver_name)
@@ -246,7 +252,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         say(f"step {n}: {restored} finished rollout(s) taken from {pending_ref(ctx.run)} (run elsewhere)")
     budget = open_budget(ctx, n)             # the run's cap and its ledger so far (core/budget.py)
     try:
-        ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget)
+        ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget,
+                       keep_exceptions=keep_exceptions)
     except BudgetReached as stopped:
         partial = stopped.partial if isinstance(stopped.partial, EvalRun) else None
         if partial is not None:
@@ -256,6 +263,9 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     # the rollout phase is over: its results are published now, so a restart in a fresh checkout of a
     # remote this is pushed to (`git hermit push` may run mid-step) re-runs none of them
     _publish_rollouts(repo, ctx, n, evaluated, rollouts_home, ev)
+    # rollouts that mostly measured nothing (timeouts, crashes, a refused key) teach nothing: the
+    # step stops here, its finished rollouts kept, and its exception rows run again next time
+    check_exception_rate(ev.results, config.max_exception_rate, step=n, evaluated=f"H_{n - 1}")
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
     if history:
@@ -304,7 +314,8 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         revert_files=_revert_files(repo, config.adapter),
         adapter_files=lambda under="", commit=None: _adapter_files(repo, commit or evaluated, config.adapter, under),
         materialise=lambda dest, commit=None: _materialise(repo, commit or evaluated, config.adapter, dest),
-        check=lambda directory: [v for v in check_adapter(directory, template, hosts=True) if v.severity == "error"],
+        check=lambda directory: [v for v in check_adapter(directory, template, hosts=True, run_host=config.host)
+                                 if v.severity == "error"],
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
                                                        directory=directory),
         say=say, prev_rollbacks=prev_rollbacks,
@@ -457,6 +468,7 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: S
     rollbacks = sum(1 for c in result.commits if c.reverts)
     return StepOutcome(step=n, evaluated=evaluated, pass_at_1=scores.pass_at_1,
                        tip=None if result.stop else tip, commits=len(result.commits), stop=result.stop,
+                       empty=result.stop is None and not result.commits,
                        rejected=tuple(result.rejected), comparison=comparison,
                        verdicts={v.change_id: v.verdict for v in result.verdicts.values()},
                        rollbacks=rollbacks, best=result.best, run=ctx.run)
@@ -481,32 +493,39 @@ class TrainOutcome:
 
 
 def train(repo: Repo, run: str | None = None, *, epochs: int | None = None, say: Callable[[str], None] = print,
-          on_progress: Callable[[Progress], None] | None = None, wait: bool = False) -> TrainOutcome:
+          on_progress: Callable[[Progress], None] | None = None, wait: bool = False,
+          keep_exceptions: bool = False, on_step: Callable[[StepOutcome], None] | None = None) -> TrainOutcome:
     """Run steps until ``epochs`` steps exist, the target stops training, or Ctrl-C.
 
     A streaming evolver (``step_limit``) runs its stream once instead: every window when its
     limit is None, whatever ``trainer.epochs`` says (it bounds the other evolvers); ``--epochs`` still caps.
+    ``on_step`` hears each step's outcome as the step ends (a train of hours shows its verdicts,
+    rollbacks and commits as they happen, not at its end).
     """
     ctx = open_run(repo, run)
     limit, unit = _step_limit(ctx, epochs)
     done: list[StepOutcome] = []
     with slots_kept():      # each step's rollouts reuse the last step's directories
-        return _train_steps(repo, ctx, limit, unit, done, say=say, on_progress=on_progress, wait=wait)
+        return _train_steps(repo, ctx, limit, unit, done, say=say, on_progress=on_progress, wait=wait,
+                            keep_exceptions=keep_exceptions, on_step=on_step)
 
 
 def _train_steps(repo: Repo, ctx: RunContext, limit: int | None, unit: str, done: list[StepOutcome], *,
                  say: Callable[[str], None], on_progress: Callable[[Progress], None] | None,
-                 wait: bool) -> TrainOutcome:
+                 wait: bool, keep_exceptions: bool, on_step: Callable[[StepOutcome], None] | None) -> TrainOutcome:
     while True:
         ctx = open_run(repo, ctx.run)
         if limit is not None and ctx.tip[0] >= limit:
             return TrainOutcome(tuple(done), f"{limit} step(s) done ({unit})")
         try:
-            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress, wait=wait)
+            outcome = run_step(repo, ctx.run, say=say, on_progress=on_progress, wait=wait,
+                               keep_exceptions=keep_exceptions)
         except RunFinished as finished:
             return TrainOutcome(tuple(done), f"run {ctx.run!r} is finished: {finished.reason}" if not done
                                 else finished.reason)
         done.append(outcome)
+        if on_step is not None:
+            on_step(outcome)
         if outcome.stop:
             return TrainOutcome(tuple(done), outcome.stop)
 

@@ -1,12 +1,16 @@
 """`git hermit trace`: what each session file holds, read by the trajectory readers in one
 streaming pass — format and version, steps, tool calls, failures, tokens, cost (when
-hermit.yaml has ``prices``), and the tokens of a Claude session's sub-agents beside it.
+hermit.yaml has ``prices``), the final answer, and a session's sub-agent files beside it (and
+a sub-agent's parent session): Claude Code's ``<session>/subagents/agent-*.jsonl``, Codex's
+rollouts whose ``session_meta`` names this thread as their parent.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Mapping
 
@@ -15,6 +19,7 @@ from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.ledger import Price, load_prices, price_usage
 from git_hermit.rollouts.trajectories import TrajectorySummary, detect_format, summarize
+from git_hermit.rollouts.trajectories.codex import parent_thread
 
 def families() -> dict[str, tuple[str, ...]]:
     """--format names a host (its family); the file's own shape picks the variant (stream or
@@ -42,6 +47,7 @@ class TraceReport:
     cost_source: str | None              # "prices" (hermit.yaml), "file" (the host's own), None
     subagents: tuple[SubagentTrace, ...] = ()
     error: HermitError | None = None
+    parent: str | None = None            # a sub-agent's file: the session file that spawned it
 
     @property
     def usage_with_subagents(self) -> Usage | None:
@@ -87,8 +93,13 @@ def trace_files(paths: list[Path], family: str | None = None,
 def _trace(path: Path, family: str | None, prices: Mapping[str, Price]) -> TraceReport:
     summary = summarize(path, _format_for(path, family))
     usage, source = _priced(summary, prices)
-    subagents = _subagents(path, summary) if summary.format == "claude-session" else ()
-    return TraceReport(str(path), summary, usage, source, subagents)
+    subagents: tuple[SubagentTrace, ...] = ()
+    parent: Path | None = None
+    if summary.format == "claude-session":
+        subagents, parent = _subagents(path, summary), _claude_parent(path, summary)
+    elif summary.format == "codex-rollout":
+        subagents, parent = _codex_subagents(path, summary), _codex_parent(path, summary)
+    return TraceReport(str(path), summary, usage, source, subagents, parent=str(parent) if parent else None)
 
 
 def _format_for(path: Path, family: str | None) -> str | None:
@@ -126,14 +137,85 @@ def _subagents(path: Path, summary: TrajectorySummary) -> tuple[SubagentTrace, .
     if summary.session_id:
         found += [p for p in sorted(path.parent.glob("agent-*.jsonl"))
                   if _first_session_id(p) == summary.session_id]
+    return _sub_traces(found, "claude-session")
+
+
+def _sub_traces(found: list[Path], fmt: str) -> tuple[SubagentTrace, ...]:
     traces = []
     for sub in found:
         try:
-            sub_summary = summarize(sub, "claude-session")
+            sub_summary = summarize(sub, fmt)
         except HermitError:
             continue
         traces.append(SubagentTrace(str(sub), sub_summary.steps, sub_summary.tool_calls, sub_summary.usage))
     return tuple(traces)
+
+
+def _claude_parent(path: Path, summary: TrajectorySummary) -> Path | None:
+    """A sub-agent transcript's session file: ``<session>.jsonl`` beside the ``<session>/``
+    folder whose ``subagents/`` holds it, else (older flat files) ``<sessionId>.jsonl``."""
+    if not path.name.startswith("agent-"):
+        return None
+    for folder in path.parents:
+        if folder.name == "subagents":
+            session = folder.parent.with_name(folder.parent.name + ".jsonl")
+            return session if session.is_file() else None
+    flat = path.with_name(f"{summary.session_id}.jsonl") if summary.session_id else None
+    return flat if flat is not None and flat.is_file() and flat != path else None
+
+
+_DAY_DIR = re.compile(r"\d{4}/\d{2}/\d{2}$")
+
+
+def _session_dirs(path: Path, *days: int) -> list[Path]:
+    """Where a rollout's relatives are: its own folder and, when the folder is Codex's
+    ``sessions/YYYY/MM/DD``, the folders ``days`` away (a child spawned past midnight)."""
+    folders = [path.parent]
+    if not _DAY_DIR.search(path.parent.as_posix()):
+        return folders
+    sessions = path.parent.parent.parent.parent
+    try:
+        day = date(int(path.parent.parent.parent.name), int(path.parent.parent.name), int(path.parent.name))
+    except ValueError:
+        return folders
+    for offset in days:
+        other = day + timedelta(days=offset)
+        folder = sessions / f"{other:%Y}" / f"{other:%m}" / f"{other:%d}"
+        if folder.is_dir():
+            folders.append(folder)
+    return folders
+
+
+def _codex_subagents(path: Path, summary: TrajectorySummary) -> tuple[SubagentTrace, ...]:
+    """Rollouts beside this one whose session_meta names this thread as their parent."""
+    if not summary.session_id:
+        return ()
+    found = [candidate for folder in _session_dirs(path, 1) for candidate in sorted(folder.glob("rollout-*.jsonl"))
+             if candidate != path and _rollout_parent(candidate) == summary.session_id]
+    return _sub_traces(found, "codex-rollout")
+
+
+def _codex_parent(path: Path, summary: TrajectorySummary) -> Path | None:
+    """A sub-agent rollout's parent: the rollout file named after the parent thread's id."""
+    if not summary.parent_session_id:
+        return None
+    for folder in _session_dirs(path, -1):
+        for candidate in sorted(folder.glob(f"rollout-*-{summary.parent_session_id}.jsonl")):
+            return candidate
+    return None
+
+
+def _rollout_parent(path: Path) -> str | None:
+    """The parent thread a rollout's first line (its session_meta) names, read alone."""
+    with open(path, "rb") as lines:
+        first = lines.readline(1 << 24)
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("type") != "session_meta" or not isinstance(record.get("payload"), dict):
+        return None
+    return parent_thread(record["payload"])
 
 
 def _first_session_id(path: Path) -> str | None:

@@ -31,26 +31,33 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class GitDir:
-    """A non-bare repository's directories and its git processes; ``Repo`` builds on it."""
+    """A repository's directories and its git processes; ``Repo`` builds on it. A bare one (``bare``,
+    opened only by ``discover(bare_ok=True)``, for the commands that only read) has no work tree:
+    ``work_tree`` is then its git directory, where its processes run."""
 
-    def __init__(self, work_tree: Path, git_dir: Path, common_dir: Path, object_format: str = "sha1"):
+    def __init__(self, work_tree: Path, git_dir: Path, common_dir: Path, object_format: str = "sha1",
+                 bare: bool = False):
         self.work_tree = work_tree
         self.git_dir = git_dir
         self.common_dir = common_dir
         self.object_format = object_format
+        self.bare = bare
         self._hash_len = 32 if object_format == "sha256" else 20
         # Absolute GIT_DIR / GIT_WORK_TREE: every git process sees this repository whatever
         # the caller's cwd or a relative GIT_DIR in the environment said.
         self._env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree),
                      "GIT_TERMINAL_PROMPT": "0"}
+        if bare:                  # (and whatever the caller's environment said)
+            self._env.pop("GIT_WORK_TREE")
         self._env.pop("GIT_PREFIX", None)
         self._batch = BatchReader(work_tree, self._env)
         self._objects_dir: str | None = None      # absolute objects directory, once asked
 
     # ----------------------------------------------------------------------------- discovery
     @classmethod
-    def discover(cls, start: Path | None = None) -> Self:
-        """The repository containing ``start`` (default: cwd), honouring GIT_DIR / GIT_WORK_TREE."""
+    def discover(cls, start: Path | None = None, *, bare_ok: bool = False) -> Self:
+        """The repository containing ``start`` (default: cwd), honouring GIT_DIR / GIT_WORK_TREE;
+        a bare repository only with ``bare_ok`` (a command that reads refs and notes only)."""
         start = Path(start or Path.cwd()).resolve()
         env = dict(os.environ)
         for var in ("GIT_DIR", "GIT_WORK_TREE"):
@@ -68,6 +75,12 @@ class GitDir:
         if proc.returncode == 0 and len(lines) == 4:
             git_dir, common_dir, object_format, top = lines
             return cls(Path(top), Path(git_dir), Path(common_dir), object_format)
+        if bare_ok:
+            bare = run_git(["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-dir",
+                            "--git-common-dir", "--show-object-format"], cwd=start, env=env)
+            found = bare.stdout.decode("utf-8", "surrogateescape").splitlines()
+            if bare.returncode == 0 and len(found) == 4 and found[0] == "true":
+                return cls(Path(found[1]), Path(found[1]), Path(found[2]), found[3], bare=True)
         cls._refuse(start, env, proc.stderr)
         raise AssertionError("unreachable")
 

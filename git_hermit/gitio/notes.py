@@ -34,8 +34,12 @@ _LOCK_WAIT_S = 30.0
 
 
 # Shown under each commit by plain `git log`: a change's declaration and its verdict are short and
-# are what a reviewer asks; scores (per-task outcomes) and analysis (long overviews) are not.
-DISPLAY_REFS = ("refs/notes/hermit/manifest", "refs/notes/hermit/verdicts")
+# are what a reviewer asks; scores (per-task outcomes) and analysis (long overviews) are not. Each
+# is a glob matching exactly its ref: git warns on every `git show` about a displayRef named outright
+# that does not exist (right after `init`, and always in runs whose evolver writes no such note),
+# and says nothing about a glob that matches nothing yet.
+DISPLAY_REFS = ("refs/notes/hermit/manifes[t]", "refs/notes/hermit/verdict[s]")
+_OLD_DISPLAY_REFS = ("refs/notes/hermit/manifest", "refs/notes/hermit/verdicts")   # what earlier versions set
 
 
 def configure_notes_rewrite(repo: Repo) -> None:
@@ -61,6 +65,9 @@ def configure_notes_rewrite(repo: Repo) -> None:
     if "notes.rewritemode" not in settings:
         repo.config_set("notes.rewriteMode", "overwrite")
     shown = set(settings.get("notes.displayref", []))
+    for old in _OLD_DISPLAY_REFS:
+        if old in shown:
+            repo.git("config", "--fixed-value", "--unset-all", "notes.displayRef", old)
     for ref in DISPLAY_REFS:
         if ref not in shown:
             repo.config_add("notes.displayRef", ref)

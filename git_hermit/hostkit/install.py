@@ -37,6 +37,15 @@ def _installed_version(prefix: Path, package: str) -> str:
         return ""
 
 
+def npm_failure(output: str) -> str:
+    """What npm said went wrong: its ``npm error`` lines (``npm ERR!`` before npm 9), never the
+    ``npm notice`` lines it prints last (a new npm version is out), which are not the cause."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("npm error", "npm ERR!"))]
+    said = errors or [line for line in lines if not line.startswith(("npm notice", "npm warn", "npm WARN"))] or lines
+    return " / ".join(said)[-300:] or "no message"
+
+
 def install_hosts(hosts: list[str] | None = None, *, say: Callable[[str], None] = print) -> list[Installed]:
     """Install each host's pinned package (every registered host by default); return what is there now."""
     pinned = registry.pinned_packages()
@@ -62,9 +71,9 @@ def install_hosts(hosts: list[str] | None = None, *, say: Callable[[str], None] 
             # Claude Code declares engines.node >= 22 but runs on Node 20; Pi's skipped install
             # scripts (koffi, protobufjs) are not needed to run it.
             proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                                   "--loglevel=error", spec], capture_output=True, text=True)
+                                   "--no-update-notifier", "--loglevel=error", spec], capture_output=True, text=True)
             if proc.returncode != 0:
-                raise AgentError(f"npm could not install {spec}: {(proc.stderr or proc.stdout).strip()[-300:]}",
+                raise AgentError(f"npm could not install {spec}: {npm_failure(proc.stderr or proc.stdout)}",
                                  hint="check npm's access to its registry, then rerun `git hermit hosts install`")
             got = _installed_version(prefix, package)
             if got != version:

@@ -1,7 +1,8 @@
 """Find an installed host CLI by its executable name, and its version.
 
-Order: ``$GIT_HERMIT_HOSTS_DIR/node/node_modules/.bin``, the default cache dir of the
-*real* user (tests replace HOME, so it is computed from the password database), then PATH.
+Order: ``$GIT_HERMIT_HOSTS_DIR/node/node_modules/.bin``, ``$HOME/.cache/git-hermit/hosts`` (where
+`hosts install` puts them), the same folder in the account's own home from the password database
+(CLIs installed before HOME was replaced, e.g. by a test or a sandbox, are still found), then PATH.
 Which binary a host has is its host module's business (registry.find_host_cli).
 """
 
@@ -16,15 +17,23 @@ from pathlib import Path
 
 
 def default_hosts_dir() -> Path:
-    """``~/.cache/git-hermit/hosts`` of the user running the process (not $HOME)."""
+    """``~/.cache/git-hermit/hosts``, ``~`` being $HOME: where `hosts install` puts the CLIs."""
+    return Path(os.path.expanduser("~")) / ".cache" / "git-hermit" / "hosts"
+
+
+def account_hosts_dir() -> Path:
+    """The same folder in the account's home as the password database has it (whatever $HOME is)."""
     return Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "git-hermit" / "hosts"
 
 
 def hosts_dirs() -> list[Path]:
+    """Where the host CLIs are looked for, in order; the first is where `hosts install` writes."""
     dirs = []
     if os.environ.get("GIT_HERMIT_HOSTS_DIR"):
         dirs.append(Path(os.environ["GIT_HERMIT_HOSTS_DIR"]))
     dirs.append(default_hosts_dir())
+    if account_hosts_dir() not in dirs:
+        dirs.append(account_hosts_dir())
     return dirs
 
 

@@ -270,6 +270,12 @@ class TaskScores(Mapping[str, TaskScore]):
             self._outcomes = counts
         return dict(self._outcomes)
 
+    def exception_types(self) -> dict[str, int]:
+        """The exception attempts by type, ``Exception`` when unnamed (read without making the records)."""
+        found: Counter[str] = Counter(a.get("exception_type") or "Exception" for data in self._entries().values()
+                                      for a in data["attempts"] if a["outcome"] == "exception")
+        return dict(sorted(found.items()))
+
     def disagreements(self) -> int:
         """How many rows two machines ran with different outcomes (read without making the records)."""
         return sum(len(data.get("disagreed") or ()) for data in self._entries().values())

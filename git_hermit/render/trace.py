@@ -1,5 +1,7 @@
 """Text and JSON views of `git hermit trace`: a short block per session file, or one JSON
-object per file (usage fields null when the file records no usage)."""
+object per file (usage fields null when the file records no usage). The final answer is the
+file's own text: clipped to its first ``FINAL_ANSWER_CHARS`` characters in JSON, to one line
+with control characters replaced in the text view."""
 
 from __future__ import annotations
 
@@ -7,6 +9,19 @@ from typing import Any
 
 from git_hermit.core.trace import TraceReport
 from git_hermit.model.rollout import Usage
+
+
+# enough for a verdict or a short report, small enough for a line per file in `--json`
+FINAL_ANSWER_CHARS = 1000
+_GIST_CHARS = 120
+
+
+def _answer_gist(text: str) -> str:
+    """One terminal-safe line: whitespace folded, control characters (escape sequences) shown
+    as "?", clipped."""
+    flat = " ".join(text.split())
+    flat = "".join(ch if ch.isprintable() else "?" for ch in flat)
+    return flat if len(flat) <= _GIST_CHARS else flat[: _GIST_CHARS - 1] + "…"
 
 
 def _usage_json(usage: Usage | None) -> dict[str, Any]:
@@ -25,7 +40,8 @@ def trace_json(report: TraceReport) -> dict[str, Any]:
                 "usage": _usage_json(None), "usage_known": False, "cost_usd": None, "cost_source": None,
                 "model": None, "session_id": None, "truncated": None, "malformed_lines": None,
                 "warnings": [], "errors": [error.message if error else "unreadable"],
-                "hint": error.hint if error else None, "subagents": []}
+                "hint": error.hint if error else None, "subagents": [], "parent": None,
+                "final_answer": None, "final_answer_chars": None}
     summary = report.summary
     data: dict[str, Any] = {
         "path": report.path, "format": summary.format, "version": summary.version,
@@ -40,6 +56,9 @@ def trace_json(report: TraceReport) -> dict[str, Any]:
         "warnings": list(summary.warnings), "errors": list(summary.errors),
         "subagents": [{"path": s.path, "steps": s.steps, "tool_calls": s.tool_calls, "usage": _usage_json(s.usage)}
                       for s in report.subagents],
+        "parent": report.parent,
+        "final_answer": summary.final_answer[:FINAL_ANSWER_CHARS] if summary.final_answer else None,
+        "final_answer_chars": len(summary.final_answer) if summary.final_answer else None,
     }
     with_subagents = report.usage_with_subagents
     if with_subagents is not None:
@@ -74,6 +93,10 @@ def trace_lines(report: TraceReport) -> list[str]:
         lines.append(f"  cost: ${report.usage.cost_usd:.4f} ({where})")
     elif report.usage is not None:
         lines.append("  cost: unknown (no price for this model in hermit.yaml)")
+    if summary.final_answer:
+        lines.append(f"  final answer: {_answer_gist(summary.final_answer)}")
+    if report.parent:
+        lines.append(f"  parent: {report.parent}")
     for sub in report.subagents:
         lines.append(f"  sub-agent {sub.path}: {sub.steps} steps, {sub.tool_calls} tool calls, "
                      f"tokens {_tokens(sub.usage)}")

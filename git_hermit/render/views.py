@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from git_hermit.core.history import CommitRecords, RunHistory, StepView
+from git_hermit.core.history import CommitRecords, RunHistory, StepView, exception_types
 if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
     from git_hermit.checked import Fragments
     from git_hermit.core.scores_notes import RowDisagreement
@@ -165,6 +165,8 @@ def log_lines(history: RunHistory) -> list[str]:
         flips = (scores.get("evaluation") or {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
+        if view.exceptions and scores.get("split") == "train":
+            head += "  " + exceptions_text(view.exceptions)
         usage = _usage_bits(scores.get("usage"), scores.get("usage_by_role"))
         if usage and not usage.startswith("tokens 0 "):
             head += "  " + usage
@@ -204,6 +206,12 @@ def log_lines(history: RunHistory) -> list[str]:
     if held:
         lines.append(_held_out_line(held))
     return lines
+
+
+def exceptions_text(by_type: Mapping[str, int]) -> str:
+    """``exceptions 3 (AgentTimeout 2, RewardFileNotFoundError 1)``: rollouts that measured nothing."""
+    named = ", ".join(f"{name} {n}" for name, n in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"exceptions {sum(by_type.values())} ({named})"
 
 
 def _pct(value: float | None) -> str:
@@ -389,6 +397,10 @@ def show_lines(records: CommitRecords) -> list[str]:
                      f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
         if s.ci:
             lines.append(f"    vs {s.ci.baseline[:10]}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")
+        failed = exception_types(s.tasks)
+        if failed:
+            lines.append(f"    {exceptions_text(failed)}: rollouts without a result (they run again on the next "
+                         "`git hermit rollout` of this commit)")
         for split, tasks in [(s.split, {t: score.to_dict() for t, score in s.tasks.items() if score.disagreed}),
                              *((name, entry.get("tasks") or {}) for name, entry in sorted(s.splits.items()))]:
             rows = _disagreed_rows(tasks)

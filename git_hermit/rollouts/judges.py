@@ -66,8 +66,12 @@ class JudgeVerdict:
     def _error_line(self) -> str | None:
         if self.outcome != "exception":
             return None
-        lines = [line for line in self.output.splitlines() if line.strip()]
-        return lines[-1].strip()[:300] if lines else self.exception_type
+        lines = [line.strip() for line in self.output.splitlines() if line.strip()]
+        ours = [line.removeprefix("[hermit] ") for line in lines if line.startswith("[hermit] ")]
+        theirs = [line for line in lines if not line.startswith("[hermit] ")]
+        if ours and theirs:     # what went wrong, then the verifier's own last word (a crash's error)
+            return f"{ours[-1]}; the verifier's last line: {theirs[-1]}"[:300]
+        return lines[-1][:300] if lines else self.exception_type
 
 
 class Judge(Protocol):

@@ -167,10 +167,11 @@ class Ledger:
         return sum_usage(entry.usage for entry in self.entries)
 
     def tokens_per_trial(self) -> float | None:
-        """Mean acting tokens per trial, exception trials left out (None: no such trial)."""
+        """Mean acting tokens per trial, exception trials left out (None: no such trial, or no trial
+        recorded any usage, e.g. a command agent: unknown, not zero, as the AHE stats say)."""
         trials = [entry.usage.total_tokens for entry in self.entries
                   if entry.role == "acting" and entry.outcome != "exception"]
-        return sum(trials) / len(trials) if trials else None
+        return sum(trials) / len(trials) if trials and sum(trials) else None
 
     def successes_per_mtok(self, pass_at_1: float) -> float | None:
         """Succ/Mtok = pass@1 · 10⁶ / mean tokens per trial (spec/ahe.md §11.4)."""

@@ -8,6 +8,7 @@ Rules (all checked before anything runs, reported as one InputError):
 - blank lines and lines starting with ``#`` are ignored; surrounding whitespace is stripped;
 - ``#n`` must be a positive integer; a ``#`` followed by anything else is part of the id;
 - an id must name a loaded task; a (task, attempt) pair may appear once;
+- a task's attempts are numbered #1 … #n without gaps (``t#1``, ``t#3`` is a row lost or mistyped);
 - k unset: every task must have the same number of rows, which is k;
 - k set: a task listed once without ``#n`` is expanded to attempts 1..k; any other task must
   have exactly k rows.
@@ -104,6 +105,12 @@ def load_split(path: Path, tasks: Mapping[str, Task], *, k: int | None = None,
     by_task: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_task[row.task].append(row)
+    gaps = [f"{task} ({', '.join(f'#{n}' for n in attempts)}: no {', '.join(f'#{n}' for n in missing[:3])})"
+            for task, task_rows in by_task.items()
+            for attempts in [sorted(r.attempt for r in task_rows)]
+            for missing in [sorted(set(range(1, attempts[-1] + 1)) - set(attempts))] if missing]
+    if gaps:     # a task's k rows are its attempts #1 … #k: a gap is a row lost or mistyped
+        problems.append(f"attempt numbers with gaps: {_listing(gaps)}; a task's k rows are <task>#1 … <task>#k")
     if k is not None:
         rows = _expand_bare(rows, by_task, bare, k)
         wrong = [f"{task} has {len(task_rows)}" for task, task_rows in by_task.items()
@@ -118,6 +125,7 @@ def load_split(path: Path, tasks: Mapping[str, Task], *, k: int | None = None,
         k = max(counts)
     if problems:
         raise InputError(f"rows file {path.name} (split {name!r}): {_listing(problems)}",
+                         "number each task's rows #1 … #k, without gaps" if gaps and len(problems) == 1 else
                          "rows are <task>#<n>, one per line, with ids from the tasks file")
     assert k is not None
     return Split(name, tuple(rows), k, tuple(by_task))

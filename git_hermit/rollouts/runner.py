@@ -2,7 +2,7 @@
 
 Each row ``<task>#<n>`` has a directory ``<out>/rollouts/<task>/<n>/``; a row whose
 ``result.json`` exists (for the same commit) is reused, so a killed run resumes without
-re-running or re-billing finished rollouts. ``result.json`` is written last and atomically.
+re-running or re-billing finished rollouts; a stored exception (no result) runs again. ``result.json`` is written last and atomically.
 """
 
 from __future__ import annotations
@@ -196,18 +196,25 @@ class Progress:
             self.on_change(self)
 
 
-def finished_result(job: RolloutJob, out_dir: Path) -> RolloutResult | None:
+def finished_result(job: RolloutJob, out_dir: Path,
+                    reuse: Callable[[RolloutResult], bool] | None = None) -> RolloutResult | None:
     """The stored result of ``job`` under ``out_dir``, or None when it must (re)run. A result of
-    another acting agent (hermit.yaml changed) is not this job's result."""
-    return read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
+    another acting agent (hermit.yaml changed) is not this job's result, nor one ``reuse`` refuses
+    (an exception row: core/evaluate.py's ``reuse_policy``)."""
+    found = read_result(rollout_dir(out_dir, job.task.id, job.attempt), job.commit, _backend(job))
+    return None if found is None or (reuse is not None and not reuse(found)) else found
+
+
 
 
 def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *,
              slots: dict[str, int] | None = None, progress: Progress | None = None,
              budget: Budget | None = None,
-             before_start: Callable[[], None] | None = None) -> dict[str, list[RolloutResult]]:
+             before_start: Callable[[], None] | None = None,
+             reuse: Callable[[RolloutResult], bool] | None = None) -> dict[str, list[RolloutResult]]:
     """Run every job not already finished; results grouped by task, attempts in order.
-    ``before_start`` runs once before the first rollout starts (never when all are reused).
+    ``before_start`` runs once before the first rollout starts (never when all are reused);
+    ``reuse`` says which stored results stand (None: all of them).
 
     With a ``budget`` (a step's), the batch is refused when its estimate would cross it, and
     no rollout starts once it would: the finished ones are stored, then BudgetReached."""
@@ -217,7 +224,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
     results: dict[tuple[str, int], RolloutResult] = {}
     pending: list[RolloutJob] = []
     for job in jobs:
-        finished = finished_result(job, out_dir)
+        finished = finished_result(job, out_dir, reuse)
         if finished is not None:
             results[(job.task.id, job.attempt)] = finished
             progress.reused += 1

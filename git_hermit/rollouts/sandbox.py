@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import partial
 from typing import Any, Callable, Sequence
@@ -56,14 +56,14 @@ class SandboxSpec:
     allow: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()      # model endpoint URLs let through besides ``allow``
     readable: tuple[str, ...] = ()       # extra read-only paths (a host CLI's install dir)
+    hidden: tuple[str, ...] = ()         # paths inside a readable one that stay out of reach (empty there)
 
     def with_endpoint(self, *urls: str | None) -> "SandboxSpec":
-        return SandboxSpec(self.network, self.allow, self.endpoints + tuple(u for u in urls if u),
-                           self.readable)
+        return replace(self, endpoints=self.endpoints + tuple(u for u in urls if u))
 
-    def with_readable(self, *paths: Path | str | None) -> "SandboxSpec":
-        return SandboxSpec(self.network, self.allow, self.endpoints,
-                           self.readable + tuple(str(p) for p in paths if p))
+    def with_readable(self, *paths: Path | str | None, hidden: Sequence[Path | str] = ()) -> "SandboxSpec":
+        return replace(self, readable=self.readable + tuple(str(p) for p in paths if p),
+                       hidden=self.hidden + tuple(str(p) for p in hidden))
 
 
 def default_endpoint(backend: str | None) -> str | None:
@@ -199,6 +199,11 @@ def wrap(argv: Sequence[str], *, spec: SandboxSpec, workspace: Path, home: Path,
     for path in [*_code_paths(), *spec.readable, *map(str, readable)]:
         if path and os.path.exists(path):
             args += ["--ro-bind", path, path]
+    for path in spec.hidden:             # an empty read-only directory (or file) in its place
+        if os.path.isdir(path):
+            args += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.lexists(path):
+            args += ["--ro-bind", "/dev/null", path]
     for writable in (workspace, home):
         args += ["--bind", str(writable), str(writable), *_masks(writable)]
     args += ["--chdir", str(workspace), "--setenv", "TMPDIR", "/tmp"]

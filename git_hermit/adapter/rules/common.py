@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 from typing import Iterator
 
+from git_hermit.adapter.deploy import context_room
 from git_hermit.adapter.front_matter import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTERN, FrontMatterError,
                                              parse_front_matter)
 from git_hermit.adapter.rules.view import IGNORED, AdapterView, RuleSet
@@ -35,6 +36,12 @@ def _context_size(a: AdapterView) -> Iterator[Violation]:
     else:
         limit, unit = a.limit("context_chars"), "characters"
         lines = a.text(rel).splitlines(keepends=True)
+    # deploy appends a footer (where the adapter's files went), which the host reads too: the file
+    # must leave it room within what the host reads
+    room = context_room(a.root, "bytes" if unit == "bytes" else "chars")
+    why = ""
+    if room is not None and room[0] - room[1] < limit:
+        limit, why = room[0] - room[1], f" (the host reads {room[0]}, and deploy adds {room[1]} after it)"
     total = sum(map(len, lines))
     if total <= limit:
         return
@@ -43,7 +50,8 @@ def _context_size(a: AdapterView) -> Iterator[Violation]:
         seen += len(line)
         if seen > limit:
             yield Violation(rel, number, "context-size",
-                            f"is {total} {unit}, over the limit of {limit}; from this line on the agent would not see it")
+                            f"is {total} {unit}, over the limit of {limit}{why}; from this line on the agent "
+                            "would not see it")
             return
 
 

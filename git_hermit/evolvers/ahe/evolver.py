@@ -132,8 +132,10 @@ class AHEEvolver:
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
                        else self._best_ever_of_history(ctx, stats, past_stats, state))
-        score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp="", commit=e.commit)
-                         for e in ctx.history]
+        # each earlier row keeps the time it was scored at (iteration_scores.json of the last step)
+        scored_at = records.scored_times(state)
+        score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp=scored_at.get(e.step, ""),
+                                             commit=e.commit) for e in ctx.history]
         score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
         records.write_scores(state, score_entries)
         records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
@@ -416,7 +418,8 @@ class AHEEvolver:
         check.write_text("#!/bin/sh\n# The adapter's validator: the Evolve Agent's only tool.\n"
                          'cd "$(dirname "$0")" || exit 2\n'
                          f'exec "{sys.executable}" -m git_hermit check --dir adapter '
-                         f'--template {ctx.config.template} --manifest state/change_manifest.json "$@"\n')
+                         f'--template {ctx.config.template} --host {ctx.config.host} '
+                         '--manifest state/change_manifest.json "$@"\n')
         check.chmod(0o755)
         learner = ctx.learner("evolve")
         ctx.say("evolve agent: one session")
@@ -445,7 +448,7 @@ class AHEEvolver:
         if path.is_symlink():   # never followed: it could name any file of the host
             return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]
         if not path.is_file():
-            return [], None, ["the Evolve Agent wrote no state/change_manifest.json"]
+            return [], None, [NO_MANIFEST]
         limit = Limits.of(ctx.config.evolver).max_file_bytes
         if path.stat().st_size > limit:
             return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
@@ -512,8 +515,11 @@ class AHEEvolver:
         result.analysis["learner_manifest"] = raw
         summary = json.loads((ctx.step_dir / "evolve" / "result.json").read_text())
         result.analysis["evolve_output"] = summary.get("text", "")[:4000]
-        if not summary.get("ok"):
-            problems = problems or [f"the Evolve Agent session failed: {summary.get('error')}"]
+        if not summary.get("ok"):     # how the session ended comes first: it is why nothing was written
+            error = str(summary.get("error") or "it gave no answer")
+            ended = (f"the Evolve Agent session timed out ({error}; evolver.params.evolve_timeout_s sets its limit)"
+                     if "timed out" in error else f"the Evolve Agent session failed: {error}")
+            problems = [ended, *(p for p in problems if p != NO_MANIFEST)]
         problems = refused + problems
         if not problems and edits:
             errors = ctx.check(adapter)
@@ -564,6 +570,7 @@ class AHEEvolver:
 
 
 _adapter_relative = groups.adapter_relative
+NO_MANIFEST = "the Evolve Agent wrote no state/change_manifest.json"
 
 # Where the driver keeps an evolver's records of a step (core/records.py LEARNER): the overview note
 # names the Debugger's reports there

@@ -288,6 +288,15 @@ def read_scores(directory: Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8"))["scores"] if path.exists() else []
 
 
+def scored_times(directory: Path) -> dict[int, str]:
+    """When each iteration was scored, as iteration_scores.json recorded it ({} when unreadable)."""
+    try:
+        entries = read_scores(directory)
+        return {int(e["iteration"]): str(e["timestamp"]) for e in entries if e.get("timestamp")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def write_best_ever(directory: Path, record: Mapping[str, Any]) -> None:
     write_json_atomic(directory / "best_ever.json", dict(record))
 

@@ -24,6 +24,10 @@ BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM", "SSL_CERT_FIL
                  "NO_PROXY")
 
 
+# an agent that exited non-zero without an answer: it crashed (or its model refused it), an exception
+AGENT_EXIT_ERROR = "AgentExitError"
+
+
 @dataclass(frozen=True)
 class AgentRun:
     """What the acting agent left behind (before judging)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agents.base import AgentContext, AgentRun, in_sandbox, last_nonempty_line
+from git_hermit.rollouts.agents.base import AGENT_EXIT_ERROR, AgentContext, AgentRun, in_sandbox, last_nonempty_line
 from git_hermit.rollouts.process import run_process
 
 
@@ -66,5 +66,10 @@ class CommandAgent:
             return AgentRun(answer, Usage(), None, True, outcome.duration_s,
                             f"agent timed out after {ctx.timeout_s:g}s", "AgentTimeout", "trajectory.txt")
         error = None if outcome.returncode == 0 else f"agent exited with status {outcome.returncode}"
+        # exited non-zero with no answer at all: a crash, not an answer to judge (an exception)
+        crashed = error is not None and not answer
+        if crashed:
+            said = last_nonempty_line(ctx.stderr_path.read_text(errors="replace")) if ctx.stderr_path.is_file() else None
+            error = f"{error}: {said[:200]}" if said else error
         return AgentRun(answer, Usage(), outcome.returncode, False, outcome.duration_s, error,
-                        None, "trajectory.txt")
+                        AGENT_EXIT_ERROR if crashed else None, "trajectory.txt")

@@ -21,11 +21,13 @@ from typing import Any, Mapping
 from git_hermit.errors import AgentError
 from git_hermit.hosts.base import Host, SessionSpec
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agents.base import AgentContext, AgentRun, copy_login_files, in_sandbox, real_home
+from git_hermit.rollouts.agents.base import (AGENT_EXIT_ERROR, AgentContext, AgentRun, copy_login_files, in_sandbox,
+                                            real_home)
 from git_hermit.rollouts.process import ProcessOutcome, run_process
 from git_hermit.rollouts.trajectories import summarize
 
 RATE_LIMITED = "RateLimited"    # the exception_type of a rollout the model's rate limit ended
+MODEL_ERROR = "ModelError"            # a session that exited 0 on a model error, without an answer
 # How the hosts say the model refused for load (measured with the scripted server's 429s):
 # Codex 0.164 ends on "exceeded retry limit, last status: 429 Too Many Requests" and exits 1;
 # Claude Code 2.1 logs system/api_retry events (error_status 429, error "rate_limit") while it
@@ -106,12 +108,21 @@ class HostCLIAgent:
         # a session that ended early (timeout, a model error, a rate limit) billed what it
         # called before all the same: the budget counts it
         run = replace(run, usage=self._billed(ctx, run.usage))
-        limit = rate_limit_report(trajectory, ctx.stderr_path)
-        if limit is None:
+        last = last_error_report(trajectory, ctx.stderr_path)
+        limit = rate_limit_of(last)
+        if limit is not None:
+            # the host gave up on (or was still waiting out) the model's rate limit: infrastructure
+            # (the runner runs it again and bills both attempts)
+            return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}")
+        if run.timed_out or run.final_answer is not None or run.error is None:
             return run
-        # the host gave up on (or was still waiting out) the model's rate limit: infrastructure
-        # (the runner runs it again and bills both attempts)
-        return replace(run, exception_type=RATE_LIMITED, error=f"{self.host} was rate limited: {limit[:200]}")
+        # no answer and an error (a refused key, no network, a crash): the session measured nothing,
+        # so it is an exception (no reward), reported with the host's own last word on it
+        said = last.strip().splitlines()[-1][:200] if last and last.strip() else None
+        kind = AGENT_EXIT_ERROR if run.returncode not in (0, None) else MODEL_ERROR
+        error = (f"{self.host} exited with status {run.returncode}" if kind == AGENT_EXIT_ERROR
+                 else f"{self.host} ended on a model error")
+        return replace(run, exception_type=kind, error=f"{error}: {said}" if said else run.error)
 
     def _billed(self, ctx: AgentContext, streamed: Usage) -> Usage:
         """The larger of the stream's usage and the sum over the sessions the host stored in the
@@ -164,6 +175,19 @@ def rate_limit_report(trajectory: Path, stderr: Path) -> str | None:
 
     Only error reports count (an error event, a failed turn or result, an API retry), never
     what a tool printed, so a task about HTTP 429 is not mistaken for one."""
+    return rate_limit_of(last_error_report(trajectory, stderr))
+
+
+def rate_limit_of(last_error: str | None) -> str | None:
+    """The last line of ``last_error`` when it reports a rate limit or overload, else None."""
+    if last_error and _RATE_LIMIT_TEXT.search(last_error):
+        return last_error.strip().splitlines()[-1]
+    return None
+
+
+def last_error_report(trajectory: Path, stderr: Path) -> str | None:
+    """The host's last error report, when its stream ends on one (an error event, a failed turn
+    or result, an API retry; never what a tool printed), else its stderr's last lines."""
     last_error = None
     for line in _tail_lines(trajectory):
         try:
@@ -195,6 +219,4 @@ def rate_limit_report(trajectory: Path, stderr: Path) -> str | None:
     if last_error is None:          # no stream (the host failed early): its stderr's last lines
         tail = [line for line in _tail_lines(stderr) if line.strip()][-3:]
         last_error = "\n".join(tail) if tail else None
-    if last_error and _RATE_LIMIT_TEXT.search(last_error):
-        return last_error.strip().splitlines()[-1]
-    return None
+    return last_error

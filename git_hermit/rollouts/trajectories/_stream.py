@@ -42,6 +42,7 @@ class ReadState:
     usage_known: bool = True
     version: str | None = None
     user_turns: int = 0
+    parent_session_id: str | None = None
     line_number: int = 0                # of the record being read (set by iter_records)
     # (first, last) line ranges a pre-pass found to be abandoned branches (Claude rewinds)
     abandoned: list[tuple[int, int]] = field(default_factory=list)
@@ -49,6 +50,14 @@ class ReadState:
     @property
     def truncated(self) -> bool:
         return self.cut_last_line or self.open_turn or self.stopped_mid_call
+
+    @property
+    def usage_recorded(self) -> bool:
+        """Usage is known when the file records some, and not only zeros: a session whose every
+        model call failed writes zero counts (Pi) or none (Codex exec), and zero is not a count."""
+        usage = self.usage
+        return self.usage_known and any((usage.input_tokens, usage.cached_input_tokens, usage.output_tokens,
+                                         usage.reasoning_tokens, usage.cost_usd))
 
     def add_error(self, text: str, *, repeat: bool = False) -> None:
         """Keep an error; an immediate repeat is dropped (Codex repeats a fatal error as

@@ -8,7 +8,9 @@ holds the total: its ``modelUsage`` (every call of the session, sub-agents' too)
 ``usage`` (the main agent's calls of that query only). A session a background sub-agent woke
 again prints one ``init`` … ``result`` per query: the last ``result`` is the session's answer
 (empty or an error: none). A sub-agent's own transcript (every record ``isSidechain``) is read
-as its conversation.
+as its conversation. A session file is read in file order along its ``parentUuid`` chain: a
+record written before its parent (a tool result before its call) waits for it, a rewind's
+abandoned branch is left out, a compaction boundary starts the chain again.
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ _SKIPPED_RECORDS = frozenset({"progress", "summary", "file-history-snapshot", "q
 # reminder, a slash command's echo
 _INJECTED_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-command-stdout>",
                       "<local-command-stderr>", "<command-name>", "<command-message>",
-                      "<local-command-caveat>", "Caveat: The messages below were generated")
+                      "<local-command-caveat>", "Caveat: The messages below were generated",
+                      # the CLI's marker where the user stopped a turn (Esc), not words typed
+                      "[Request interrupted by user")
 _RECENT_MESSAGES = 256     # message ids remembered for usage dedup (bounded memory)
 _KEEP_UUIDS = 4096         # uuids remembered to find a rewind's branch point
+_WAIT_RECORDS = 64         # lines a result written before its call waits for that call
 
 
 def claude_usage(raw: Any, cost_usd: Any = None) -> Usage:
@@ -100,7 +105,96 @@ def read_claude_stream(records: Iterable[dict[str, Any]], state: ReadState) -> I
 
 
 def read_claude_session(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Step]:
-    yield from _read_claude(records, state, session_file=True)
+    yield from _read_claude(in_chain_order(records, state), state, session_file=True)
+
+
+def in_chain_order(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[dict[str, Any]]:
+    """The records in file order, except that a tool result written before the record of the
+    call it answers (its ``parentUuid`` names a record not read yet) waits for that record
+    and follows it, and so do records that descend from it meanwhile. A wait lasts at most
+    ``_WAIT_RECORDS`` lines (then it is read there, a result of a call not seen); ``state.line_number``
+    is each record's own line when it is yielded."""
+    seen: OrderedDict[str, None] = OrderedDict()
+    calls_seen: OrderedDict[str, None] = OrderedDict()   # tool_use ids read (a result for one waits not)
+    waiting: dict[str, list[tuple[int, dict[str, Any]]]] = {}   # missing parent -> its records
+    held: dict[str, str] = {}              # uuid of a waiting record -> the parent its group waits for
+    by_call: dict[str, str] = {}           # tool_use id a waiting result answers -> that parent
+
+    def release(key: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        for line, record in sorted(waiting.pop(key, ()), key=lambda pair: pair[0]):
+            held.pop(str(record.get("uuid")), None)
+            for call_id in _tool_result_ids(record):
+                by_call.pop(call_id, None)
+            yield from emit(line, record)
+
+    def note(record: dict[str, Any]) -> None:
+        """Remember a record read (bounded): its uuid, and the calls it makes."""
+        uuid = record.get("uuid")
+        if isinstance(uuid, str):
+            seen[uuid] = None
+            if len(seen) > _KEEP_UUIDS:
+                seen.popitem(last=False)
+        if record.get("type") == "assistant":
+            for call_id in _tool_use_ids(record):
+                calls_seen[call_id] = None
+            while len(calls_seen) > _KEEP_UUIDS:
+                calls_seen.popitem(last=False)
+
+    def emit(line: int, record: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+        yield line, record
+        note(record)
+        if record.get("uuid") in waiting:
+            yield from release(str(record["uuid"]))
+        for call_id in _tool_use_ids(record):
+            if call_id in by_call:
+                yield from release(by_call.pop(call_id))
+
+    for record in records:
+        parent = record.get("parentUuid")
+        if not waiting and (parent is None or parent in seen):    # the usual case: in order
+            note(record)
+            yield record
+            continue
+        line = state.line_number
+        key: str | None = None
+        if isinstance(parent, str) and parent not in seen:
+            if parent in held:
+                key = held[parent]                          # it descends from a waiting record
+            elif (answered := _tool_result_ids(record)) and not any(c in calls_seen for c in answered):
+                key = parent
+                for call_id in answered:
+                    by_call[call_id] = parent
+        ready: list[tuple[int, dict[str, Any]]] = []
+        if key is not None:
+            waiting.setdefault(key, []).append((line, record))
+            if isinstance(record.get("uuid"), str):
+                held[record["uuid"]] = key
+        else:
+            ready.extend(emit(line, record))
+        for stale in [k for k, group in waiting.items() if line - group[0][0] >= _WAIT_RECORDS]:
+            ready.extend(release(stale))                    # its call never came: read it now
+        for ready_line, ready_record in ready:
+            state.line_number = ready_line
+            yield ready_record
+    for key in sorted(waiting, key=lambda k: waiting[k][0][0]):
+        for ready_line, ready_record in list(release(key)):
+            state.line_number = ready_line
+            yield ready_record
+
+
+def _tool_use_ids(record: dict[str, Any]) -> list[str]:
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [str(b.get("id")) for b in content or [] if isinstance(content, list) and isinstance(b, dict)
+            and b.get("type") in ("tool_use", "server_tool_use")]
+
+
+def _tool_result_ids(record: dict[str, Any]) -> list[str]:
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if record.get("type") != "user" or not isinstance(content, list):
+        return []
+    return [str(b.get("tool_use_id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
 def _read_claude(records: Iterable[dict[str, Any]], state: ReadState, *, session_file: bool) -> Iterator[Step]:
@@ -237,6 +331,8 @@ def abandoned_branches(path: Path) -> list[tuple[int, int]]:
     """
     last: str | None = None
     line_of: OrderedDict[str, int] = OrderedDict()
+    parent_of: dict[str, str] = {}               # the same uuids' parents (or compaction bases)
+    boundaries: set[str] = set()                 # compaction boundaries among them
     ranges: list[tuple[int, int]] = []
     with open(path, "rb") as lines:
         for number, raw in enumerate(lines, 1):
@@ -254,13 +350,23 @@ def abandoned_branches(path: Path) -> list[tuple[int, int]]:
                     and not record.get("isMeta") and not record.get("isCompactSummary")
                     and not _has_tool_result(message)):
                 first = line_of[parent] + 1
-                if first < number:
+                if first < number and not _only_late_or_compacted(parent, first, line_of, parent_of, boundaries):
                     ranges.append((first, number - 1))
             if isinstance(uuid, str):
                 last = uuid
                 line_of[uuid] = number
+                # a compaction boundary hangs off nothing (parentUuid null) but continues its
+                # logical parent's conversation: a /compact echo chained to that parent is no rewind
+                base = parent or (record.get("logicalParentUuid") if record.get("subtype") == "compact_boundary"
+                                  else None)
+                if isinstance(base, str):
+                    parent_of[uuid] = base
+                if record.get("subtype") == "compact_boundary":
+                    boundaries.add(uuid)
                 if len(line_of) > _KEEP_UUIDS:
-                    line_of.popitem(last=False)
+                    old = line_of.popitem(last=False)[0]
+                    parent_of.pop(old, None)
+                    boundaries.discard(old)
     merged: list[tuple[int, int]] = []       # a later rewind may reach further back: merge
     for first, last_line in sorted(ranges):
         if merged and first <= merged[-1][1] + 1:
@@ -268,6 +374,34 @@ def abandoned_branches(path: Path) -> list[tuple[int, int]]:
         else:
             merged.append((first, last_line))
     return merged
+
+
+def _only_late_or_compacted(parent: str, first: int, line_of: OrderedDict[str, int],
+                            parent_of: dict[str, str], boundaries: set[str]) -> bool:
+    """True when every linked record from line ``first`` on is an ancestor of ``parent``
+    written after it (a call recorded after its result) or continues ``parent``'s own
+    conversation through a compaction boundary: then the prompt that names ``parent`` abandons
+    nothing."""
+    ancestors: set[str] = set()
+    node: str | None = parent
+    for _ in range(64):                       # bounded walks: rewinds go back a few turns
+        node = parent_of.get(node) if node else None
+        if node is None:
+            break
+        ancestors.add(node)
+    for uuid, line in reversed(line_of.items()):
+        if line < first:
+            break
+        if uuid in ancestors:
+            continue
+        step: str | None = uuid
+        for _ in range(64):                   # up to a boundary that continues ``parent``
+            if step is None or (step in boundaries and parent_of.get(step) == parent):
+                break
+            step = parent_of.get(step)
+        if step is None or step not in boundaries:
+            return False
+    return True
 
 
 def _has_tool_result(message: dict[str, Any]) -> bool:
@@ -349,6 +483,10 @@ def _system(record: dict[str, Any], timestamp: str | None, asm: StepAssembler, s
         state.model = record.get("model") or state.model
         tools = record.get("tools") or []
         asm.system(f"init: model {record.get('model')}, {len(tools)} tools, cwd {record.get('cwd')}", timestamp)
+    elif subtype == "compact_boundary":
+        meta = got if isinstance(got := record.get("compactMetadata"), dict) else {}
+        before = f", {meta['preTokens']} tokens before" if meta.get("preTokens") is not None else ""
+        asm.system(f"context compacted ({meta.get('trigger') or 'unknown trigger'}{before})", timestamp)
     elif subtype in ("hook_started", "hook_response"):
         # hook runs are the harness's own activity: context for a learner, not agent errors
         name = record.get("hook_name") or record.get("hook_event") or "hook"

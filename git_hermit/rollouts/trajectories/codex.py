@@ -1,8 +1,12 @@
 """Readers for OpenAI Codex: the ``codex exec --json`` event stream and the stored session
 ("rollout") file ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``.
 
-Usage: exec reports each turn's usage (summed); a rollout's ``token_count`` carries the
-cumulative ``total_token_usage`` (the last one wins) and the call's own ``last_token_usage``.
+Usage: a rollout's ``token_count`` carries the running ``total_token_usage``; exec's
+``turn.completed`` carries the thread's running total too (a ``codex exec resume`` stream
+starts from the earlier runs'). Both are read as the sum of per-turn deltas, so a total that
+falls (a counter that restarted) adds that call's own usage instead of losing what came before.
+Failures are read from structured fields first (exit codes in metadata, exec_command_end,
+item_completed events, ``success``), from the output's head last.
 """
 
 from __future__ import annotations
@@ -20,17 +24,25 @@ from .model import Step
 LEGACY_ROLLOUT_ITEMS = frozenset({"message", "reasoning", "function_call", "function_call_output",
                                   "custom_tool_call", "custom_tool_call_output", "local_shell_call"})
 _EXIT_CODE = re.compile(r"(?:Process exited with code|Exit code:?)\s+(-?\d+)")
+# a command that outlived its wait: its exit comes later, on the write_stdin poll that sees it
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
 _FAILED_STATUSES = ("failed", "declined")
 # failures Codex reports as plain text instead of an exit code (sandbox denials, a rejected
-# patch, a tool that could not run): an output that starts with one, or names one in its
-# first 300 characters (never deep inside a command's own output)
-_FAILURE_TEXT = re.compile(r"\s*(?:execution error:|exec command rejected|error: |apply_patch verification failed)"
+# patch, a refused poll or sub-agent, a code-mode script that threw, a tool that could not
+# run): an output that starts with one, or names one in its first 300 characters (never deep
+# inside a command's own output)
+_FAILURE_TEXT = re.compile(r"\s*(?:execution error:|exec command rejected|error: |apply_patch verification failed"
+                           r"|write_stdin failed:|collab spawn failed:|unsupported call:|Script failed"
+                           r"|aborted by user)"
                            r"|.{0,300}?(?:failed in sandbox|sandbox denied|patch rejected|rejected by user)",
                            re.IGNORECASE | re.DOTALL)
-# user-role messages Codex injects (environment, AGENTS.md / user instructions, turn notices):
-# context for the model, not the user speaking
+_SUCCESS_TEXT = ("Script completed",)          # code mode's own verdict on a script that ran
+# user-role messages Codex injects (environment, AGENTS.md / user instructions, turn notices,
+# plugin suggestions, a sub-agent's report): context for the model, not the user speaking
 _INJECTED_USER = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
-                  "<INSTRUCTIONS>", "<turn_aborted>", "<user_shell_command>", "<skill>")
+                  "<INSTRUCTIONS>", "<turn_aborted>", "<user_shell_command>", "<skill>",
+                  "<recommended_plugins>", "<subagent_notification>")
+_KEEP_CALLS = 256          # calls remembered for late exit codes and polls (bounded memory)
 # call items that carry their own result (no separate *_output item)
 _SELF_CONTAINED_CALLS = {"web_search_call": "web_search", "image_generation_call": "image_generation",
                          "tool_search_call": "tool_search"}
@@ -43,12 +55,34 @@ def codex_usage(raw: Any) -> Usage:
                  as_int(raw.get("output_tokens")), as_int(raw.get("reasoning_output_tokens")))
 
 
+def running_delta(previous: Usage | None, total: Usage, own: Usage | None = None) -> Usage:
+    """What a running total added since ``previous``; when it fell (the counter restarted: a
+    resumed or compacted session, another thread), the new count's own usage (``own``, else the
+    new total itself)."""
+    if previous is None:
+        return total
+    if (total.input_tokens < previous.input_tokens or total.cached_input_tokens < previous.cached_input_tokens
+            or total.output_tokens < previous.output_tokens or total.reasoning_tokens < previous.reasoning_tokens):
+        return own if own is not None else total
+    return Usage(total.input_tokens - previous.input_tokens, total.cached_input_tokens - previous.cached_input_tokens,
+                 total.output_tokens - previous.output_tokens, total.reasoning_tokens - previous.reasoning_tokens)
+
+
+def _remember(into: dict[str, Any], key: str, value: Any) -> None:
+    into[key] = value
+    if len(into) > _KEEP_CALLS:                     # bounded: drop the oldest
+        into.pop(next(iter(into)))
+
+
 def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Step]:
     asm = StepAssembler(state)
     unfinished: dict[str, dict[str, Any]] = {}     # started, not yet completed items (in flight)
+    thread_total: Usage | None = None             # the thread's running total so far
     for record in records:
         kind = record.get("type")
         if kind == "thread.started":
+            if record.get("thread_id") != state.session_id:
+                thread_total = None                 # another thread: its own running total
             state.session_id = record.get("thread_id") or state.session_id
         elif kind == "turn.started":
             state.open_turn = True
@@ -57,7 +91,9 @@ def read_codex_exec(records: Iterable[dict[str, Any]], state: ReadState) -> Iter
             state.open_turn = False
             _unfinished_calls(unfinished, asm)
             asm.answered()          # the turn ended: a call left unfinished is not a cut-off stream
-            usage = codex_usage(record.get("usage"))
+            total = codex_usage(record.get("usage"))
+            usage = running_delta(thread_total, total)
+            thread_total = total
             state.usage += usage
             asm.usage(usage)        # the turn's usage goes on its last step
             asm.close()
@@ -152,10 +188,11 @@ def _error_message(raw: Any) -> str | None:
 
 def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> Iterator[Step]:
     asm = StepAssembler(state)
-    last_total: Any = None
+    last_total: Usage | None = None
+    seen_total: Any = None
     turn = _Turn()
     saw_token_count = False
-    exit_codes: dict[str, int] = {}       # exec_command_end seen before its call's output
+    calls = _Calls()
     for record in records:
         kind, payload, timestamp = record.get("type"), record.get("payload"), record.get("timestamp")
         if kind in LEGACY_ROLLOUT_ITEMS and "payload" not in record:
@@ -165,28 +202,36 @@ def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> I
         if kind == "session_meta":
             state.session_id = payload.get("id") or state.session_id
             state.version = payload.get("cli_version") or state.version
+            state.parent_session_id = parent_thread(payload) or state.parent_session_id
         elif kind == "turn_context":
             state.model = payload.get("model") or state.model
         elif kind == "compacted":
             asm.system("context compacted: " + str(payload.get("message") or ""), timestamp)
         elif kind == "response_item":
-            _rollout_item(payload, timestamp, asm, state, turn, exit_codes)
+            _rollout_item(payload, timestamp, asm, state, turn, calls)
         elif kind == "event_msg":
             event = payload.get("type")
             if event == "token_count" and isinstance(payload.get("info"), dict):
                 info = payload["info"]
                 total = info.get("total_token_usage")
                 saw_token_count = True
-                if total is not None and total != last_total:   # Codex repeats the same count
-                    last_total = total
-                    state.usage = codex_usage(total)
-                    if info.get("last_token_usage") is not None:
-                        asm.usage(codex_usage(info["last_token_usage"]))
+                if total is not None and total != seen_total:   # Codex repeats the same count
+                    seen_total = total
+                    own = info.get("last_token_usage")
+                    current = codex_usage(total)
+                    usage = running_delta(last_total, current, codex_usage(own) if own else None)
+                    last_total = current
+                    state.usage += usage
+                    asm.usage(usage)
             elif event == "task_started":
                 state.open_turn = True
                 turn.reset()
             elif event == "task_complete":
                 state.open_turn = False
+                if payload.get("error"):        # e.g. a usage limit: the turn ended on it
+                    message = _error_message(payload["error"]) or "task failed"
+                    state.add_error(message, repeat=True)
+                    asm.system("task ended on an error", timestamp, error=message)
                 if payload.get("last_agent_message"):
                     state.final_answer = str(payload["last_agent_message"])
             elif event == "user_message":
@@ -196,14 +241,8 @@ def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> I
                     if not _injected(text):
                         asm.user(text + _event_images(payload), timestamp)
                         turn.user_event = True
-            elif event == "exec_command_end" and payload.get("call_id") is not None:
-                code = payload.get("exit_code")
-                if isinstance(code, int):
-                    call_id = str(payload["call_id"])
-                    if not asm.update_call(call_id, exit_code=code, failed=code != 0 or None):
-                        exit_codes[call_id] = code
-                        if len(exit_codes) > 256:                   # bounded: drop the oldest
-                            exit_codes.pop(next(iter(exit_codes)))
+            elif event in ("exec_command_end", "item_completed"):
+                calls.exit_reported(payload, asm)
             elif event in ("error", "stream_error"):
                 message = str(payload.get("message") or event)
                 state.add_error(message)
@@ -222,6 +261,69 @@ def read_codex_rollout(records: Iterable[dict[str, Any]], state: ReadState) -> I
         state.add_warning("no token_count events: token usage unknown")
     if state.open_turn:
         state.add_warning("the last turn has no task_complete: the session stopped mid-turn")
+
+
+def parent_thread(meta: dict[str, Any]) -> str | None:
+    """The thread that spawned this one (a sub-agent's rollout), from its session_meta."""
+    if meta.get("parent_thread_id"):
+        return str(meta["parent_thread_id"])
+    source = meta.get("source")
+    spawn = source.get("subagent") if isinstance(source, dict) else None
+    spawn = spawn.get("thread_spawn") if isinstance(spawn, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    return str(parent) if parent else None
+
+
+class _Calls:
+    """What the rollout said of calls beyond their own output: exit codes reported apart from
+    it (exec_command_end, item_completed), and the commands still running after their first
+    wait, whose exit a later write_stdin poll reports. A command's exit is counted once, on
+    the call whose output carries it: the start that said "still running" never fails."""
+
+    def __init__(self) -> None:
+        self.exit_codes: dict[str, int] = {}       # reported before the call's output
+        self.running: dict[str, str] = {}          # start call id -> session id
+        self.session_exit: dict[str, int] = {}     # session id -> exit code reported by an event
+        self.polls: dict[str, str] = {}            # write_stdin call id -> the session it polls
+
+    def called(self, name: str, call_id: str, arguments: Any) -> None:
+        if name == "write_stdin" and isinstance(arguments, dict) and arguments.get("session_id") is not None:
+            _remember(self.polls, call_id, str(arguments["session_id"]))
+
+    def exit_reported(self, payload: dict[str, Any], asm: StepAssembler) -> None:
+        """An exec_command_end (≤ 0.126) or a CommandExecution item_completed (0.164) event."""
+        item = payload.get("item") if payload.get("type") == "item_completed" else payload
+        if not isinstance(item, dict) or (payload.get("type") == "item_completed"
+                                          and item.get("type") != "CommandExecution"):
+            return
+        call_id = item.get("call_id") if payload.get("type") == "exec_command_end" else item.get("id")
+        code = item.get("exit_code")
+        if call_id is None or not isinstance(code, int):
+            return
+        call_id = str(call_id)
+        if call_id in self.running:                # its exit belongs to the poll that sees it
+            _remember(self.session_exit, self.running[call_id], code)
+        elif not asm.update_call(call_id, exit_code=code, failed=code != 0 or None):
+            _remember(self.exit_codes, call_id, code)
+
+    def output(self, call_id: str, text: str | None, exit_code: int | None,
+               failed: bool | None) -> tuple[int | None, bool | None]:
+        """The verdict on a call from its output and what events reported of it."""
+        session = _RUNNING.search(text[:2000].split("\nOutput:", 1)[0]) \
+            if exit_code is None and isinstance(text, str) else None
+        if session:                                 # still running: its exit comes on a poll
+            _remember(self.running, call_id, session.group(1))
+            if call_id in self.exit_codes:          # an event already said how it ended
+                _remember(self.session_exit, session.group(1), self.exit_codes.pop(call_id))
+            return None, False
+        if call_id in self.exit_codes:              # structured: an event gave its exit code
+            exit_code = self.exit_codes.pop(call_id)
+            return exit_code, bool(failed) or exit_code != 0
+        polled = self.polls.pop(call_id, None)
+        if polled is not None and exit_code is not None and polled in self.session_exit:
+            exit_code = self.session_exit.pop(polled)     # the event's code over the poll's text
+            return exit_code, exit_code != 0
+        return exit_code, failed
 
 
 class _Turn:
@@ -246,7 +348,7 @@ def _event_images(payload: dict[str, Any]) -> str:
 
 
 def _rollout_item(payload: dict[str, Any], timestamp: str | None, asm: StepAssembler,
-                  state: ReadState, turn: _Turn, exit_codes: dict[str, int]) -> None:
+                  state: ReadState, turn: _Turn, calls: _Calls) -> None:
     item_type = payload.get("type")
     if item_type == "message":
         text = content_text(payload.get("content"))
@@ -269,16 +371,16 @@ def _rollout_item(payload: dict[str, Any], timestamp: str | None, asm: StepAssem
                  content_text(payload.get("content"), types=("reasoning_text", "text"))]
         asm.reasoning("\n".join(part for part in parts if part), timestamp)
     elif item_type in ("function_call", "custom_tool_call"):
-        arguments = payload.get("arguments") if item_type == "function_call" else payload.get("input")
-        asm.call(str(payload.get("call_id")), str(payload.get("name")), parse_arguments(arguments), timestamp)
+        arguments = parse_arguments(payload.get("arguments") if item_type == "function_call" else payload.get("input"))
+        call_id, name = str(payload.get("call_id")), str(payload.get("name"))
+        calls.called(name, call_id, arguments)
+        asm.call(call_id, name, arguments, timestamp)
     elif item_type == "local_shell_call":
         asm.call(str(payload.get("call_id")), "local_shell", payload.get("action"), timestamp)
     elif item_type in ("function_call_output", "custom_tool_call_output"):
         call_id = str(payload.get("call_id"))
         output, exit_code, failed = codex_tool_output(payload.get("output"))
-        if call_id in exit_codes:
-            exit_code = exit_codes.pop(call_id)
-            failed = bool(failed) or exit_code != 0
+        exit_code, failed = calls.output(call_id, output, exit_code, failed)
         asm.result(call_id, output, exit_code=exit_code, failed=failed, timestamp=timestamp)
     elif isinstance(item_type, str) and item_type.endswith("_call"):
         # web_search_call and any other hosted call: one item holds the call and its outcome
@@ -296,10 +398,14 @@ def _rollout_item(payload: dict[str, Any], timestamp: str | None, asm: StepAssem
 
 
 def codex_tool_output(raw: Any) -> tuple[str | None, int | None, bool | None]:
-    """(text, exit code, failed) from a function_call_output, whichever shape Codex used.
+    """(text, exit code, failed) from a function_call_output, whichever shape Codex used:
+    structured fields first, then the output's head.
 
-    Shapes: a JSON string ``{"output", "metadata": {"exit_code"}}`` (shell, apply_patch), plain
-    text with "Process exited with code N" (exec_command), or ``{"content", "success"}``.
+    Shapes: a JSON string ``{"output", "metadata": {"exit_code"}}`` (shell, apply_patch), a
+    ``{"content", "success"}`` object, plain text with "Process exited with code N"
+    (exec_command, write_stdin), content blocks (code mode: "Script failed" / "Script
+    completed"), or a refusal the harness wrote instead of running the tool ("write_stdin
+    failed: …", "collab spawn failed: …", "unsupported call: …").
     """
     success: Any = None
     exit_code: int | None = None
@@ -319,12 +425,18 @@ def codex_tool_output(raw: Any) -> tuple[str | None, int | None, bool | None]:
         success = raw.get("success")
     if text is not None and not isinstance(text, str):
         text = content_text(text)
-    if exit_code is None and isinstance(text, str):
-        header = text.split("\nOutput:", 1)[0][:2000]    # not the command's own output
-        match = _EXIT_CODE.search(header)
-        exit_code = int(match.group(1)) if match else None
     if exit_code is not None:
         return text, exit_code, exit_code != 0
-    if isinstance(text, str) and _FAILURE_TEXT.match(text):      # anchored: the output's head
-        return text, None, True
-    return text, None, (not success) if isinstance(success, bool) else None
+    if isinstance(success, bool):
+        return text, None, not success
+    if isinstance(text, str):
+        header = text.split("\nOutput:", 1)[0][:2000]    # not the command's own output
+        match = _EXIT_CODE.search(header)
+        if match:
+            exit_code = int(match.group(1))
+            return text, exit_code, exit_code != 0
+        if _FAILURE_TEXT.match(text):                   # anchored: the output's head
+            return text, None, True
+        if text.startswith(_SUCCESS_TEXT):
+            return text, None, False
+    return text, None, None

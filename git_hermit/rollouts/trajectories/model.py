@@ -91,8 +91,10 @@ class TrajectorySummary:
     model: str | None
     session_id: str | None
     warnings: tuple[str, ...] = ()
-    # False when the file records no usage at all (totals then read 0 but mean "unknown")
+    # False when the file records no usage at all, or only zeros (totals then read 0 but mean
+    # "unknown")
     usage_known: bool = True
     version: str | None = None          # the host's version (or session-file version) recorded
     user_turns: int = 0                 # steps where the human spoke (not injected context)
     calls_by_kind: tuple[tuple[str, int], ...] = ()
+    parent_session_id: str | None = None   # a sub-agent's session: the session that spawned it

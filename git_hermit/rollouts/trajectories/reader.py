@@ -169,8 +169,8 @@ def _summary(state: ReadState, steps: int, calls: int, failed: int,
         warnings.append(f"{state.unanswered_calls} tool call(s) never got a result (interrupted)")
     return TrajectorySummary(state.format, steps, calls, failed, state.usage, state.final_answer,
                              errors, state.malformed_lines, state.truncated, state.model,
-                             state.session_id, tuple(warnings), state.usage_known, state.version,
-                             state.user_turns, tuple(sorted((kinds or {}).items())))
+                             state.session_id, tuple(warnings), state.usage_recorded, state.version,
+                             state.user_turns, tuple(sorted((kinds or {}).items())), state.parent_session_id)
 
 
 def to_atif(path: Path, fmt: str | None = None) -> dict[str, Any]:
