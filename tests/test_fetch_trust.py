@@ -212,3 +212,25 @@ def test_a_remote_that_rewrites_a_steps_records_or_plants_a_link_in_them_is_refu
     assert "the records of step 2" in result.err and "differ" in result.err
     assert "step 9" in result.err and "not a plain file" in result.err
     assert _refs(origin) == before
+
+
+def test_a_remote_record_over_the_size_bound_is_refused_before_it_enters_our_refs(shared, tmp_path):
+    origin, remote, attacker = shared
+    ref = f"refs/hermit/{RUN}/records"
+    index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
+    git(attacker, "read-tree", ref, env=index)
+    step = tmp_path / "step.json"
+    step.write_text(json.dumps({"v": 1, "run": RUN, "step": 9, "evolver": "ahe"}))
+    big = tmp_path / "big.md"
+    big.write_bytes(b"x" * (4 * 1024 * 1024 + 1))      # one byte over what a record may hold
+    for path, name in ((step, "steps/0009/step.json"), (big, "steps/0009/learner/history.md")):
+        sha = git(attacker, "hash-object", "-w", str(path)).strip()
+        git(attacker, "update-index", "--add", "--cacheinfo", f"100644,{sha},{name}", env=index)
+    tree = git(attacker, "write-tree", env=index).strip()
+    commit = git(attacker, "commit-tree", tree, "-p", ref, "-m", "a huge record").strip()
+    git(attacker, "push", "-q", "origin", f"{commit}:{ref}")
+    before = _refs(origin)
+    result = hermit(origin, "fetch")
+    _refused(result, "step 9", "steps/0009/learner/history.md", "4,194,304 bytes")
+    assert _refs(origin) == before
+    assert hermit(origin, "log").code == 0

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from git_hermit.core.history import check_note_blobs
-from git_hermit.core.records import (RunRecords, STEP_FILE, STEPS, pending_ref, read_pending, records_ref, step_path,
-                                     traces_ref)
+from git_hermit.core.records import (MAX_RECORD_BYTES, RunRecords, STEP_FILE, STEPS, pending_ref, read_pending,
+                                     records_ref, step_path, traces_ref)
 from git_hermit.core.runs import list_runs, list_steps, seed_branch, step_ref
 from git_hermit.core.scores_notes import RowDisagreement, merge_scores_notes
 from git_hermit.core.share_rules import Refusal, check_note, inconsistent_scores, rewrites
@@ -182,20 +182,23 @@ def _review_notes(repo: Repo, remote_refs: dict[str, str], remote: str, review: 
 
 
 # --------------------------------------------------------------------------------------- records
-_NOT_PLAIN = re.compile(r"^(?!100644 )\S+ (\S.*)$", re.MULTILINE)        # a link, an executable, a submodule
+# lines of ``ls_tree_text``: "<mode> <size> <path>"
+_NOT_PLAIN = re.compile(r"^(?!100644 )\S+ \S+ (\S.*)$", re.MULTILINE)     # a link, an executable, a submodule
 # a ".", ".." or ".git" path component, or a name git quotes (control characters, a newline)
-_UNSAFE = re.compile(r'^\S+ ((?:.*/)?(?:\.\.?|\.git)(?:/.*)?|".*)$', re.MULTILINE)
-_STEP_LINE = re.compile(r"^\S+ steps/(\d+)/", re.MULTILINE)
-_STEP_FILE_LINE = re.compile(r"^\S+ steps/(\d+)/step\.json$", re.MULTILINE)
+_UNSAFE = re.compile(r'^\S+ \S+ ((?:.*/)?(?:\.\.?|\.git)(?:/.*)?|".*)$', re.MULTILINE)
+_LARGE = re.compile(r"^\S+ (\d{7,}) (.*)$", re.MULTILINE)                   # 1,000,000 bytes or more
+_STEP_LINE = re.compile(r"^\S+ \S+ steps/(\d+)/", re.MULTILINE)
+_STEP_FILE_LINE = re.compile(r"^\S+ \S+ steps/(\d+)/step\.json$", re.MULTILINE)
 
 
 def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, records: bool,
                      root: str | None = None) -> dict[int, str]:
     """Why each of a remote's step directories at ``commit`` cannot be taken ({step: why}; absent: it
-    can): only plain files (no link, executable or submodule) at sane paths, at most MAX_RECORD_FILES
-    of them, and for records a step.json naming this run and step (a file's size is bounded where it
-    is read: core/records.py). One ``ls-tree -r`` scanned as text and one batch read, whatever the number of steps
-    (``root``: the whole tree is one step's, e.g. a pending ref's)."""
+    can): only plain files (no link, executable or submodule) at sane paths, records of at most
+    MAX_RECORD_BYTES each (the bound core/records.py holds a read to, so a record that could not be
+    read never enters our refs), at most MAX_RECORD_FILES of them, and for records a step.json naming
+    this run and step. One ``ls-tree -r`` (sizes from the object headers) scanned as text and one
+    batch read, whatever the number of steps (``root``: the whole tree is one step's, e.g. a pending ref's)."""
     if not steps:
         return {}
     text = repo.ls_tree_text(commit, [f"{STEPS}/"] if root is None else None)
@@ -208,9 +211,12 @@ def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, rec
         return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() and int(parts[1]) in wanted else None
     problems: dict[int, str] = {}
     for pattern, why in ((_NOT_PLAIN, "is not a plain file: records are plain files"),
-                         (_UNSAFE, "is not a safe path")):
+                         (_UNSAFE, "is not a safe path"),
+                         (_LARGE, f"is over the {MAX_RECORD_BYTES:,} bytes a record may hold")):
         for match in pattern.finditer(text):
-            path = match.group(1)
+            if pattern is _LARGE and (not records or int(match.group(1)) <= MAX_RECORD_BYTES):
+                continue          # a trajectory (traces) may be larger: it is read unbounded, as a trace
+            path = match.group(match.lastindex or 1)
             n = step_of(path)
             if n is not None and n not in problems:
                 problems[n] = f"holds {json.dumps(path)}, which {why}"
@@ -219,7 +225,7 @@ def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, rec
         step_files = {int(n): f"{STEPS}/{n}/{STEP_FILE}" for n in _STEP_FILE_LINE.findall(text) if n == f"{int(n):04d}"}
     else:
         counts = Counter({steps[0]: text.count("\n")})
-        step_files = {steps[0]: STEP_FILE} if re.search(rf"^\S+ {re.escape(STEP_FILE)}$", text, re.M) else {}
+        step_files = {steps[0]: STEP_FILE} if re.search(rf"^\S+ \S+ {re.escape(STEP_FILE)}$", text, re.M) else {}
     for n, count in counts.items():
         if n in wanted and count > MAX_RECORD_FILES and n not in problems:
             problems[n] = f"holds {count:,} files (at most {MAX_RECORD_FILES:,})"

@@ -260,12 +260,12 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
             _publish_rollouts(repo, ctx, n, evaluated, rollouts_home, partial)
         _note_stopped(repo, ctx, n, partial, None, budget)
         raise
+    # rollouts that mostly measured nothing (timeouts, crashes, a refused key) teach nothing: the
+    # step stops here, its finished rollouts kept here, and its exception rows run again next time
+    check_exception_rate(ev.results, config.max_exception_rate, step=n, evaluated=f"H_{n - 1}")
     # the rollout phase is over: its results are published now, so a restart in a fresh checkout of a
     # remote this is pushed to (`git hermit push` may run mid-step) re-runs none of them
     _publish_rollouts(repo, ctx, n, evaluated, rollouts_home, ev)
-    # rollouts that mostly measured nothing (timeouts, crashes, a refused key) teach nothing: the
-    # step stops here, its finished rollouts kept, and its exception rows run again next time
-    check_exception_rate(ev.results, config.max_exception_rate, step=n, evaluated=f"H_{n - 1}")
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
     if history:

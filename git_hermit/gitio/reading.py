@@ -166,9 +166,9 @@ class ObjectReader(GitDir):
         return self._walk_tree(found[0])
 
     def ls_tree_text(self, rev: str, paths: list[str] | None = None) -> str:
-        """``git ls-tree -r`` of ``rev`` below ``paths`` as text, one ``<mode> <path>`` line per file,
-        in ONE process (no object read: a remote's records are checked so)."""
-        proc = self._run(["ls-tree", "-r", "--full-tree", "--format=%(objectmode) %(path)", rev, "--",
+        """``git ls-tree -r`` of ``rev`` below ``paths`` as text, one ``<mode> <size> <path>`` line per
+        file (sizes from the object headers, no blob read), in ONE process: a remote's records are checked so."""
+        proc = self._run(["ls-tree", "-r", "--full-tree", "--format=%(objectmode) %(objectsize) %(path)", rev, "--",
                           *(paths or [])])
         if proc.returncode != 0:
             raise GitStateError(f"cannot list {rev!r}: {first_error_line(proc.stderr)}")
