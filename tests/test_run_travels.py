@@ -185,7 +185,8 @@ def test_each_step_records_what_the_seed_lists_and_traces_travel_apart(tmp_path)
                  "steps/0002/learner/state/analysis/step_0002/detail/t1.md",
                  "steps/0002/learner/state/queries/step_0002.md", "steps/0002/learner/state/manifests/step_0002.json",
                  "steps/0002/learner/state/evaluations/step_0002.json", "steps/0002/learner/state/stats/step_0002.json",
-                 "steps/0001/learner/state/best_ever.json", "steps/0002/learner/state/rollbacks/step_0002.json"):
+                 "steps/0001/learner/state/best_ever.json", "steps/0002/learner/state/rollbacks/step_0002.json",
+                 "steps/0002/learner/state/iteration_scores.md"):
         assert name in files, name
     assert not any(f.endswith("trajectory.jsonl") or f.endswith("task.md") for f in files)
     record = json.loads(git(origin, "show", f"refs/hermit/{RUN}/records:steps/0002/step.json"))
@@ -213,6 +214,11 @@ def test_each_step_records_what_the_seed_lists_and_traces_travel_apart(tmp_path)
     assert hermit(clone, "fetch", "--traces").code == 0
     traces = git(clone, "ls-tree", "-r", "--name-only", f"refs/hermit/{RUN}/traces").split()
     assert "steps/0002/rollouts/t1/task.md" in traces and any(t.startswith("steps/0002/rollouts/t1/1/") for t in traces)
+    # the final selection is a record of the run, not only a tag: it travels and reads the same
+    assert scenario.hermit("a", "finalize").code == 0 and scenario.hermit("a", "push").code == 0
+    assert hermit(clone, "fetch").code == 0
+    here, there = (git(repo, "show", f"refs/hermit/{RUN}/records:final_selection.json") for repo in (origin, clone))
+    assert here == there and json.loads(there)["commit"] == git(clone, "rev-parse", f"hermit/{RUN}/final").strip()
 
 
 def test_continual_and_evo_harness_steps_record_their_learners_work(tmp_path):
