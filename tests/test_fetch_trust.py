@@ -191,21 +191,28 @@ def test_a_reviewers_commit_on_an_older_step_never_rewrites_the_measured_step(sh
     assert git(remote, "rev-parse", f"refs/heads/{older}").strip() == suggestion
 
 
-def test_a_remote_that_rewrites_a_steps_records_or_plants_a_link_in_them_is_refused(shared, tmp_path):
-    origin, remote, attacker = shared
+def _push_forged_records(attacker, tmp_path, files: dict[str, tuple[str, bytes]]) -> None:
+    """Push, from the attacker's clone, a records commit on top of the run's with ``files`` ({path:
+    (mode, content)}) written into its tree by plumbing, as no git-hermit would write them."""
     ref = f"refs/hermit/{RUN}/records"
     index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
     git(attacker, "read-tree", ref, env=index)
-    path = tmp_path / "step.json"
-    record = json.loads(git(attacker, "show", f"{ref}:steps/0002/step.json"))
-    path.write_text(json.dumps({**record, "rollouts": 0}))
-    forged = git(attacker, "hash-object", "-w", str(path)).strip()
-    link = git(attacker, "hash-object", "-w", str(tmp_path / "index")).strip()
-    git(attacker, "update-index", "--add", "--cacheinfo", f"100644,{forged},steps/0002/step.json", env=index)
-    git(attacker, "update-index", "--add", "--cacheinfo", f"120000,{link},steps/0009/step.json", env=index)
+    for i, (name, (mode, content)) in enumerate(files.items()):
+        blob = tmp_path / f"blob-{i}"
+        blob.write_bytes(content)
+        sha = git(attacker, "hash-object", "-w", str(blob)).strip()
+        git(attacker, "update-index", "--add", "--cacheinfo", f"{mode},{sha},{name}", env=index)
     tree = git(attacker, "write-tree", env=index).strip()
     commit = git(attacker, "commit-tree", tree, "-p", ref, "-m", "forged records").strip()
     git(attacker, "push", "-q", "origin", f"{commit}:{ref}")
+
+
+def test_a_remote_that_rewrites_a_steps_records_or_plants_a_link_in_them_is_refused(shared, tmp_path):
+    origin, remote, attacker = shared
+    record = json.loads(git(attacker, "show", f"refs/hermit/{RUN}/records:steps/0002/step.json"))
+    forged = json.dumps({**record, "rollouts": 0}).encode()
+    _push_forged_records(attacker, tmp_path, {"steps/0002/step.json": ("100644", forged),
+                                              "steps/0009/step.json": ("120000", str(tmp_path / "index").encode())})
     before = _refs(origin)
     result = hermit(origin, "fetch")
     _refused(result)
@@ -216,19 +223,10 @@ def test_a_remote_that_rewrites_a_steps_records_or_plants_a_link_in_them_is_refu
 
 def test_a_remote_record_over_the_size_bound_is_refused_before_it_enters_our_refs(shared, tmp_path):
     origin, remote, attacker = shared
-    ref = f"refs/hermit/{RUN}/records"
-    index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
-    git(attacker, "read-tree", ref, env=index)
-    step = tmp_path / "step.json"
-    step.write_text(json.dumps({"v": 1, "run": RUN, "step": 9, "evolver": "ahe"}))
-    big = tmp_path / "big.md"
-    big.write_bytes(b"x" * (4 * 1024 * 1024 + 1))      # one byte over what a record may hold
-    for path, name in ((step, "steps/0009/step.json"), (big, "steps/0009/learner/history.md")):
-        sha = git(attacker, "hash-object", "-w", str(path)).strip()
-        git(attacker, "update-index", "--add", "--cacheinfo", f"100644,{sha},{name}", env=index)
-    tree = git(attacker, "write-tree", env=index).strip()
-    commit = git(attacker, "commit-tree", tree, "-p", ref, "-m", "a huge record").strip()
-    git(attacker, "push", "-q", "origin", f"{commit}:{ref}")
+    step = json.dumps({"v": 1, "run": RUN, "step": 9, "evolver": "ahe"}).encode()
+    huge = b"x" * (4 * 1024 * 1024 + 1)           # one byte over what a record may hold
+    _push_forged_records(attacker, tmp_path, {"steps/0009/step.json": ("100644", step),
+                                              "steps/0009/learner/history.md": ("100644", huge)})
     before = _refs(origin)
     result = hermit(origin, "fetch")
     _refused(result, "step 9", "steps/0009/learner/history.md", "4,194,304 bytes")
