@@ -172,6 +172,28 @@ def test_a_clone_with_only_the_branches_is_told_what_is_missing_and_a_step_refus
     assert not (clone / ".hermit" / "runs" / RUN / "evals").exists()      # nothing ran
 
 
+def test_a_record_over_the_size_bound_is_named_not_read_into_a_learners_prompt(tmp_path):
+    scenario = Scenario(tmp_path, "ahe")
+    origin = scenario.start("a")
+    scenario.step("a")
+    ref = f"refs/hermit/{RUN}/records"            # planted by hand: neither fetch nor a step writes one
+    huge = tmp_path / "huge.md"
+    huge.write_bytes(b"x" * (4 * 1024 * 1024 + 1))
+    index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
+    git(origin, "read-tree", ref, env=index)
+    blob = git(origin, "hash-object", "-w", str(huge)).strip()
+    git(origin, "update-index", "--add", "--cacheinfo", f"100644,{blob},steps/0001/learner/state/huge.md", env=index)
+    tree = git(origin, "write-tree", env=index).strip()
+    git(origin, "update-ref", ref, git(origin, "commit-tree", tree, "-p", ref, "-m", "by hand").strip())
+    stepped = scenario.hermit("a", "step")
+    assert stepped.code == 4, stepped.err         # the repository's state: the record is named
+    error, hint = stepped.err.strip().splitlines()[-2:]
+    assert "steps/0001/learner/state/huge.md" in error and "4,194,304" in error, error
+    assert hint.startswith("hint: ") and f"git log {ref}" in hint, hint
+    assert not [r for name, r in read_inputs(scenario.control).items() if name.startswith("evolve--step-2")]
+    assert not git(origin, "rev-parse", "--verify", "-q", f"refs/heads/hermit/{RUN}/step-0002", check=False).strip()
+
+
 # -------------------------------------------------------------------------------- what is recorded
 def test_each_step_records_what_the_seed_lists_and_traces_travel_apart(tmp_path):
     scenario = Scenario(tmp_path, "ahe")

@@ -163,10 +163,11 @@ class RunRecords:
         sizes = self.repo.object_sizes([sha for _, _, sha in flat]) if self.limit is not None else []
         for (n, path, _), size in zip(flat, sizes):
             if size is not None and self.limit is not None and size > self.limit:
-                raise GitStateError(f"the record {step_path(n)}/{path} of run {self.run!r} is {size:,} bytes, over the "
+                where = "/".join(part.strip("/") for part in (step_path(n), wanted[n], path) if part)
+                raise GitStateError(f"the record {where} of run {self.run!r} is {size:,} bytes, over the "
                                     f"{self.limit:,} a record may hold",
-                                    hint="fetch the run from a remote that holds it intact, or delete the ref: "
-                                         f"git update-ref -d {self.ref}")
+                                    hint=f"git-hermit writes no such record: `git log {self.ref}` shows the commit that "
+                                         f"added it; move the ref back before it (`git update-ref {self.ref} <commit>`)")
         out: dict[int, dict[str, bytes]] = {n: {} for n in listed}
         for (n, path, _), blob in zip(flat, self.repo.read_objects([sha for _, _, sha in flat])):
             if blob is not None:
