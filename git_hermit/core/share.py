@@ -221,7 +221,8 @@ def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, rec
             if n is not None and n not in problems:
                 problems[n] = f"holds {json.dumps(path)}, which {why}"
     if root is None:      # files per step, and which steps have a step.json: regex scans, not a loop a line
-        counts = Counter(int(n) for n in _STEP_LINE.findall(text))
+        counts = {int(n): count for n, count in Counter(_STEP_LINE.findall(text)).items()   # counted in C
+                  if n == f"{int(n):04d}"}
         step_files = {int(n): f"{STEPS}/{n}/{STEP_FILE}" for n in _STEP_FILE_LINE.findall(text) if n == f"{int(n):04d}"}
     else:
         counts = Counter({steps[0]: text.count("\n")})
