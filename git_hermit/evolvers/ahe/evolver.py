@@ -132,14 +132,16 @@ class AHEEvolver:
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
                        else self._best_ever_of_history(ctx, stats, past_stats, state))
-        # each earlier row keeps the time it was scored at (iteration_scores.json of the last step)
+        # each earlier row keeps the time it was scored at (its block's heading in the history, which
+        # the records rebuild in any clone); this step's row and block share one time
         scored_at = records.scored_times(state)
+        now = _now()
         score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp=scored_at.get(e.step, ""),
                                              commit=e.commit) for e in ctx.history]
-        score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
+        score_entries.append(records.score_entry(ctx.step, stats, timestamp=now, commit=ctx.commit))
         records.write_scores(state, score_entries)
         records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
-            ctx.step, stats, step_diff, timestamp=_now()))
+            ctx.step, stats, step_diff, timestamp=now))
 
         precision = self._precision(ctx, evaluation)
         result.analysis.update({
