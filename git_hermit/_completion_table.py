@@ -48,6 +48,36 @@ TABLE = {'arguments': [],
                                                     'takes_value': False},
                                          '-h': {'help': 'Show this message and exit.',
                                                 'takes_value': False}}},
+              'convert': {'arguments': [{'many': False}],
+                          'help': "The adapter at REV (default: the run's final tag) as TARGET's own plugin, "
+                                  'with its CARD.md.',
+                          'options': {'--allow-lossy': {'help': 'Write the plugin even when the format '
+                                                                'cannot carry every component; list what it '
+                                                                'left out.',
+                                                        'takes_value': False},
+                                      '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                      '--json': {'help': 'Machine-readable output.', 'takes_value': False},
+                                      '--name': {'help': "The plugin's name (default: the run's name).",
+                                                 'takes_value': True},
+                                      '--output': {'help': 'A new or empty directory to write it into '
+                                                           '(default: ./<run>-<target>-plugin).',
+                                                   'path': 'file',
+                                                   'takes_value': True},
+                                      '--python': {'help': "The interpreter the plugin's hooks run where it "
+                                                           'is installed (on PATH, or an absolute path).',
+                                                   'takes_value': True},
+                                      '--run': {'help': 'Run (default: the only one).',
+                                                'source': 'run',
+                                                'takes_value': True},
+                                      '--target': {'choices': ['codex', 'claude-code', 'pi'],
+                                                   'help': 'The host whose plugin (or package) format to '
+                                                           'write.',
+                                                   'takes_value': True},
+                                      '-h': {'help': 'Show this message and exit.', 'takes_value': False},
+                                      '-o': {'help': 'A new or empty directory to write it into (default: '
+                                                     './<run>-<target>-plugin).',
+                                             'path': 'file',
+                                             'takes_value': True}}},
               'demo': {'arguments': [{'many': False, 'path': 'file'}],
                        'help': 'Run the AHE loop offline on a bundled benchmark, in a new repository '
                                'DIRECTORY.',
@@ -262,11 +292,14 @@ TABLE = {'arguments': [],
                                       '-k': {'help': 'Rollouts per task (default: inferred from the rows).',
                                              'takes_value': True}}},
               'show': {'arguments': [{'many': False, 'source': 'step'}],
-                       'help': "A step's or commit's manifest, verdicts and scores (TARGET: step-N or any "
-                               'revision).',
-                       'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                       'help': "A step's or commit's manifest, verdicts and scores (TARGET: step-N, final, "
+                               'best or any revision).',
+                       'options': {'--card': {'help': 'Print the adapter card (CARD.md) of TARGET instead, '
+                                                      "made from the run's notes.",
+                                              'takes_value': False},
+                                   '--help': {'help': 'Show this message and exit.', 'takes_value': False},
                                    '--json': {'help': 'Machine-readable output.', 'takes_value': False},
-                                   '--run': {'help': 'Run for step-N targets.',
+                                   '--run': {'help': 'Run for step-N, final and best targets.',
                                              'source': 'run',
                                              'takes_value': True},
                                    '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},

@@ -3,8 +3,10 @@ checked (a config file's text, a note's blob id) to what the check found valid.
 
 A read command (`log`) then skips parsing YAML and validating schemas it has done before; a key
 names the content, and ``format`` names the checks (git-hermit's version and the schemas), so an
-entry never goes stale — a changed file or schema is simply checked again. Best effort: a missing,
-broken or read-only cache only means checking again.
+entry never goes stale — a changed file or schema is simply checked again. Every file starts with
+the CRC-32 of the rest: a damaged or hand-edited cache (that did not recompute it) is not believed,
+and is rebuilt from the notes. Best effort: a missing, broken or read-only cache only means checking
+again.
 """
 
 from __future__ import annotations
@@ -17,11 +19,30 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def load(path: Path, format: str) -> dict[str, Any]:
-    """The entries kept at ``path`` under ``format`` ({} when absent, broken or of another format)."""
+def _checked_bytes(path: Path) -> tuple[bytes, int] | None:
+    """(the file, where its content starts after the CRC line) when the CRC holds; None when absent
+    or damaged."""
     try:
-        data = json.loads(path.read_text())
+        data = path.read_bytes()
+        cut = data.index(b"\n")
     except (OSError, ValueError):
+        return None
+    # the checksum over the bytes as read (a memoryview: no copy of a file of several MB)
+    return (data, cut + 1) if data[:cut] == b"%08x" % zlib.crc32(memoryview(data)[cut + 1:]) else None
+
+
+def _with_crc(data: bytes) -> bytes:
+    return b"%08x\n" % zlib.crc32(data) + data
+
+
+def load(path: Path, format: str) -> dict[str, Any]:
+    """The entries kept at ``path`` under ``format`` ({} when absent, damaged or of another format)."""
+    found = _checked_bytes(path)
+    if found is None:
+        return {}
+    try:
+        data = json.loads(found[0][found[1]:])
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("format") != format or not isinstance(data.get("entries"), dict):
         return {}
@@ -35,7 +56,7 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
         data = json.dumps({"format": format, "entries": entries}, separators=(",", ":")).encode()
     except (TypeError, ValueError):
         return
-    _replace(path, data)
+    _replace(path, _with_crc(data))
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -104,29 +125,26 @@ class Fragments:
         _replace(self.path, b"%s\n%08x\n%s" % (self.format, zlib.crc32(body), body))
 
 
-def _crc(text: str) -> str:
-    return f"{zlib.crc32(text.encode()):08x}"
-
-
 def load_split(path: Path, format: str) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
     """Like load, for a file saved by save_split: its entries, and what decodes its body when first
     called ({} when absent, broken, damaged or of another format). A reader that needs only the
     entries (`log --json`, ~half of the notes cache) does not decode the body."""
+    found = _checked_bytes(path)
+    if found is None:
+        return {}, dict
+    data, start = found
     try:
-        data = path.read_bytes()
-        cut = data.index(b"\n")
-        head = json.loads(data[:cut])
-    except (OSError, ValueError):
+        cut = data.index(b"\n", start)
+        head = json.loads(data[start:cut])
+    except (ValueError, RecursionError):
         return {}, dict
-    if (not isinstance(head, dict) or head.get("format") != format or not isinstance(head.get("entries"), dict)
-            or head.get("crc") != f"{zlib.crc32(memoryview(data)[cut + 1:]):08x}"):   # the body as written
+    if not isinstance(head, dict) or head.get("format") != format or not isinstance(head.get("entries"), dict):
         return {}, dict
-    body = data[cut + 1:]
 
     def decode() -> dict[str, Any]:
         try:
-            value = json.loads(body)
-        except ValueError:
+            value = json.loads(data[cut + 1:])
+        except (ValueError, RecursionError):
             return {}
         return value if isinstance(value, dict) else {}
     return head["entries"], decode
@@ -134,11 +152,10 @@ def load_split(path: Path, format: str) -> tuple[dict[str, Any], Callable[[], di
 
 def save_split(path: Path, format: str, entries: dict[str, Any], body: dict[str, Any]) -> None:
     """Save ``entries`` and ``body`` in one file (atomically, so the two always match): the entries
-    on its first line, the body (with its CRC-32 in the first) on its second; errors are ignored."""
+    on its first line after the CRC, the body on the next; errors are ignored."""
     try:
         text = json.dumps(body, separators=(",", ":")).encode()
-        head = json.dumps({"format": format, "crc": f"{zlib.crc32(text):08x}", "entries": entries},
-                          separators=(",", ":")).encode()
+        head = json.dumps({"format": format, "entries": entries}, separators=(",", ":")).encode()
     except (TypeError, ValueError):
         return
-    _replace(path, head + b"\n" + text)
+    _replace(path, _with_crc(head + b"\n" + text))

@@ -1,5 +1,8 @@
 """Command-line interface: click commands only — parse, call core, render, map errors.
 
+Text for a person goes through ``_echo`` (control characters made visible), JSON through
+``_echo_json`` (exact).
+
 Every user mistake surfaces as ``error: …`` / ``hint: …`` with the HermitError's exit code;
 any other exception is a bug: one line without ``--debug``, the traceback with it.
 """
@@ -49,8 +52,16 @@ _KEEP_EXCEPTIONS = click.option("--keep-exceptions", is_flag=True,
                                      "instead of running them again.")
 
 
+def _echo(message: Any = "", err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` for what a person reads: records hold text from learners and remotes, so every
+    control character is made visible (render.escape.terminal) and nothing printed can drive the
+    terminal. JSON output is written by ``_echo_json`` as it is (its encoder escapes them itself)."""
+    from git_hermit.render.escape import terminal
+    click.echo(terminal(message, newlines=True), err=err, nl=nl)
+
+
 def _say_on_stderr(line: str) -> None:
-    click.echo(line, err=True)
+    _echo(line, err=True)
 
 
 def _reading_only() -> None:
@@ -69,8 +80,8 @@ def _warn_missing(ctx: Any) -> None:
     from git_hermit.core.records import missing_records
     missing = missing_records(ctx.repo, ctx.run, [n for n, _ in ctx.steps], ctx.refs)
     if missing:
-        click.echo(f"warning: this repository lacks {missing.what()} of run {ctx.run!r}, so what follows is "
-                   f"incomplete; bring them with `{missing.command()}`", err=True)
+        _echo(f"warning: this repository lacks {missing.what()} of run {ctx.run!r}, so what follows is "
+              f"incomplete; bring them with `{missing.command()}`", err=True)
 
 
 def _echo_json(data: Any) -> None:
@@ -158,21 +169,21 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
     from git_hermit.core.init import init_run
     result = init_run(_repo(), template_id=template_id, run=run, adapter_dir=adapter_dir, example=example,
                       github=github)
-    click.echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
+    _echo(f"initialised run {result.run!r} from {result.template}: {len(result.files)} adapter files "
                f"in {result.adapter_dir}/, config {result.config_path}")
     where = f"on {result.branch} and " if result.branch else ("on the detached HEAD and " if result.detached else "")
-    click.echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
+    _echo(f"seed commit {result.commit[:12]} {where}hermit/{result.run}/step-0000")
     if result.detached:
-        click.echo("note: HEAD was detached, so no branch holds the seed commit: HEAD now points at it (its files "
+        _echo("note: HEAD was detached, so no branch holds the seed commit: HEAD now points at it (its files "
                    "are committed there); `git switch -c NAME` keeps working on a branch", err=True)
     if result.workflow:
-        click.echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
+        _echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
     if example:
-        click.echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
-        click.echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
+        _echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
+        _echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
                    "for the agent and evolver.model; see the README)")
     else:
-        click.echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
+        _echo("next: edit the tasks/judge/agent blocks of the config (or rerun with --example for a starter "
                    "benchmark), then `git hermit check` and `git hermit step`")
 
 
@@ -221,13 +232,13 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
                                   for p in (flight.problems if flight else ())]})
         return 1 if report.errors else (error.exit_code if error else 0)
     for v in report.violations:
-        click.echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
+        _echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
     status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
-    click.echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
+    _echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
     if error is not None and not report.errors:
         raise error
     if error is not None:    # broken rules keep exit 1; the preflight's findings still show
-        click.echo(f"preflight: {error.message}", err=True)
+        _echo(f"preflight: {error.message}", err=True)
     return 1 if report.errors else 0
 
 
@@ -253,23 +264,31 @@ def log(run: str | None, as_json: bool) -> None:
         sys.stdout.buffer.flush()
         fragments.save()
     else:
-        click.echo("\n".join(log_lines(history)))   # one write (a 10,000-step log: 33 ms less)
+        _echo("\n".join(log_lines(history)))   # one write (a 10,000-step log: 33 ms less)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("target", shell_complete=_complete_step)
-@click.option("--run", shell_complete=_complete_run, help="Run for step-N targets.")
+@click.option("--run", shell_complete=_complete_run, help="Run for step-N, final and best targets.")
+@click.option("--card", "as_card", is_flag=True,
+              help="Print the adapter card (CARD.md) of TARGET instead, made from the run's notes.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def show(target: str, run: str | None, as_json: bool) -> None:
-    """A step's or commit's manifest, verdicts and scores (TARGET: step-N or any revision)."""
+def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
+    """A step's or commit's manifest, verdicts and scores (TARGET: step-N, final, best or any revision)."""
     _reading_only()
-    from git_hermit.core.history import records_for, resolve_target, step_commits
+    from git_hermit.core.history import RUN_TAGS, records_for, resolve_target, step_commits
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
     from git_hermit.core.records import RunRecords, records_location
     repo = _repo(bare_ok=True)
-    ctx = open_run(repo, run) if (target.startswith("step-") or target.isdigit()) else None
+    by_run = target.startswith("step-") or target.isdigit() or target in RUN_TAGS or as_card
+    ctx = open_run(repo, run, with_refs=True) if by_run else None
     step, commit = resolve_target(ctx, repo, target)
+    if as_card and ctx is not None:
+        from git_hermit.core.card import build_card
+        from git_hermit.render.card import markdown
+        _echo(markdown(build_card(ctx, commit)), nl=False)
+        return
     commits = [commit]
     where = None
     if ctx is not None and step is not None:
@@ -277,19 +296,24 @@ def show(target: str, run: str | None, as_json: bool) -> None:
         commits = [c for c in step_commits(ctx, step) if c != commit] + [commit]
         if step in RunRecords(repo, ctx.run).step_trees:
             where = records_location(ctx.run, step)
-    records = [records_for(repo, sha) for sha in commits]
+    records = [records_for(repo, sha, ctx) for sha in commits]
+    from git_hermit.core.card import card_link
+    card = card_link(repo, commit, run)
     if as_json:
-        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records], "records": where})
+        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records], "records": where,
+                    **({"card": card.to_dict()} if card else {})})
         return
     for i, rec in enumerate(records):
         if i:
-            click.echo("")
+            _echo("")
         for line in show_lines(rec):
-            click.echo(line)
+            _echo(line)
+    if card:
+        _echo(f"card: {card.text()}")
     if where:
-        click.echo("")
-        click.echo(f"records: `git show {where}` (step.json, ledger.json, every rollout's result and hook audit, "
-                   "the learners' own records); trajectories: `git hermit fetch --traces`")
+        _echo("")
+        _echo(f"records: `git show {where}` (step.json, ledger.json, every rollout's result and hook audit, "
+              "the learners' own records); trajectories: `git hermit fetch --traces`")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -313,7 +337,7 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     from git_hermit.core.runs import open_run
     from git_hermit.render.report import html_page, markdown, report_json
     repo = _repo(bare_ok=True)
-    ctx = open_run(repo, run, with_refs=True)
+    ctx = open_run(repo, run, with_refs=True)   # reads only: refs listed with the steps
     _warn_missing(ctx)
     data = build_report(ctx, target)
     if fmt == "json":
@@ -325,23 +349,25 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     if chart is not None:
         from git_hermit.render.chart import write_png
         write_png(data, chart)
-        click.echo(f"wrote the pass@1 chart to {chart}", err=True)
+        _echo(f"wrote the pass@1 chart to {chart}", err=True)
     if open_pr:
         from git_hermit.core.pullrequest import open_pull_request
         result = open_pull_request(repo, data.run, data.step, base=data.base, head=data.head, title=data.title,
                                    body=markdown(data))
         if not result.ran:
             import shlex
-            click.echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
-            click.echo(shlex.join(result.command))
+            _echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
+            _echo(shlex.join(result.command))
         else:
-            click.echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
+            _echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
         return
     if output is not None:
         output.write_text(text)
-        click.echo(f"wrote {output} ({len(text):,} characters)", err=True)
+        _echo(f"wrote {output} ({len(text):,} characters)", err=True)
+    elif fmt == "json":
+        _echo_json(report_json(data))     # exact (the encoder escapes what a terminal would act on)
     else:
-        click.echo(text, nl=False)
+        _echo(text, nl=False)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -356,6 +382,9 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
     from git_hermit.core.compare import compare_runs
     from git_hermit.render.views import partial_text
     result = compare_runs(_repo(bare_ok=True), run_a, run_b, split)
+    for summary in (result.a, result.b):      # a damaged note is left out of the comparison: said so
+        for warning in summary.warnings:
+            _echo(f"warning: run {summary.run}: {warning}", err=True)
     comp = result.comparison
     if as_json:
         _echo_json({"split": result.split, "a": asdict(result.a), "b": asdict(result.b),
@@ -371,8 +400,8 @@ def compare(run_a: str, run_b: str, split: str, as_json: bool) -> None:
             ("cost", lambda r: "unknown" if r.cost_usd is None else f"${r.cost_usd:.2f}")]
     width = max(len(label) for label, _ in rows)
     for label, get in rows:
-        click.echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
-    click.echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
+        _echo(f"{label:<{width}}  {get(result.a):<32}  {get(result.b)}")
+    _echo(f"{result.b.run} minus {result.a.run}: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} "
                f"{result.split} tasks)")
 
 
@@ -390,18 +419,18 @@ def rollback(target: str, reason: str, force: bool, run: str | None, wait: bool)
     from git_hermit.core.rollback import rollback as do_rollback
     result = do_rollback(_repo(), run, target, reason, force=force, wait=wait, on_wait=_say_on_stderr)
     ids = ", ".join(result.change_ids) or result.plan.change_commit[:12]
-    click.echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
+    _echo(f"rolled back {ids}: {len(result.plan.files)} file(s) changed in {result.plan.commit[:12]} "
                f"on step-{result.step:04d}")
     for path in result.plan.files:
-        click.echo(f"    {path}")
+        _echo(f"    {path}")
     for sha in result.removed_lines_of:
-        click.echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
+        _echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
 def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:
     from git_hermit.render.views import disagreement_line
     for row in found:
-        click.echo(disagreement_line(row, remote))
+        _echo(disagreement_line(row, remote))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -416,21 +445,21 @@ def push(remote: str, run: str | None, traces: bool) -> None:
     from git_hermit.core.share import push_run
     outcome = push_run(_repo(), remote, run, traces=traces)
     for move in outcome.merged:
-        click.echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
+        _echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
     _echo_disagreements(outcome.disagreements, outcome.remote)
     moved = [p for p in outcome.pushed if p.moved]
     for item in moved:
-        click.echo(f"pushed {item.ref}  {item.summary}")
+        _echo(f"pushed {item.ref}  {item.summary}")
     if not moved:
-        click.echo(f"{outcome.remote} is up to date")
+        _echo(f"{outcome.remote} is up to date")
     if outcome.traces is not None:
         pushed, size = outcome.traces
-        click.echo(f"traces: {size:,} bytes added to {outcome.remote}" if pushed else
-                   "traces: not pushed (`git hermit push --traces` sends the rollouts' trajectories)")
+        _echo(f"traces: {size:,} bytes added to {outcome.remote}" if pushed else
+              "traces: not pushed (`git hermit push --traces` sends the rollouts' trajectories)")
     for warning in outcome.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        _echo(f"warning: {warning}", err=True)
     if outcome.attempts > 1:
-        click.echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
+        _echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -455,24 +484,24 @@ def fetch(remote: str, traces: bool, accept_remote: bool, keep_local: bool) -> N
     repo = _repo()
     outcome = fetch_runs(repo, remote, accept_remote=accept_remote, keep_local=keep_local, traces=traces)
     for move in outcome.moves:
-        click.echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
+        _echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
     _echo_disagreements(outcome.disagreements, outcome.remote)
     for change in outcome.accepted:
-        click.echo(f"accepted the remote's change: {change.what}")
+        _echo(f"accepted the remote's change: {change.what}")
     for warning in outcome.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        _echo(f"warning: {warning}", err=True)
     if not outcome.moves and not outcome.warnings and not outcome.refused and not outcome.accepted:
-        click.echo(f"up to date with {outcome.remote}")
+        _echo(f"up to date with {outcome.remote}")
     from git_hermit.core.records import missing_records
     for name in list_runs(repo):     # what neither this repository nor the remote holds of a run
         missing = missing_records(repo, name, [n for n, _ in list_steps(repo, name)])
         if missing:
-            click.echo(f"warning: {outcome.remote} does not hold {missing.what()} of run {name!r} either; whoever "
-                       "ran those steps can send them with `git hermit push`", err=True)
+            _echo(f"warning: {outcome.remote} does not hold {missing.what()} of run {name!r} either; whoever "
+                  "ran those steps can send them with `git hermit push`", err=True)
     if not outcome.refused:
         return
     for change in outcome.refused[1:]:
-        click.echo(f"refused: {change.what}", err=True)
+        _echo(f"refused: {change.what}", err=True)
     first = outcome.refused[0]
     latest = {name: max((n for n, _ in list_steps(repo, name)), default=0) for name in list_runs(repo)}
     records = [r for r in outcome.refused if r.kind == "record"]
@@ -494,10 +523,10 @@ def deploy(directory: Path, host: str, rev: str | None, run: str | None, force: 
     """Write what HOST reads into DIRECTORY: context file, hooks, skills, sub-agents."""
     from git_hermit.core.deploying import deploy_adapter
     record = deploy_adapter(_repo(), directory, host, rev=rev, run=run, force=force)
-    click.echo(f"deployed for {record.host} into {record.dest}: {len(record.files)} files"
+    _echo(f"deployed for {record.host} into {record.dest}: {len(record.files)} files"
                + (f"; hooks run `{record.interpreter} -S …hook_runner.py`" if record.hooks else "; no hooks"))
     if record.host_args:
-        click.echo(f"start the host with: {' '.join(record.host_args)}")
+        _echo(f"start the host with: {' '.join(record.host_args)}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -520,7 +549,7 @@ def doctor(run_hosts: bool, as_json: bool) -> int:
     if as_json:
         _echo_json(report.to_json())
     else:
-        click.echo(render_text(report))
+        _echo(render_text(report))
     from git_hermit.errors import AgentError
     return AgentError.exit_code if missing else 0
 
@@ -537,9 +566,9 @@ def hosts() -> None:
 def hosts_install(names: tuple[str, ...]) -> None:
     """Install the pinned host CLIs (default: all of them) with npm where git-hermit finds them."""
     from git_hermit.hostkit.install import install_hosts
-    for item in install_hosts(list(names), say=lambda msg: click.echo(msg, err=True)):
+    for item in install_hosts(list(names), say=lambda msg: _echo(msg, err=True)):
         state = "installed" if item.changed else "already installed"
-        click.echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
+        _echo(f"{item.host}: {item.package} {item.version} {state} at {item.path}")
 
 
 def _progress(label: str) -> ContextManager[LiveProgress]:
@@ -580,13 +609,13 @@ def rollout(rev: str | None, split: str, k: int | None, only_tasks: str | None, 
         return
     counts = {o: sum(1 for t in scores.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
     interval = ev.pass_at_1_interval()
-    click.echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
+    _echo(f"{ev.commit[:12]} on {split} (k={ev.k}): pass@1 {interval} (bootstrap 95% CI over "
                f"{interval.n_tasks} tasks)  " + "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1))
-    click.echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
+    _echo(f"tasks: {counts['pass']} pass, {counts['fail']} fail, {counts['exception']} exception"
                f"  ({ev.reused} rollouts reused)")
     _echo_failures(ev)
     for line in ev.ledger.render():
-        click.echo("  " + line)
+        _echo("  " + line)
 
 
 @cli.command(name="eval", context_settings=CONTEXT)
@@ -620,23 +649,23 @@ def eval_command(rev: str, baseline: str | None, split: str, k: int | None, run:
                             "n_tasks": comp.n_tasks, "flips_up": list(comp.flips_up),
                             "flips_down": list(comp.flips_down)} if comp else None)})
         return
-    click.echo(f"{split} split, k={cand.k}, {len(cand.results)} tasks")
+    _echo(f"{split} split, k={cand.k}, {len(cand.results)} tasks")
     for label, ev in (("candidate", cand), ("baseline", base)):
         if ev is None:
             continue
         extra = "  ".join(f"pass@{i} {v:.3f}" for i, v in ev.pass_at().items() if i > 1)
-        click.echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
+        _echo(f"  {label:<9} {ev.commit[:12]}  pass@1 {ev.pass_at_1_interval()} (95% CI)  {extra}")
         _echo_failures(ev, "    ")
     if comp is not None:
-        click.echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
-        click.echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
+        _echo(f"  difference: {comp}  (paired bootstrap 95% CI over {comp.n_tasks} tasks)")
+        _echo(f"  flips: +{len(comp.flips_up)} {', '.join(comp.flips_up[:8])}  "
                    f"-{len(comp.flips_down)} {', '.join(comp.flips_down[:8])}")
-    click.echo("  ledger (candidate):")
+    _echo("  ledger (candidate):")
     for line in cand.ledger.render():
-        click.echo("    " + line)
+        _echo("    " + line)
     per_mtok = cand.ledger.successes_per_mtok(cand.pass_at_1)
     if per_mtok is not None:
-        click.echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
+        _echo(f"  tokens/trial {cand.ledger.tokens_per_trial():,.0f}, successes per million tokens {per_mtok:.2f}")
 
 
 def _echo_failures(ev: EvalRun, indent: str = "") -> None:
@@ -644,7 +673,7 @@ def _echo_failures(ev: EvalRun, indent: str = "") -> None:
     from git_hermit.core.failures import failures_of
     line = failures_of(ev.results).line()
     if line:
-        click.echo(f"{indent}rollouts: {line} (the next command runs them again, unless --keep-exceptions)")
+        _echo(f"{indent}rollouts: {line} (the next command runs them again, unless --keep-exceptions)")
 
 
 def _ci(ev: EvalRun) -> tuple[float, float]:
@@ -660,25 +689,25 @@ def _print_step(outcome: StepOutcome) -> None:
             f"pass@1 {outcome.pass_at_1:.3f}")
     if outcome.comparison is not None:
         line += f" ({outcome.comparison} vs H_{outcome.compared_to})"
-    click.echo(line)
+    _echo(line)
     if outcome.verdicts:
-        click.echo(f"  verdicts on step {n - 1}'s changes: "
+        _echo(f"  verdicts on step {n - 1}'s changes: "
                    + ", ".join(f"{cid} {v}" for cid, v in outcome.verdicts.items()))
     if outcome.rollbacks:
-        click.echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
+        _echo(f"  rolled back automatically: {outcome.rollbacks} change(s)")
     if outcome.best:
-        click.echo(f"  new best-ever: H_{n - 1} is now the best tag")
+        _echo(f"  new best-ever: H_{n - 1} is now the best tag")
     if outcome.stop:
-        click.echo(f"  stop: {outcome.stop} (no H_{n})")
+        _echo(f"  stop: {outcome.stop} (no H_{n})")
     elif outcome.tip:
         made = "1 commit, no adapter changes" if outcome.empty else f"{outcome.commits} commit(s)"
-        click.echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({made})")
+        _echo(f"  step {n} made H_{n}: {branch.format(n)} -> {outcome.tip[:12]} ({made})")
     for problem in outcome.rejected:
-        click.echo(f"error: the learners' output was rejected: {problem}", err=True)
+        _echo(f"error: the learners' output was rejected: {problem}", err=True)
     if outcome.rejected:
         kept = ("the step kept the adapter as it was" if not outcome.commits
                 else f"nothing refused was committed ({outcome.commits} commit(s) passed)")
-        click.echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
+        _echo(f"hint: {kept}; see `git hermit show step-{outcome.step}` and "
                    f".hermit/runs/…/step-{outcome.step:04d}/", err=True)
 
 
@@ -686,7 +715,7 @@ def _warn_worktree(run: str | None) -> None:
     """Hand edits in the work tree the step will not use (the adapter) or not record (the config)."""
     from git_hermit.core.preflight import worktree_warnings
     for line in worktree_warnings(_repo(), run):
-        click.echo(f"warning: {line}", err=True)
+        _echo(f"warning: {line}", err=True)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -707,8 +736,8 @@ def step(run: str | None, keep_exceptions: bool, wait: bool) -> int:
             outcome = run_step(_repo(), run, say=update.say, on_progress=update, wait=wait,
                                keep_exceptions=keep_exceptions)
     except RunFinished as finished:
-        click.echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
-        click.echo("next: `git hermit finalize`, or start a new run to train further")
+        _echo(f"the run is finished: {finished.reason}; nothing to do (no ref or note was written)")
+        _echo("next: `git hermit finalize`, or start a new run to train further")
         return 0
     _print_step(outcome)
     return ManifestError.exit_code if outcome.rejected else 0
@@ -730,7 +759,7 @@ def train(run: str | None, epochs: int | None, keep_exceptions: bool, wait: bool
     with _progress("rollouts") as update:
         outcome = do_train(_repo(), run, epochs=epochs, say=update.say, on_progress=update, wait=wait,
                            keep_exceptions=keep_exceptions, on_step=_print_step)
-    click.echo(f"training stopped: {outcome.reason}")
+    _echo(f"training stopped: {outcome.reason}")
     # the independent test of the final snapshot against the seed, when the run has a test split
     from git_hermit.core.heldout import evaluate_final
     from git_hermit.core.runs import open_run
@@ -738,7 +767,7 @@ def train(run: str | None, epochs: int | None, keep_exceptions: bool, wait: bool
         held = evaluate_final(open_run(_repo(), run), on_progress=lambda label: update,
                               keep_exceptions=keep_exceptions)
     if held is not None:
-        click.echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
+        _echo(held.line() + (f"  ({held.reused} rollouts reused)" if held.reused else ""))
     return ManifestError.exit_code if any(s.rejected for s in outcome.steps) else 0
 
 
@@ -759,6 +788,8 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     ctx = open_run(_repo(), run, with_refs=True)
     _warn_missing(ctx)
     result = do_estimate(ctx, steps)
+    for warning in result.warnings:           # a damaged note is left out of the estimate: said so
+        _echo(f"warning: {warning}", err=True)
     if as_json:
         _echo_json(result.to_dict())
         return
@@ -769,9 +800,9 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
                       for role, u in result.spent_by_role.items())
     spent = f"spent {result.spent.total_tokens:,} tokens, {spent}" + (f" ({roles})" if roles else "") + running
     if not result.steps_seen or result.next_tokens is None:     # the one is None exactly when the other is 0
-        click.echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
+        _echo(f"run {result.run}: no finished step in the ledger yet, so no estimate"
                    + (f"; {spent}" if result.spent.total_tokens else ""))
-        click.echo("next: `git hermit step` once; its ledger gives the first estimate")
+        _echo("next: `git hermit step` once; its ledger gives the first estimate")
         return
 
     def cost(spread: Spread | None) -> str:
@@ -779,18 +810,18 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
             return "cost unknown"
         return f"{usd(spread.mean)} ± {usd(spread.sd)} ({usd(spread.min)}–{usd(spread.max)})"
 
-    click.echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; {spent}")
-    click.echo("per step, by role (mean ± sd, min–max):")
+    _echo(f"run {result.run}: {result.steps_seen} finished step(s) in the ledger; {spent}")
+    _echo("per step, by role (mean ± sd, min–max):")
     width = max(len(role) for role in result.per_step)
     for role, forecast in result.per_step.items():
         t = forecast.tokens
-        click.echo(f"  {role:<{width}}  {t.mean:,.0f} ± {t.sd:,.0f} tokens ({t.min:,.0f}–{t.max:,.0f})  "
+        _echo(f"  {role:<{width}}  {t.mean:,.0f} ± {t.sd:,.0f} tokens ({t.min:,.0f}–{t.max:,.0f})  "
                    f"{cost(forecast.cost_usd)}")
     tokens = result.next_tokens
     money = "cost unknown" if result.next_cost is None else f"{usd(result.next_cost[0])} ± {usd(result.next_cost[1])}"
-    click.echo(f"next {result.steps} step(s): {tokens[0]:,.0f} ± {tokens[1]:,.0f} tokens, {money}")
+    _echo(f"next {result.steps} step(s): {tokens[0]:,.0f} ± {tokens[1]:,.0f} tokens, {money}")
     if result.max_usd is None and result.max_tokens is None:
-        click.echo("budget: none set (hermit.yaml budget: {max_usd, max_tokens})")
+        _echo("budget: none set (hermit.yaml budget: {max_usd, max_tokens})")
         return
     parts = []
     if result.max_usd is not None:
@@ -799,7 +830,7 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     if result.max_tokens is not None:
         parts.append(f"max_tokens {result.max_tokens:,}, {result.left_tokens:,} left")
     more = result.steps_left()
-    click.echo("budget: " + "; ".join(parts) + (f" (about {more} more step(s))" if more is not None else ""))
+    _echo("budget: " + "; ".join(parts) + (f" (about {more} more step(s))" if more is not None else ""))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -807,16 +838,72 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
 @click.option("--archive", type=click.Path(path_type=Path), help="Also write the adapter as .tar, .tar.gz or .zip.")
 @_WAIT
 def finalize(run: str | None, archive: Path | None, wait: bool) -> None:
-    """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last)."""
+    """Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the tip (final: last).
+
+    Also writes the adapter's card, CARD.md, beside the adapter directory (and into the archive):
+    what it is, how it was trained and scored, from the run's notes (`show final --card` again).
+    """
     from git_hermit.core.step import finalize as do_finalize
-    outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr)
+    from git_hermit.render.card import markdown
+    outcome = do_finalize(_repo(), run, archive=archive, wait=wait, on_wait=_say_on_stderr, card_text=markdown)
     from git_hermit.render.views import partial_text
     score = (f", training pass@1 {outcome.pass_at_1:.3f}{partial_text(outcome.partial)}"
              if outcome.pass_at_1 is not None else "")
-    click.echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
+    _echo(f"final ({outcome.mode}): {outcome.commit[:12]}{score}")
+    if outcome.card:
+        _echo(f"card written to {outcome.card}")
     if outcome.archive:
-        click.echo(f"adapter archived to {outcome.archive}")
-    click.echo(f"warning: {outcome.warning}", err=True)
+        _echo(f"adapter archived to {outcome.archive}")
+    _echo(f"warning: {outcome.warning}", err=True)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", required=False)
+@click.option("--target", required=True, type=click.Choice(registry.names()),
+              help="The host whose plugin (or package) format to write.")
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="A new or empty directory to write it into (default: ./<run>-<target>-plugin).")
+@click.option("--allow-lossy", is_flag=True,
+              help="Write the plugin even when the format cannot carry every component; list what it left out.")
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
+@click.option("--name", help="The plugin's name (default: the run's name).")
+@click.option("--python", "python", default="python3", show_default=True,
+              help="The interpreter the plugin's hooks run where it is installed (on PATH, or an absolute path).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def convert(rev: str | None, target: str, output: Path | None, allow_lossy: bool, run: str | None,
+            name: str | None, python: str, as_json: bool) -> None:
+    """The adapter at REV (default: the run's final tag) as TARGET's own plugin, with its CARD.md.
+
+    claude-code: a plugin in a local marketplace (skills, sub-agents, hooks, the context as an
+    output style, the memory at session start); codex: a plugin in a local marketplace (skills,
+    hooks); pi: a package (skills, the context and the session-start hook through an extension).
+    A conversion that would drop a component is refused (exit 22, one line per component) unless
+    --allow-lossy. The plugin needs python3 where it runs, not git-hermit.
+    """
+    from git_hermit.core.converting import convert as do_convert
+    from git_hermit.core.runs import open_run
+    from git_hermit.render.card import markdown
+    done = do_convert(open_run(_repo(), run), rev, target, output, markdown, allow_lossy=allow_lossy,
+                      python=python, name=name)
+    if as_json:
+        _echo_json({"target": done.target, "run": done.run, "commit": done.commit, "output": str(done.output),
+                    "plugin": str(done.plugin_dir), "name": done.name, "version": done.version,
+                    "carried": {c.component: c.where for c in done.carried},
+                    "dropped": [{"component": d.component, "detail": d.detail, "reason": d.reason}
+                                for d in done.dropped],
+                    "card": str(done.card), "install": list(done.install)})
+        return
+    _echo(f"wrote a {done.title} of run {done.run}'s adapter at {done.commit[:12]} to {done.output}")
+    for item in done.carried:
+        _echo(f"  {item.component:<11} {item.where}")
+    _echo(f"  {'card':<11} {done.card.relative_to(done.output)}")
+    if done.dropped:
+        _echo(f"left out ({len(done.dropped)}, --allow-lossy):")
+        for lost in done.dropped:
+            _echo(f"  {lost.line()}")
+    _echo("install it with:")
+    for line in done.install:
+        _echo(f"  {line}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -833,23 +920,26 @@ def demo(directory: Path) -> None:
     from git_hermit.demo import DEMO_NOTICE
     from git_hermit.gitio import Repo
     from git_hermit.render.views import log_lines
+    from git_hermit.render.card import markdown
     with _progress("rollouts") as update:
-        outcome = run_demo(directory, say=update.say, on_progress=update, on_step=_print_step)
-    click.echo(f"training stopped: {outcome.training.reason}")
-    click.echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
-    click.echo("")
-    click.echo("$ git hermit log")
+        outcome = run_demo(directory, say=update.say, on_progress=update, on_step=_print_step, card_text=markdown)
+    _echo(f"training stopped: {outcome.training.reason}")
+    _echo(f"final (best_ever): {outcome.final.commit[:12]}  ({outcome.seconds:.1f} s in all)")
+    _echo("")
+    _echo("$ git hermit log")
     for line in log_lines(load_history(open_run(Repo.discover(outcome.directory), "demo"))):
-        click.echo(line)
-    click.echo("")
-    click.echo(f"Look at it:  cd {outcome.directory}")
-    click.echo("  git hermit log                      # steps, pass@1, changes and verdicts")
-    click.echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
-    click.echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
-    click.echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
-    click.echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
-    click.echo("")
-    click.echo(DEMO_NOTICE)
+        _echo(line)
+    _echo("")
+    _echo(f"Look at it:  cd {outcome.directory}")
+    _echo("  git hermit log                      # steps, pass@1, changes and verdicts")
+    _echo("  git hermit show step-2              # a step's manifest, verdicts and scores")
+    _echo("  git hermit report 2                 # step 2's pull-request description (Markdown)")
+    _echo("  git log --notes=hermit/verdicts --stat hermit/demo/step-0002")
+    _echo("  git hermit eval hermit/demo/final --baseline hermit/demo/step-0000 --split test")
+    _echo("  git hermit show final --card        # the final adapter's card (also CARD.md)")
+    _echo("  git hermit convert --target claude-code -o ../demo-plugin   # it as a Claude Code plugin")
+    _echo("")
+    _echo(DEMO_NOTICE)
 
 
 def _complete_command(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -865,23 +955,23 @@ def _complete_command(ctx: click.Context, param: click.Parameter, incomplete: st
 def help_command(ctx: click.Context, command: str | None, as_roff: bool, as_table: bool) -> None:
     """Help for COMMAND (or the overview); `git help hermit` opens the manual page."""
     if as_roff:
-        click.echo(manpage_text(), nl=False)
+        _echo(manpage_text(), nl=False)
         return
     if as_table:
         import pprint
-        click.echo('"""Generated by `git hermit help --completion-table`: what shell completion offers."""\n\n'
+        _echo('"""Generated by `git hermit help --completion-table`: what shell completion offers."""\n\n'
                    f"TABLE = {pprint.pformat(completion_table(), width=110)}")
         return
     parent = ctx.find_root()       # the `git hermit` group's context: `help` is its subcommand
     if command is None:
-        click.echo(cli.get_help(parent))
+        _echo(cli.get_help(parent))
         return
     sub = cli.get_command(parent, command)
     if sub is None:
         raise click.BadParameter(f"no such command {command!r} (commands: {', '.join(cli.list_commands(parent))})",
                                  param_hint="COMMAND")
     with click.Context(sub, info_name=command, parent=parent, **sub.context_settings) as sub_ctx:
-        click.echo(sub.get_help(sub_ctx))
+        _echo(sub.get_help(sub_ctx))
 
 
 def _command_docs() -> list[CommandDoc]:
@@ -969,7 +1059,7 @@ def completion(shell: str) -> None:
     fish: git hermit completion fish > ~/.config/fish/completions/git-hermit.fish
     """
     from git_hermit.render.completion import completion_script
-    click.echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
+    _echo(completion_script(shell, complete_var=COMPLETE_VAR), nl=False)
 
 
 # ------------------------------------------------------------------------------------------
@@ -997,9 +1087,9 @@ def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
             click.echo(json.dumps(trace_json(report), sort_keys=True))
             continue
         if number:
-            click.echo("")
+            _echo("")
         for line in trace_lines(report):
-            click.echo(line)
+            _echo(line)
     failed = next((r.error for r in reports if r.error is not None), None)
     if failed is not None:
         if as_json:      # the per-file objects already carry the errors
@@ -1021,9 +1111,13 @@ def _fail(message: str, hint: str | None, code: int, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"error": message, "hint": hint, "code": code}, sort_keys=True))
     else:
-        click.echo(f"error: {message}", err=True)
+        from git_hermit.render.escape import terminal    # no line a message quotes can drive the terminal
+        first, *more = message.split("\n")     # a list in a message (convert's components) keeps its lines
+        click.echo(f"error: {terminal(first)}", err=True)
+        for line in more:
+            click.echo(terminal(line), err=True)
         if hint:
-            click.echo(f"hint: {hint}", err=True)
+            click.echo(f"hint: {terminal(hint)}", err=True)
     sys.exit(code)
 
 
@@ -1043,7 +1137,11 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, _on_interrupt)
     debug, as_json = "--debug" in args, "--json" in args
     try:
-        code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
+        try:
+            code = cli.main(args=args, prog_name="git hermit", standalone_mode=False)
+        finally:   # objects this command wrote but never published go with it (gitio/quarantine.py)
+            from git_hermit.gitio import discard_unpublished
+            discard_unpublished()
     except (click.exceptions.Abort, KeyboardInterrupt):
         _fail("interrupted", RESUME_HINT, INTERRUPTED_EXIT, as_json=as_json)
     except click.exceptions.Exit as exc:
@@ -1057,9 +1155,22 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
             traceback.print_exc()
         _fail(exc.message, exc.hint, exc.exit_code, as_json=as_json)
-    except Exception as exc:  # a bug: keep it to one line unless --debug
+    except OSError as exc:
+        from git_hermit.errors import NO_SPACE_ERRNOS, disk_full
+        if exc.errno not in NO_SPACE_ERRNOS:
+            _internal_error(exc, debug, as_json)
         if debug:
-            raise
-        _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
-              INTERNAL_ERROR_EXIT, as_json=as_json)
+            import traceback
+            traceback.print_exc()
+        full = disk_full(exc.filename)      # its own exit code, not a bug
+        _fail(full.message, full.hint, full.exit_code, as_json=as_json)
+    except Exception as exc:  # a bug: keep it to one line unless --debug
+        _internal_error(exc, debug, as_json)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _internal_error(exc: Exception, debug: bool, as_json: bool) -> None:
+    if debug:
+        raise exc
+    _fail(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it",
+          INTERNAL_ERROR_EXIT, as_json=as_json)

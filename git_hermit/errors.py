@@ -7,6 +7,8 @@ else is a bug and shows a traceback only with ``--debug``.
 
 from __future__ import annotations
 
+import errno
+
 
 class HermitError(Exception):
     """A failure the user can fix. ``message`` says what is wrong, ``hint`` what to do."""
@@ -119,6 +121,36 @@ class RolloutsFailed(HermitError):
     exit_code = 17
 
 
+class DamagedRecord(HermitError):
+    """The repository's records are damaged: a step ref that is no commit of the run or out of its
+    order, a missing step, a notes ref or object git cannot read. The message names the ref or
+    object; a damaged note alone is a warning (the rest of the run still shows)."""
+
+    exit_code = 18
+
+
+class DiskFull(HermitError):
+    """No space (or no inode) left on a filesystem git-hermit writes to. Nothing half-written is
+    kept as a result: freeing space and re-running resumes."""
+
+    exit_code = 19
+
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_TEXT = ("No space left on device", "Disk quota exceeded", "Out of diskspace")   # what git and the kernel say
+
+
+def disk_full(path: object | None, what: str = "") -> DiskFull:
+    """The one error for a full disk (or quota) under ``path`` (None: unknown, e.g. a write to an
+    open file)."""
+    where = (f"the device holding {path}" if path is not None
+             else "a device git-hermit writes to (the repository, its .hermit/ or $TMPDIR)")
+    look = f"`df -h {path}`" if path is not None else "`df -h . $TMPDIR`"
+    return DiskFull(f"no space left on {where}" + (f" ({what})" if what else ""),
+                    hint=f"free space there ({look}) and run the same command again: finished rollouts are kept, "
+                         "and a rollout that failed for lack of space runs again")
+
+
 class RecordsMissing(HermitError):
     """This repository lacks part of a run's records (notes, its records ref): a step refuses to
     continue a run whose history it cannot read."""
@@ -131,6 +163,13 @@ class RemoteRefused(HermitError):
     field (verdict, score, outcomes), an invalid note, a measured step's commit, a foreign step."""
 
     exit_code = 21
+
+
+class LossyConversion(HermitError):
+    """`convert`: the target's plugin format cannot carry some of the adapter's components (the
+    message names each); --allow-lossy writes the plugin without them."""
+
+    exit_code = 22
 
 
 USAGE_EXIT = 2            # click's own code for a bad command line
@@ -158,8 +197,11 @@ EXIT_CODES: dict[int, str] = {
     BudgetReached.exit_code: "budget reached: the run's budget is spent or the next step would cross it (raise it in hermit.yaml and re-run)",
     RolloutsFailed.exit_code: "the rollouts failed without a result: all of the command's rows (a step: more than "
                               "trainer.max_exception_rate of its rows) ended in an exception; fix the cause and re-run",
+    DamagedRecord.exit_code: "the repository's records are damaged: a step ref, notes ref or object git cannot read (the message names it)",
+    DiskFull.exit_code: "no space left on a disk git-hermit writes to (the message names it; free space and re-run to resume)",
     RecordsMissing.exit_code: "the repository lacks part of the run's records (named, with the command that brings them)",
     RemoteRefused.exit_code: "fetch/push refused a remote's change to a record or a measured step (named; --accept-remote)",
+    LossyConversion.exit_code: "convert: the target's plugin format would drop components of the adapter (named; --allow-lossy)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",
 }

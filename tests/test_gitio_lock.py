@@ -82,15 +82,24 @@ def test_lock_of_another_host_is_not_taken_over(repo):
         assert "on host some-other-host" in info.value.message
 
 
-def test_empty_lock_file_is_stale_only_when_old(repo):
+def test_empty_lock_file_is_stale_unless_its_writer_is_alive(repo):
+    """A run lock without a live holder is stale, empty or not (a crash or a full disk between create
+    and write leaves it empty); one being written right now is held by the flock its writer keeps."""
+    import fcntl
     with Repo.discover(repo) as r:
         path = r.common_dir / "hermit" / "run.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")                       # fresh, and nobody holds it
+        with RunLock(r, "run") as lock:
+            assert lock.recovered_stale
         path.write_text("")
-        with pytest.raises(LockHeld):  # may be a lock being written right now
-            RunLock(r, "run").acquire()
-        old = time.time() - 60
-        os.utime(path, (old, old))
+        writer = os.open(path, os.O_RDWR)
+        fcntl.flock(writer, fcntl.LOCK_EX)        # its writer is alive, between create and write
+        try:
+            with pytest.raises(LockHeld):
+                RunLock(r, "run").acquire()
+        finally:
+            os.close(writer)
         with RunLock(r, "run") as lock:
             assert lock.recovered_stale
 

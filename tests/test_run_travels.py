@@ -186,7 +186,7 @@ def test_a_record_over_the_size_bound_is_named_not_read_into_a_learners_prompt(t
     tree = git(origin, "write-tree", env=index).strip()
     git(origin, "update-ref", ref, git(origin, "commit-tree", tree, "-p", ref, "-m", "by hand").strip())
     stepped = scenario.hermit("a", "step")
-    assert stepped.code == 4, stepped.err         # the repository's state: the record is named
+    assert stepped.code == 18, stepped.err        # a damaged record, named
     error, hint = stepped.err.strip().splitlines()[-2:]
     assert "steps/0001/learner/state/huge.md" in error and "4,194,304" in error, error
     assert hint.startswith("hint: ") and f"git log {ref}" in hint, hint

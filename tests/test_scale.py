@@ -125,7 +125,7 @@ def test_a_bad_scores_note_is_a_warning_each_time(tmp_path):
     for _ in range(2):
         r = hermit(repo, "log")
         assert r.code == 0, r.err
-        assert "warning: scores note on" in r.out
+        assert "warning: the scores note on" in r.out and "is damaged" in r.out
 
 
 def _imported(stderr: str) -> set[str]:
@@ -157,7 +157,7 @@ def test_a_warm_log_neither_parses_yaml_nor_validates_again(tmp_path):
     for _ in range(2):
         r = hermit(repo, "log")
         assert r.code == 0, r.err
-        assert "warning: manifest note on" in r.out
+        assert "warning: the manifest note on" in r.out and "is damaged" in r.out
     # an edited hermit.yaml is read and checked again: a bad one still refuses
     config = repo / "hermit.yaml"
     config.write_text(config.read_text().replace("run: a", "run: a\nno_such_key: 1", 1))

@@ -123,7 +123,7 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
         shipped = resources.hooks_dir() / "agent"
         for name in RUNNER_FILES:  # the fixed files, from the adapter or else as shipped
             plan.setdefault(f"{RUNTIME_DIR}/{name}", (shipped / name).read_bytes())
-        rendered = _render_hooks(plan[f"{RUNTIME_DIR}/hooks.json"], python, runtime)
+        rendered = render_hooks(plan[f"{RUNTIME_DIR}/hooks.json"], shlex.quote(python), shlex.quote(str(runtime)))
         hook_command = _command_template(rendered)
         if layout.hooks_config is not None:
             hooks_config = layout.hooks_config
@@ -185,11 +185,13 @@ def _interpreter(interpreter: str | None) -> str:
     return path
 
 
-def _render_hooks(template: bytes, python: str, runtime: Path) -> dict[str, Any]:
+def render_hooks(template: bytes, python: str, runtime: str) -> dict[str, Any]:
+    """hooks.json with its placeholders filled by two shell words: the interpreter and the
+    runtime directory (deploy: both quoted paths; a plugin: its host's root variable)."""
     text = template.decode("utf-8")
-    # JSON-escape the shell-quoted values: they are substituted into JSON string literals.
-    for token, value in (("{{python}}", python), ("{{runtime}}", str(runtime))):
-        text = text.replace(token, json.dumps(shlex.quote(value))[1:-1])
+    # JSON-escape the shell words: they are substituted into JSON string literals.
+    for token, value in (("{{python}}", python), ("{{runtime}}", runtime)):
+        text = text.replace(token, json.dumps(value)[1:-1])
     try:
         rendered = json.loads(text)
     except json.JSONDecodeError as exc:

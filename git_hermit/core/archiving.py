@@ -1,8 +1,9 @@
-"""`finalize --archive`: the final snapshot as a file. A continual-harness or evo-harness run's
-archive holds the host-native layout for the run's ``host`` (what `deploy` writes: context file,
-skills, sub-agents, memory), at the archive's root, so unpacking it in a project and starting
-the host uses the learned harness without git-hermit. Other runs archive the adapter directory
-as committed (their hooks need an interpreter path only `deploy` on the target machine knows).
+"""`finalize`'s outputs: the adapter card (CARD.md beside the adapter) and, with `--archive`, the
+final snapshot as a file. A continual-harness or evo-harness run's archive holds the host-native
+layout for the run's ``host`` (what `deploy` writes: context file, skills, sub-agents, memory), at
+the archive's root, so unpacking it in a project and starting the host uses the learned harness
+without git-hermit. Other runs archive the adapter directory as committed (their hooks need an
+interpreter path only `deploy` on the target machine knows). Every archive holds the CARD.md.
 """
 
 from __future__ import annotations
@@ -13,13 +14,21 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from git_hermit.adapter.deploy import RECORD_NAME, deploy
+from git_hermit.adapter.plugins.base import CARD_FILE
 from git_hermit.adapter.templates import load_template
 from git_hermit.config import RunConfig
 from git_hermit.errors import InputError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
+from git_hermit.rollouts.runner import atomic_write
+
+if TYPE_CHECKING:
+    from git_hermit.core.card import CardText
+    from git_hermit.core.runs import RunContext
+
 
 def archive_format(archive: Path) -> str:
     if archive.exists() and archive.is_dir():
@@ -27,22 +36,37 @@ def archive_format(archive: Path) -> str:
     return "zip" if archive.suffix == ".zip" else "tar.gz" if archive.name.endswith((".tar.gz", ".tgz")) else "tar"
 
 
-def write_archive(repo: Repo, config: RunConfig, commit: str, archive: Path) -> str:
-    """Write ``commit``'s adapter to ``archive``; returns the layout written (``native <host>`` | ``adapter``)."""
+def write_card(ctx: RunContext, commit: str, card_text: CardText) -> tuple[Path, str]:
+    """CARD.md of ``commit`` beside the run's adapter directory (core/card.card_path); its path and
+    text. Like ``.hermit/``, it is listed in info/exclude: an output finalize regenerates, never
+    committed by git-hermit, so `git status` stays as the user left it."""
+    from git_hermit.core.card import build_card, card_path
+    text = card_text(build_card(ctx, commit))
+    path = card_path(ctx)
+    atomic_write(path, text.encode("utf-8"))
+    ctx.repo.info_exclude_add("/" + path.relative_to(ctx.repo.work_tree).as_posix())
+    return path, text
+
+
+def write_archive(repo: Repo, config: RunConfig, commit: str, archive: Path, *, card: str | None = None) -> str:
+    """Write ``commit``'s adapter (and ``card`` as CARD.md at the archive's root) to ``archive``;
+    returns the layout written (``native <host>`` | ``adapter``)."""
     fmt = archive_format(archive)
     # evolvers whose snapshot is meant to run natively on the host (seeds 001 and 002) say so
     spec = registry.for_template(load_template(config.template).id)
-    if spec is None or not spec.native_archive:
-        repo.git("archive", f"--format={fmt}", f"--prefix={Path(config.adapter).name}/",
-                 "-o", str(archive.resolve()), f"{commit}:{config.adapter}")
-        return "adapter"
+    native = spec is not None and spec.native_archive
     with tempfile.TemporaryDirectory(prefix="hermit-archive-") as tmp:
         adapter, out = Path(tmp) / "adapter", Path(tmp) / "native"
-        repo.materialise(commit, config.adapter, adapter)
-        deploy(adapter, out, config.host)
-        (out / RECORD_NAME).unlink()          # the record names this temporary directory
+        if native:
+            repo.materialise(commit, config.adapter, adapter)
+            deploy(adapter, out, config.host)
+            (out / RECORD_NAME).unlink()          # the record names this temporary directory
+        else:
+            repo.materialise(commit, config.adapter, out / Path(config.adapter).name)
+        if card is not None:
+            (out / CARD_FILE).write_text(card, encoding="utf-8")
         _pack(out, archive.resolve(), fmt)
-    return f"native {config.host}"
+    return f"native {config.host}" if native else "adapter"
 
 
 def _pack(root: Path, archive: Path, fmt: str) -> None:

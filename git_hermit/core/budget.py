@@ -12,13 +12,14 @@ without a price, and ``estimate`` forecasts the next steps (`git hermit estimate
 
 from __future__ import annotations
 
-import json
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from git_hermit.config import RunConfig
+from git_hermit.core.integrity import Damage
 from git_hermit.core.records import RunRecords, records_ref
 from git_hermit.core.runs import RunContext, run_dir, step_dir
 from git_hermit.core.scores_notes import roles_of
@@ -27,6 +28,8 @@ from git_hermit.gitio import NOTES_REFS, NotesStore
 from git_hermit.hosts import registry
 from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
 from git_hermit.rollouts.ledger import Ledger, LedgerEntry, load_prices, sum_usage
+from git_hermit.model.bounded_json import load_bounded
+from git_hermit.model.records import MAX_NOTE_BYTES, MAX_NOTE_DEPTH
 from git_hermit.model.rollout import Usage
 
 LEDGER_FILE = "ledger.json"
@@ -124,11 +127,11 @@ def _noted_steps(ctx: RunContext, steps: list[int], ledger: Ledger) -> dict[int,
     found: dict[int, list[LedgerEntry]] = {}
     for n in steps:
         evaluated = tips.get(n - 1)
-        record = _note_json(scores.get(evaluated)) if evaluated else None
+        record = _note_json(scores.get(evaluated), "scores", evaluated) if evaluated else None
         if record is not None and (record.get("split") != "train" or record.get("step") != n):
             record = None
         rollouts = sum(len(t.get("attempts", [])) for t in (record or {}).get("tasks", {}).values())
-        analysis = _note_json(analyses.get(tips[n])) if n in tips else None
+        analysis = _note_json(analyses.get(tips[n]), "analysis", tips[n]) if n in tips else None
         by_role: dict[str, Usage] = {}
         if analysis is not None and isinstance(analysis.get("ledger"), dict):
             by_role = roles_of(None, analysis["ledger"])
@@ -157,10 +160,21 @@ def _nothing(usage: Usage) -> bool:
     return not usage.total_tokens and (usage.cost_usd or 0.0) < 1e-9
 
 
-def _note_json(text: str | None) -> dict[str, Any] | None:
+# The damaged notes an estimate read (each left out): `estimate` names them in its warnings.
+_DAMAGED: ContextVar[list[str] | None] = ContextVar("damaged_notes", default=None)
+
+
+def _note_json(text: str | None, kind: str | None = None, commit: str | None = None) -> dict[str, Any] | None:
+    """A note's (or a ledger file's) JSON within the notes' bounds; None when absent or damaged, and
+    a damaged note named for the warnings of the estimate reading it."""
+    if not text:
+        return None
     try:
-        data = json.loads(text) if text else None
-    except ValueError:
+        data = load_bounded(text, max_depth=MAX_NOTE_DEPTH, max_bytes=MAX_NOTE_BYTES)
+    except ValueError as exc:
+        seen = _DAMAGED.get()
+        if kind and commit and seen is not None:
+            seen.append(Damage(kind, commit, str(exc)).message)
         return None
     return data if isinstance(data, dict) else None
 
@@ -188,7 +202,7 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
             here.add(ledger.add(replace(entry, key=f"{path.parent.name}/{entry.key}", step=None)))
         local[path.parent.name] = here.totals("role")
     for commit, text in NotesStore(ctx.repo).read_all(NOTES_REFS["scores"]).items():
-        note = _note_json(text)
+        note = _note_json(text, "scores", commit)
         if note is None or note.get("run") != ctx.run:
             continue
         splits = note.get("splits")
@@ -242,7 +256,7 @@ def noted_unfinished(ctx: RunContext) -> tuple[dict[str, Usage], int]:
     rollouts it finished: a step the budget stopped writes it there (so does a `rollout` of the
     tip's training rows). ({}, 0): no such note."""
     n, commit = ctx.tip[0] + 1, ctx.tip[1]
-    record = _note_json(NotesStore(ctx.repo).read(NOTES_REFS["scores"], commit))
+    record = _note_json(NotesStore(ctx.repo).read(NOTES_REFS["scores"], commit), "scores", commit)
     if (record is None or record.get("run") != ctx.run or record.get("split") != "train"
             or record.get("step") != n or record.get("stop")):
         return {}, 0
@@ -361,6 +375,7 @@ class Estimate:
     max_tokens: int | None
     unfinished: tuple[int, int] | None = None   # (step, its finished rollouts) of a stopped step
     spent_by_role: dict[str, Usage] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()           # the damaged notes it read (each left out)
 
     @property
     def left_usd(self) -> float | None:
@@ -393,12 +408,23 @@ class Estimate:
                 "per_step": {role: f.to_dict() for role, f in self.per_step.items()},
                 "next": {"tokens": pair(self.next_tokens), "cost_usd": pair(self.next_cost)},
                 "budget": {"max_usd": self.max_usd, "max_tokens": self.max_tokens, "left_usd": self.left_usd,
-                           "left_tokens": self.left_tokens, "steps_left": self.steps_left()}}
+                           "left_tokens": self.left_tokens, "steps_left": self.steps_left()},
+                "warnings": list(self.warnings)}
 
 
 def estimate(ctx: RunContext, steps: int = 1) -> Estimate:
     """Per role, the spread of a step's tokens and cost over the finished steps; the next
     ``steps`` steps expect ``steps`` × the mean, with sd × √steps (steps taken as independent)."""
+    seen: list[str] = []
+    token = _DAMAGED.set(seen)
+    try:
+        made = _estimate(ctx, steps)
+    finally:
+        _DAMAGED.reset(token)
+    return replace(made, warnings=tuple(dict.fromkeys(seen)))
+
+
+def _estimate(ctx: RunContext, steps: int) -> Estimate:
     past = step_ledgers(ctx)
     max_usd, max_tokens = budget_limits(ctx.config)
     entries = [e for step_entries in past.values() for e in step_entries]

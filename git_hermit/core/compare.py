@@ -33,6 +33,7 @@ class RunSummary:
     tokens: int
     cost_usd: float | None          # None: some usage has no price
     partial: dict[str, int] | None = None   # the budget stopped its evaluation: {"rollouts", "expected"}
+    warnings: tuple[str, ...] = ()          # its history's damaged notes and tags (each left out)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def _rates(tasks: dict[str, Any]) -> dict[str, float]:
 
 
 def _summary(repo: Repo, name: str, split: str) -> tuple[RunSummary, dict[str, float]]:
-    ctx = open_run(repo, name)
+    ctx = open_run(repo, name, with_refs=True)     # reads only: refs listed with the steps
     history = load_history(ctx)
     commit, chosen = ((history.final, "final tag") if history.final else
                       (history.best, "best tag") if history.best else (ctx.tip[1], "tip"))
@@ -79,7 +80,7 @@ def _summary(repo: Repo, name: str, split: str) -> tuple[RunSummary, dict[str, f
         pass_at_1=float(data["pass_at_1"]), k=int(data.get("k") or 0), tasks=len(rates), changes=len(changes),
         rolled_back=sum(1 for c in changes if c.verdict and c.verdict.rollback_commit), tokens=tokens,
         cost_usd=sum(costs) if costs and all(c is not None for c in costs) else None,
-        partial=data.get("partial")), rates
+        partial=data.get("partial"), warnings=tuple(w for v in history.steps for w in v.bad_notes)), rates
 
 
 def compare_runs(repo: Repo, run_a: str, run_b: str, split: str = "test") -> CompareReport:

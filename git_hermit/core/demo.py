@@ -15,6 +15,7 @@ from typing import Any, Callable
 import yaml
 
 from git_hermit.config import CONFIG_FILE
+from git_hermit.core.card import CardText
 from git_hermit.core.init import init_run
 from git_hermit.core.step import FinalizeOutcome, StepOutcome, TrainOutcome, finalize, train
 from git_hermit.demo.benchmark import TEMPLATE, write_benchmark
@@ -50,8 +51,10 @@ def _demo_config(text: str, blocks: dict[str, Any]) -> str:
 
 def run_demo(directory: Path, *, say: Callable[[str], None] = print,
              on_progress: Callable[[Progress], None] | None = None,
-             on_step: Callable[[StepOutcome], None] | None = None) -> DemoOutcome:
-    """The demo repository made and trained; ``on_step`` hears each step's outcome as it ends."""
+             on_step: Callable[[StepOutcome], None] | None = None,
+             card_text: CardText | None = None) -> DemoOutcome:
+    """The demo repository made and trained; ``on_step`` hears each step's outcome as it ends, and
+    ``card_text`` (render/card.markdown) writes the final adapter's CARD.md."""
     start = time.monotonic()
     directory = directory.resolve()
     if directory.exists() and not directory.is_dir():
@@ -70,7 +73,7 @@ def run_demo(directory: Path, *, say: Callable[[str], None] = print,
     say(f"demo repository: {directory} ({len(info.train_tasks)} training tasks x k=2, "
         f"{len(info.test_tasks)} held-out tasks)")
     training = train(repo, DEMO_RUN, say=say, on_progress=on_progress, on_step=on_step)
-    final = finalize(repo, DEMO_RUN)
+    final = finalize(repo, DEMO_RUN, card_text=card_text)
     return DemoOutcome(directory, training, final, time.monotonic() - start)
 
 

@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from git_hermit.errors import GitStateError
+from git_hermit.errors import DamagedRecord, GitStateError
 from git_hermit.gitio import NOTES_REFS, RefUpdate, Repo, ZERO_SHA
 
 STEPS = "steps"
@@ -164,7 +164,7 @@ class RunRecords:
         for (n, path, _), size in zip(flat, sizes):
             if size is not None and self.limit is not None and size > self.limit:
                 where = "/".join(part.strip("/") for part in (step_path(n), wanted[n], path) if part)
-                raise GitStateError(f"the record {where} of run {self.run!r} is {size:,} bytes, over the "
+                raise DamagedRecord(f"the record {where} of run {self.run!r} is {size:,} bytes, over the "
                                     f"{self.limit:,} a record may hold",
                                     hint=f"git-hermit writes no such record: `git log {self.ref}` shows the commit that "
                                          f"added it; move the ref back before it (`git update-ref {self.ref} <commit>`)")

@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from git_hermit.core.card import AdapterCard, build_card
 from git_hermit.core.history import RunHistory, StepView, load_history
 from git_hermit.core.runs import RunContext, parse_step_name, seed_branch, step_ref
 from git_hermit.errors import GitStateError
@@ -93,6 +94,7 @@ class StepReport:
     repo_slug: str | None        # OWNER/REPO when origin is on GitHub
     adapter: str = "adapter"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    card: AdapterCard | None = None     # the step's tip is the run's final adapter: its card
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -227,4 +229,5 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
         curve=curve, changes=changes, undeclared=tuple(c.sha for c in view.commits if c.undeclared),
         rollbacks=rollbacks, held_out=tuple(_held_out(view)), ledger=ledger,
         predictions=_predictions(history, step), stop=view.scores.stop if view.scores else None,
-        repo_slug=github_slug(remote_url(ctx.repo, "origin")), adapter=ctx.config.adapter, notes=tuple(view.bad_notes))
+        repo_slug=github_slug(remote_url(ctx.repo, "origin")), adapter=ctx.config.adapter, notes=tuple(view.bad_notes),
+        card=build_card(ctx, view.commit, history) if view.commit == history.final else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.screen import Limits, screen
@@ -40,6 +40,9 @@ from git_hermit.rollouts import stats
 from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices
 from git_hermit.rollouts.runner import Progress, atomic_write, task_dirname
+
+if TYPE_CHECKING:
+    from git_hermit.core.card import CardText
 
 MAX_PUBLISH_ATTEMPTS = 5
 
@@ -548,16 +551,20 @@ class FinalizeOutcome:
     archive: Path | None
     warning: str
     partial: dict[str, int] | None = None    # the budget stopped the rollouts of pass_at_1
+    card: Path | None = None                 # the CARD.md written beside the adapter
 
 
 def finalize(repo: Repo, run: str | None = None, *, archive: Path | None = None, wait: bool = False,
-             on_wait: Callable[[str], None] | None = None) -> FinalizeOutcome:
+             on_wait: Callable[[str], None] | None = None, card_text: CardText | None = None) -> FinalizeOutcome:
+    """Tag the final commit; with ``card_text`` (render/card.markdown) also write its CARD.md beside
+    the adapter and into the archive (core/archiving.py)."""
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit finalize", wait=wait, on_wait=on_wait):
-        return _finalize_locked(repo, open_run(repo, ctx.run), archive)
+        return _finalize_locked(repo, open_run(repo, ctx.run), archive, card_text)
 
 
-def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> FinalizeOutcome:
+def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None,
+                     card_text: CardText | None = None) -> FinalizeOutcome:
     # each evolver's params schema sets its default: best_ever where it keeps a best-ever tag, else
     # last (a streaming evolver has no score gate and no best tag: its default is the tip)
     spec = registry.get(ctx.config.evolver_name)
@@ -582,14 +589,17 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None) -> Final
     record, _ = add_file(repo, records_ref(ctx.run), FINAL_FILE,
                          (json.dumps(selection, indent=2, sort_keys=True) + "\n").encode(), "git hermit finalize")
     repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA), record], message="git hermit finalize")
-    written = None
+    written = card = text = None
+    if card_text is not None:
+        from git_hermit.core.archiving import write_card
+        card, text = write_card(ctx, commit, card_text)
     if archive is not None:
         # streaming runs: the host-native layout for the run's host (core/archiving.py)
         from git_hermit.core.archiving import write_archive
-        write_archive(repo, ctx.config, commit, archive)
+        write_archive(repo, ctx.config, commit, archive, card=text)
         written = archive
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "
                "on held-out tasks. Measure it with: git hermit eval "
                f"{commit[:12]} --baseline hermit/{ctx.run}/step-0000 --split test")
     return FinalizeOutcome(commit, mode, scores.pass_at_1 if scores else None, written, warning,
-                           scores.partial if scores else None)
+                           scores.partial if scores else None, card)

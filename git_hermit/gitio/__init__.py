@@ -7,6 +7,7 @@ CAS ref transactions, batched notes, trailers, plumbing commits and the per-run 
 from typing import TYPE_CHECKING, Any
 
 from ._process import set_debug
+from .quarantine import discard_unpublished
 from .notes import NOTES_REFS, NotesStore, configure_notes_rewrite, merge_notes, note_entries, notes_ref
 from .repo import ZERO_SHA, CommitInfo, FileChange, RefUpdate, Repo, TreeEntry, files_in_directory, git_version, init_repository, open_cache_repo
 from .trailers import (
@@ -21,7 +22,7 @@ __all__ = [
     "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "merge_notes", "note_entries",
     "PushedRef", "fetch_tracking", "pack_size", "push_atomic", "remote_url", "tracking_prefix", "RunLock",
     "check_ref_locks",
-    "KeepAlive", "drop_stale_keepalive",
+    "KeepAlive", "drop_stale_keepalive", "discard_unpublished",
     "TRAILER_KEYS", "HERMIT_RUN", "HERMIT_STEP", "HERMIT_EVOLVER", "HERMIT_CHANGE", "HERMIT_PREDICTS_FIX",
     "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT", "HERMIT_REMOVES_LINES_OF",
     "format_message", "parse_trailers", "normalise_trailer_value", "trailer_values",

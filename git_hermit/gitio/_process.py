@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import IO
 from pathlib import Path
 
-from ..errors import GitStateError
+from ..errors import DamagedRecord, GitStateError
 
 # Paths in git output stay raw UTF-8 instead of C-quoted; every command gets these.
 GLOBAL_OPTIONS = ("-c", "core.quotepath=off")
@@ -83,6 +83,14 @@ def first_error_line(stderr: bytes) -> str:
     return lines[0] if lines else "(no message)"
 
 
+class _ReaderDied(EOFError):
+    """git cat-file --batch exited while answering for ``name``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"git cat-file --batch exited at {name}")
+        self.name = name
+
+
 class BatchReader:
     """A persistent ``git cat-file --batch`` shared by all reads of one Repo (thread-safe).
 
@@ -130,17 +138,25 @@ class BatchReader:
             if "\n" in name or not name:
                 raise GitStateError(f"invalid object name {name!r}")
         with self._lock:
-            try:
-                return self._read_many_locked(names)
-            except (BrokenPipeError, EOFError):
-                # git died (killed, repository replaced): one fresh process, one more try.
-                self._stop()
-                return self._read_many_locked(names)
-            except BaseException:
-                # Interrupted mid-answer (e.g. Ctrl-C): the pipe holds half an object, so the
-                # next request would read garbage. Drop this process; the next read starts anew.
-                self._stop()
-                raise
+            for attempt in (1, 2):
+                try:
+                    return self._read_many_locked(names)
+                except (BrokenPipeError, EOFError) as exc:
+                    # git died (killed, repository replaced): one fresh process, one more try; twice
+                    # at the same place, git cannot read that object (a truncated or corrupt file)
+                    self._stop()
+                    if attempt == 2:
+                        where = f"{exc.name}: the object, or one its name leads through," if isinstance(
+                            exc, _ReaderDied) else "an object:"
+                        raise DamagedRecord(f"git cannot read {where} is damaged (git cat-file stopped there)",
+                                            hint="`git fsck` names the damaged objects; restore them from another "
+                                                 "clone (`git hermit fetch`) or remove what refers to them") from None
+                except BaseException:
+                    # Interrupted mid-answer (e.g. Ctrl-C): the pipe holds half an object, so the
+                    # next request would read garbage. Drop this process; the next read starts anew.
+                    self._stop()
+                    raise
+        raise AssertionError("unreachable")
 
     def _read_many_locked(self, names: list[str]) -> list[tuple[str, str, bytes] | None]:
         proc = self._ensure_started()
@@ -159,8 +175,11 @@ class BatchReader:
                 index += 1
             proc.stdin.write(b"".join(chunk))
             proc.stdin.flush()
-            for _ in chunk:
-                results.append(self._read_answer(proc.stdout))
+            for request in chunk:
+                try:
+                    results.append(self._read_answer(proc.stdout))
+                except EOFError:
+                    raise _ReaderDied(request[:-1].decode("utf-8", "replace")) from None
         return results
 
     @staticmethod

@@ -5,14 +5,16 @@ message, the persistent ``cat-file --batch`` reader's life, config, excludes and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Self
 
-from ..errors import GitStateError, NotARepository
+from ..errors import NO_SPACE_TEXT, GitStateError, HermitError, NotARepository, disk_full
 from ._process import BatchReader, first_error_line, run_git, start_git
+from .quarantine import gc_paused, shared as shared_quarantine
 
 _HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first)"
 
@@ -52,6 +54,12 @@ class GitDir:
         self._env.pop("GIT_PREFIX", None)
         self._batch = BatchReader(work_tree, self._env)
         self._objects_dir: str | None = None      # absolute objects directory, once asked
+        # new objects wait in a quarantine until a ref transaction publishes them (quarantine.py)
+        objects = os.environ.get("GIT_OBJECT_DIRECTORY")
+        self._alternates = os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES") or None
+        self._quarantine = shared_quarantine(common_dir, Path(objects).resolve() if objects else common_dir / "objects")
+        if self._quarantine.active:      # another Repo of this process wrote objects not yet published
+            self._borrow_quarantine()
 
     # ----------------------------------------------------------------------------- discovery
     @classmethod
@@ -107,9 +115,9 @@ class GitDir:
         full_env = self._env if not env else {**self._env, **env}
         return run_git(list(args), cwd=cwd or self.work_tree, env=full_env, input=input)
 
-    def _start(self, args: list[str]) -> "subprocess.Popen[bytes]":
+    def _start(self, args: list[str], env: dict[str, str] | None = None) -> "subprocess.Popen[bytes]":
         """A long-lived git process in this repository (stdin/stdout/stderr pipes)."""
-        return start_git(args, cwd=self.work_tree, env=self._env)
+        return start_git(args, cwd=self.work_tree, env={**self._env, **env} if env else self._env)
 
     def git(self, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None,
             check: bool = True, cwd: Path | None = None) -> str:
@@ -128,16 +136,43 @@ class GitDir:
             raise self._error(args, proc.stderr)
         return proc.stdout
 
-    @staticmethod
-    def _error(args: Iterable[str], stderr: bytes) -> GitStateError:
+    def _error(self, args: Iterable[str], stderr: bytes) -> HermitError:
         args = list(args)
         while args[:1] == ["-c"]:  # name the subcommand, not the -c options before it
             args = args[2:]
         line = first_error_line(stderr)
+        if any(text in stderr.decode("utf-8", "replace") for text in NO_SPACE_TEXT):
+            return disk_full(self.common_dir, f"git {args[0] if args else ''}: {line}")
         hint = None
         if "Please tell me who you are" in stderr.decode("utf-8", "replace") or "empty ident" in line:
             hint = "set an identity: git config user.name '…' && git config user.email '…'"
         return GitStateError(f"git {args[0] if args else ''} failed: {line}", hint=hint)
+
+    def _borrow_quarantine(self) -> None:
+        """Have this Repo's readers see the quarantine's objects (the batch reader restarts)."""
+        borrowed = os.pathsep.join(p for p in (str(self._quarantine.path), self._alternates) if p)
+        if self._env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES") != borrowed:
+            self._env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = borrowed
+            self._batch.close()
+            self._batch = BatchReader(self.work_tree, self._env)
+
+    def _writing_env(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a git process that writes objects: into the quarantine, which this
+        Repo's readers then borrow from."""
+        written = self._quarantine.writer_env(self._alternates)
+        self._borrow_quarantine()
+        return {**written, **(env or {})}
+
+    @contextlib.contextmanager
+    def _publishing(self) -> Iterator[None]:
+        """Around a ref transaction: with `git gc` held off, the quarantined objects enter the
+        object database, then the transaction runs (quarantine.py)."""
+        if not self._quarantine.pending():
+            yield
+            return
+        with gc_paused(self.common_dir):
+            self._quarantine.publish()
+            yield
 
     def close(self) -> None:
         """Stop the batch reader (restarted on the next read if the Repo is used again)."""

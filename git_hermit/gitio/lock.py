@@ -1,10 +1,12 @@
 """The per-run lock: ``<git common dir>/hermit/<run>.lock``, so two commands never interleave on one run.
 
 The lock file is created atomically and says who holds it (pid, the pid's start time from
-/proc, host, start, command). A lock left by a dead process on this host is taken over: a pid
-that is gone, a zombie, or a pid now belonging to another process (its start time differs);
-a live holder gets a clear refusal. Living in the common dir, the lock is shared by every
-linked worktree of the repository. ``check_ref_locks`` finds git's own leftover ref locks.
+/proc, host, start, command); its holder also keeps an flock on it while it lives. A lock left by
+a dead process on this host is taken over: a pid that is gone, a zombie, or a pid now belonging to
+another process (its start time differs); an empty or unreadable one (a crash, or a full disk,
+between create and write) when no process holds its flock. A live holder gets a clear refusal. A
+lock that cannot be written (a full disk) is removed at once and said so (exit 19). Living in the
+common dir, the lock is shared by every linked worktree of the repository. ``check_ref_locks`` finds git's own leftover ref locks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from pathlib import Path
 
-from ..errors import InputError, LockHeld
+from ..errors import NO_SPACE_ERRNOS, InputError, LockHeld, disk_full
 from .repo import Repo, ref_lock_error
 
 try:
@@ -29,9 +31,6 @@ try:
 except ImportError:  # pragma: no cover - Windows: stale takeover is then unguarded
     fcntl = None  # type: ignore[assignment]
 
-# A lock file that is still empty or unparsable this long after it was written is debris
-# of a crash between create and write, not a lock being set up right now.
-_UNREADABLE_GRACE_S = 5.0
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -95,6 +94,7 @@ class RunLock:
         self.on_wait = on_wait        # told once who holds the lock, when we start waiting
         self.poll_s = poll_s
         self._token: str | None = None
+        self._fd: int | None = None      # the lock file, flocked while held
 
     # ----------------------------------------------------------------------------- acquire / release
     def acquire(self) -> "RunLock":
@@ -136,6 +136,9 @@ class RunLock:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
         self._token = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> "RunLock":
         return self.acquire()
@@ -156,15 +159,53 @@ class RunLock:
             "token": token,
         }
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._token = token
+        except OSError as exc:
+            if exc.errno in NO_SPACE_ERRNOS:
+                raise disk_full(self.path.parent, f"the run lock {self.path.name}") from None
+            raise
+        ours = os.fstat(fd).st_ino
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)      # held while we live: an empty lock of ours is no debris
+            try:
+                taken = os.stat(self.path).st_ino != ours
+            except FileNotFoundError:
+                taken = True
+            if taken:                               # removed as debris before we flocked it: not ours
+                os.close(fd)
+                return False
+            os.write(fd, json.dumps(record).encode())
+            os.fsync(fd)
+        except BaseException as exc:
+            # nothing half-written stays behind (at 0 bytes free the record cannot be written)
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_ino == ours:
+                    self.path.unlink()
+            if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+                raise disk_full(self.path.parent, f"the run lock {self.path.name}") from None
+            raise
+        self._token, self._fd = token, fd
         return True
+
+    def _flocked(self) -> bool:
+        """Whether a live process holds the lock file's flock (no fcntl: assume it does)."""
+        if fcntl is None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def _read_holder(self) -> dict[str, Any] | None:
         """The lock's record; {} if the file exists but is empty/unparsable; None if there is no file."""
@@ -181,12 +222,8 @@ class RunLock:
     def _is_stale(self, holder: dict[str, Any] | None) -> bool:
         if holder is None:
             return True  # released meanwhile: free to take
-        if not holder:
-            try:
-                age = time.time() - self.path.stat().st_mtime
-            except FileNotFoundError:
-                return True
-            return age > _UNREADABLE_GRACE_S
+        if not holder:      # empty or unreadable: a holder setting it up right now holds its flock
+            return not self._flocked()
         if holder.get("host") != socket.gethostname():
             return False  # cannot check a pid on another machine
         pid = holder.get("pid")

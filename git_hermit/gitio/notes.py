@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from ..errors import GitStateError, RefConflict
+from ..errors import DamagedRecord, GitStateError, RefConflict
 from .repo import RefUpdate, Repo, ZERO_SHA
 
 try:
@@ -124,25 +124,37 @@ class NotesStore:
 
     def read(self, ref: str, commit: str) -> str | None:
         """The note on one object (a full sha, or any revision naming a commit); None if it has none."""
+        found = self.read_bytes(ref, commit)
+        return None if found is None else found.decode("utf-8", "replace")
+
+    def read_bytes(self, ref: str, commit: str, *, tip: str | None = None) -> bytes | None:
+        """``read`` as the note's bytes (a reader that checks its UTF-8 itself). DamagedRecord when the
+        notes ref points at something git cannot read as a notes commit. ``tip``: the ref's value as
+        listed (``for-each-ref`` names a ref whose object is missing; a read through cat-file does not)."""
         target = self._resolve_targets([commit])[0]
-        tip = self.repo.read_ref(ref)
+        tip = tip or self.repo.read_ref(ref)
         if tip is None:
             return None
         # git-hermit stores notes flat: git finds <tip>:<sha> itself, without a 10,000-entry tree
         # being parsed here; a fanned-out tree (git notes add on many notes) is walked below.
         found = self.repo.read_objects([f"{tip}:{target}"])[0]
         if found is not None and found[1] == "blob":
-            return found[2].decode("utf-8", "replace")
+            return found[2]
         # Notes trees fan out in 0 or more levels of 2-hex-digit directories: descend as needed.
         tree, remaining = f"{tip}^{{tree}}", target
-        while remaining:
-            entries = {name: (mode, sha) for mode, name, sha in self.repo.tree_entries(tree)}
-            if remaining in entries and entries[remaining][0] != "040000":
-                return self.repo.read_object(entries[remaining][1])[1].decode("utf-8", "replace")
-            if remaining[:2] in entries and entries[remaining[:2]][0] == "040000":
-                tree, remaining = entries[remaining[:2]][1], remaining[2:]
-                continue
-            return None
+        try:
+            while remaining:
+                entries = {name: (mode, sha) for mode, name, sha in self.repo.tree_entries(tree)}
+                if remaining in entries and entries[remaining][0] != "040000":
+                    return self.repo.read_object(entries[remaining][1])[1]
+                if remaining[:2] in entries and entries[remaining[:2]][0] == "040000":
+                    tree, remaining = entries[remaining[:2]][1], remaining[2:]
+                    continue
+                return None
+        except GitStateError:
+            raise DamagedRecord(f"{ref} points at {tip}, which git cannot read as a notes commit",
+                                hint=f"restore it from another clone (`git hermit fetch`) or from `git reflog {ref}`; "
+                                     "`git fsck` names what is damaged") from None
         return None
 
     # ----------------------------------------------------------------------------- writes

@@ -102,7 +102,7 @@ class Repo(ObjectWriter):
             present = [p for p in paths if (self.work_tree / p).exists() or self._batch.read(f"{commit}:{p}") is not None]
             if not present:
                 return []
-            self.git("add", "-A", "--", *present, env=env)
+            self.git("add", "-A", "--", *present, env=self._writing_env(env))
             out = self.git_bytes("diff", "--cached", "--name-only", "-z", "--no-renames", commit, "--", *present,
                                  env=env)
         return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]

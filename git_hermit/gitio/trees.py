@@ -57,7 +57,8 @@ class TreeBuilder:
 
     def mktree(self, entries: dict[str, tuple[str, str]]) -> str:
         if self._proc is None:
-            self._proc = self.repo._start(["mktree", "--batch", "-z"])
+            # trees are written where the repository's new objects wait (the quarantine: gitdir.py)
+            self._proc = self.repo._start(["mktree", "--batch", "-z"], env=self.repo._writing_env())
         assert self._proc.stdin is not None and self._proc.stdout is not None
         kinds = {TREE_MODE: "tree", "160000": "commit"}
         body = b"".join(f"{mode} {kinds.get(mode, 'blob')} {sha}\t".encode() + name.encode("utf-8", "surrogateescape")

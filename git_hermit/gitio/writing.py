@@ -5,6 +5,7 @@ strict fsck of new objects, and refs moved only in ``update-ref --stdin`` transa
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ._process import first_error_line
 from .objects import ZERO_SHA, RefUpdate
 from .reading import ObjectReader
 
+REF_LOCK_WAIT_MS = 10_000
 _LOCK_EXISTS = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 
 
@@ -41,7 +43,13 @@ class ObjectWriter(ObjectReader):
             else:
                 lines.append(f"update {update.ref} {update.new}" + (f" {old}" if old else ""))
         lines += ["prepare", "commit"]
-        proc = self._run(["update-ref", "-m", message, "--stdin"], input=("\n".join(lines) + "\n").encode())
+        # the quarantined objects the refs will point at enter the database, with `git gc` held off
+        # until they are reachable; a running git holding ref locks (a gc packing refs) is waited for
+        # as git itself can (its defaults, 1 s for packed-refs and 0.1 s for a ref, are short of a busy gc)
+        with self._publishing():
+            proc = self._run(["-c", f"core.packedRefsTimeout={REF_LOCK_WAIT_MS}",
+                              "-c", f"core.filesRefLockTimeout={REF_LOCK_WAIT_MS}",
+                              "update-ref", "-m", message, "--stdin"], input=("\n".join(lines) + "\n").encode())
         if proc.returncode == 0:
             return
         moved = [u.ref for u in updates
@@ -78,7 +86,7 @@ class ObjectWriter(ObjectReader):
             stream += b"\n"
         for mark in range(1, len(contents) + 1):
             stream += b"get-mark :%d\n" % mark
-        out = self.git_bytes("fast-import", "--quiet", "--cat-blob-fd=1", input=bytes(stream))
+        out = self.git_bytes("fast-import", "--quiet", "--cat-blob-fd=1", input=bytes(stream), env=self._writing_env())
         shas = out.decode().split()
         if len(shas) != len(contents):
             raise GitStateError("git fast-import did not report every blob it stored")
@@ -104,7 +112,7 @@ class ObjectWriter(ObjectReader):
                     records.append(f"{entry[0]} {entry[1]}\t{path}\0")
             if records:
                 self.git("update-index", "-z", "--index-info", input="".join(records), env=env)
-            tree = self.git("write-tree", env=env).strip()
+            tree = self.git("write-tree", env=self._writing_env(env)).strip()
         if skip_if_unchanged and parent_sha and tree == self.tree_of(parent_sha):
             return parent_sha
         args = ["commit-tree", tree]
@@ -112,7 +120,7 @@ class ObjectWriter(ObjectReader):
             args += ["-p", one]
         # An author (e.g. the learner that wrote the change) with the user as committer.
         author_env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
-        return self.git(*args, "-F", "-", input=message, env=author_env).strip()
+        return self.git(*args, "-F", "-", input=message, env=self._writing_env(author_env)).strip()
 
     def commit_tree(self, tree: str, parent: str | None, message: str, *more_parents: str) -> str:
         """A commit of ``tree`` on ``parent`` (None: a root commit) and ``more_parents`` (moves no ref)."""
@@ -120,7 +128,7 @@ class ObjectWriter(ObjectReader):
         for one in (parent, *more_parents):
             if one:
                 args += ["-p", one]
-        return self.git(*args, "-F", "-", input=message).strip()
+        return self.git(*args, "-F", "-", input=message, env=self._writing_env()).strip()
 
     def write_tree(self, base: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
         """Tree ``base`` (a tree or commit name; None: empty) with ``{path: (mode, sha) | None}`` applied
@@ -144,7 +152,8 @@ class ObjectWriter(ObjectReader):
         if not info.parents:
             raise GitStateError(f"{change_commit[:12]} is a root commit; it has no diff to take out")
         undo = self.commit_tree(self.tree_of(info.parents[0]), info.sha, "git-hermit: undo (never published)\n")
-        proc = self._run(["merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", onto, undo])
+        proc = self._run(["merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", onto, undo],
+                         env=self._writing_env())
         if proc.returncode not in (0, 1):
             raise self._error(["merge-tree"], proc.stderr)
         tree, *paths = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
@@ -171,7 +180,8 @@ class ObjectWriter(ObjectReader):
         pack = self.git_bytes("pack-objects", "-q", "--stdout", input=objects)
         if self._objects_dir is None:
             self._objects_dir = self.git("rev-parse", "--path-format=absolute", "--git-path", "objects").strip()
-        real = self._objects_dir
+        # the database and what waits in the quarantine (the new objects' parents may be there)
+        real = os.pathsep.join(p for p in (self._objects_dir, self._env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")) if p)
         import tempfile
         with tempfile.TemporaryDirectory(prefix="hermit-fsck-") as temp:
             (Path(temp) / "pack").mkdir()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:   # results() imports it: reading notes (`log`) needs no rollout result
     from git_hermit.model.rollout import Outcome, RolloutResult
-from git_hermit.model.schema import validate
+from git_hermit.model.schema import schema_errors, validate
 
 VerdictName = Literal["EFFECTIVE", "PARTIALLY_EFFECTIVE", "MIXED", "INEFFECTIVE", "HARMFUL"]
 SCHEMA_VERSION = 1
@@ -456,15 +456,59 @@ def dumps(kind: str, record: Any) -> str:
     return canonical_json(data)
 
 
-def loads(kind: str, text: str, *, where: str = "") -> Any:
-    """Parse and validate a note of ``kind``; SchemaError names the note when it is bad."""
-    schema, cls = RECORD_KINDS[kind]
+# A note is read from anywhere (fetched, edited, damaged): within these bounds or not at all. No
+# note git-hermit writes comes near them (a 10,000-step run's largest, a scores note, is a few MB).
+MAX_NOTE_BYTES = 64 * 1024 * 1024
+MAX_NOTE_DEPTH = 128       # learner JSON, the deepest a note embeds, is cut at 100 levels
+
+
+def note_data(kind: str, raw: bytes | str) -> Any:
+    """A note's JSON, read within the bounds (size before parsing, nesting, strict UTF-8) and
+    validated against its kind's schema; SchemaError (with the reason, no label) when it is not.
+    The one reading of a note's text: every command reads notes through it (loads), and fetch
+    checks a remote's notes with it before they enter local refs (check_note)."""
+    from git_hermit.errors import SchemaError
+    from git_hermit.model.bounded_json import load_bounded
+    schema, _ = RECORD_KINDS[kind]
+    try:
+        data = load_bounded(raw, max_depth=MAX_NOTE_DEPTH, max_bytes=MAX_NOTE_BYTES)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:          # TooDeep, TooLarge
+        raise SchemaError(str(exc)) from None
+    problems = schema_errors(schema, data)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SchemaError(f"fails its schema {problems[0]}{more}",
+                          hint=f"it must match the shipped schemas/{schema}.schema.json")
+    return data
+
+
+def check_note(kind: str, raw: bytes | str) -> str | None:
+    """Why a note of ``kind`` cannot be read (None when it can): for a remote's notes on fetch."""
+    from git_hermit.errors import SchemaError
+    try:
+        note_data(kind, raw)
+    except SchemaError as exc:
+        return exc.message.strip()
+    return None
+
+
+def loads(kind: str, text: bytes | str, *, where: str = "") -> Any:
+    """Parse and validate a note of ``kind``; SchemaError names the note when it is bad (damaged:
+    not UTF-8 or JSON, too large, nested too deeply, or failing its schema)."""
+    from git_hermit.errors import SchemaError
     label = f"{kind} note{(' on ' + where) if where else ''}"
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        from git_hermit.errors import SchemaError
-        raise SchemaError(f"{label} is not JSON ({exc.msg} at line {exc.lineno})",
-                          hint="repair or remove the note with git notes --ref") from None
-    validate(schema, data, what=label)
-    return cls.from_dict(data)
+        data = note_data(kind, text)
+    except SchemaError as exc:
+        raise SchemaError(f"{label} is damaged: {exc.message}", hint=f"remove it (git notes --ref=hermit/{kind} "
+                          f"remove <commit>) or fetch it again; {exc.hint}" if exc.hint else
+                          f"remove it (git notes --ref=hermit/{kind} remove <commit>) or fetch it again") from None
+    return cls_of(kind).from_dict(data)
+
+
+def cls_of(kind: str) -> type[_NoteRecord]:
+    return RECORD_KINDS[kind][1]

@@ -4,40 +4,49 @@ Markdown: a headline with split, k and CI; a mermaid ``xychart-beta`` of pass@1 
 the same numbers in a table (so nothing depends on the chart); one row per change; rollbacks
 with their reasons; held-out results; the ledger. Links are absolute GitHub URLs when origin is
 on GitHub (relative links break in PR bodies), else short SHAs (GitHub autolinks those).
-Kept under GitHub's 65,536-character body limit, cut with a note when longer.
+Kept under GitHub's 65,536-character body limit, cut with a note when longer. Every text a learner
+or a remote wrote (descriptions, file names, task ids, rollback evidence, run and split names) goes
+through ``render.escape`` for its context; the HTML page is sanitized after rendering.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from git_hermit.core.report import ChangeRow, Score, StepReport
+from git_hermit.render.escape import md_cell, md_code, md_fence, md_text, md_url_path, mermaid_label, sanitize_html
+from git_hermit.render.card import markdown as card_markdown
 from git_hermit.render.views import partial_text
 
 GITHUB_BODY_LIMIT = 65536
 
 
-def _cell(text: str) -> str:
-    """Text safe inside one GFM table cell (no pipes or line breaks)."""
-    return " ".join(str(text).split()).replace("|", "\\|") or "—"
+_SHA = re.compile(r"[0-9a-f]{7,64}")
 
 
 def _list(items: tuple[str, ...] | list[str]) -> str:
-    return ", ".join(items) if items else "—"
+    return ", ".join(md_text(item) for item in items) if items else "—"
 
 
 def _commit(report: StepReport, sha: str) -> str:
+    if not _SHA.fullmatch(sha):       # a note's "commit" that is no commit id: shown as the text it is
+        return md_code(sha)
     if report.repo_slug:
         return f"[`{sha[:7]}`](https://github.com/{report.repo_slug}/commit/{sha})"
     return sha[:7]     # GitHub autolinks a bare 7-character SHA in a pull request body
 
 
+def _short(sha: str) -> str:
+    return sha[:7] if _SHA.fullmatch(sha) else md_cell(md_code(sha))
+
+
 def _file(report: StepReport, sha: str, path: str) -> str:
     full = path if path.startswith(report.adapter.rstrip("/") + "/") else f"{report.adapter.rstrip('/')}/{path}"
-    if report.repo_slug:
-        return f"[`{path}`](https://github.com/{report.repo_slug}/blob/{sha}/{full})"
-    return f"`{path}`"
+    if report.repo_slug and _SHA.fullmatch(sha):
+        return f"[{md_code(path)}](https://github.com/{report.repo_slug}/blob/{sha}/{md_url_path(full)})"
+    return md_code(path)
 
 
 def _ci(score: Score) -> str:
@@ -47,7 +56,7 @@ def _ci(score: Score) -> str:
 
 
 def _measure(score: Score) -> str:
-    return (f"pass@1 **{score.pass_at_1:.3f}**{partial_text(score.partial)} on the {score.split} split "
+    return (f"pass@1 **{score.pass_at_1:.3f}**{partial_text(score.partial)} on the {md_text(score.split)} split "
             f"(k={score.k}, {score.tasks} tasks)")
 
 
@@ -58,7 +67,7 @@ def headline(report: StepReport) -> str:
         made += f", {len(report.undeclared)} commit(s) of undeclared edits"
     if report.rollbacks:
         made += f" and rolled back {len(report.rollbacks)} earlier change(s)"
-    parts.append(f"Step {report.step} of run `{report.run}` ({report.evolver}) made {made}.")
+    parts.append(f"Step {report.step} of run {md_code(report.run)} ({md_text(report.evolver)}) made {made}.")
     ev = report.evaluation
     if ev is not None:
         text = f"Its adapter H_{report.step} ({_commit(report, report.tip)}) scores {_measure(ev)}"
@@ -78,7 +87,7 @@ def headline(report: StepReport) -> str:
     if ev is not None and ev.split == "train":
         parts.append("These are training-split figures; a held-out `git hermit eval` is the claim.")
     if report.stop:
-        parts.append(f"Training stopped here: {report.stop}.")
+        parts.append(f"Training stopped here: {md_text(report.stop)}.")
     return " ".join(parts)
 
 
@@ -90,7 +99,7 @@ def mermaid_chart(report: StepReport) -> str:
     return "\n".join([
         "```mermaid",
         "xychart-beta",
-        f'    title "pass@1 per step ({split} split)"',
+        f'    title "pass@1 per step ({mermaid_label(split)} split)"',   # only the split name is not ours
         "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
         '    y-axis "pass@1" 0 --> 1',
         "    bar [" + ", ".join(values) + "]",
@@ -103,11 +112,13 @@ def _change_row(report: StepReport, c: ChangeRow) -> str:
     files = ", ".join(_file(report, c.commit, f) for f in c.files) or "—"
     flips = "—"
     if c.verdict is not None:
-        flips = f"fixed: {_list(c.fixed)}; still failing: {_list(c.still_failing)}; risks realised: {_list(c.risks_realised)}"
+        flips = (f"fixed: {_list(c.fixed)}; still failing: {_list(c.still_failing)}; "
+                 f"risks realised: {_list(c.risks_realised)}")
     rolled = f"yes, by {_commit(report, c.rolled_back_by)}" if c.rolled_back_by else ("no" if c.verdict else "—")
-    cells = [f"`{c.id}`", c.component or "—", files, c.description, _list(c.predicted_fixes), _list(c.risks),
-             c.verdict or "pending (next step)", flips, rolled, _commit(report, c.commit)]
-    return "| " + " | ".join(_cell(x) if i not in (2, 9, 8) else x for i, x in enumerate(cells)) + " |"
+    cells = [md_code(c.id), md_text(c.component), files, md_text(c.description), _list(c.predicted_fixes),
+             _list(c.risks), md_text(c.verdict) if c.verdict else "pending (next step)", flips, rolled,
+             _commit(report, c.commit)]
+    return "| " + " | ".join(md_cell(x) for x in cells) + " |"
 
 
 def _money(cost: float | None) -> str:
@@ -115,15 +126,15 @@ def _money(cost: float | None) -> str:
 
 
 def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
-    head = [f"## {report.title}", "", headline(report), "",
-            f"`{report.head}` → `{report.base}` · run `{report.run}` · step {report.step}", ""]
+    head = [f"## {md_text(report.title)}", "", headline(report), "",
+            f"{md_code(report.head)} → {md_code(report.base)} · run {md_code(report.run)} · step {report.step}", ""]
     curve = ["### pass@1 per step", "", "Each adapter version H_N as the next step's rollouts measured it.", ""]
     if report.curve:
         curve += [mermaid_chart(report), "",
                   "| step | commit | split | k | tasks | pass@1 | vs previous step (95% CI) | |",
                   "|---:|---|---|---:|---:|---:|---|---|"]
         for s in report.curve:
-            curve.append(f"| {s.step} | {_commit(report, s.commit)} | {s.split} | {s.k} | {s.tasks} | "
+            curve.append(f"| {s.step} | {_commit(report, s.commit)} | {md_cell(md_text(s.split))} | {s.k} | {s.tasks} | "
                          f"{s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)} | {'best-ever' if s.best else ''} |")
     else:
         curve.append("No step of this run is evaluated yet.")
@@ -143,13 +154,14 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     tail += ["### Rollbacks", ""]
     if report.rollbacks:
         for r in report.rollbacks:
-            what = ", ".join(f"`{cid}`" for cid in r.change_ids)
-            inner = ", ".join(x for x in (_commit(report, r.reverts) if what else "", r.verdict or "") if x)
+            what = ", ".join(md_code(cid) for cid in r.change_ids)
+            inner = ", ".join(x for x in (_commit(report, r.reverts) if what else "", md_text(r.verdict or "")) if x)
             target = what or _commit(report, r.reverts)
             tail.append(f"- {_commit(report, r.commit)} reverts {target}" + (f" ({inner})" if inner else ""))
             if r.reason:
+                # the evidence quotes learners' text: a code block, where nothing is Markdown or HTML
                 tail += ["", "  <details><summary>evidence</summary>", ""]
-                tail += ["  " + line if line else "" for line in r.reason.splitlines()]
+                tail += ["  " + line if line else "" for line in md_fence(r.reason, "text")]
                 tail += ["", "  </details>", ""]
     else:
         tail.append("None in this step.")
@@ -157,17 +169,17 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     if report.held_out:
         tail += ["| split | k | tasks | pass@1 | vs baseline (95% CI) |", "|---|---:|---:|---:|---|"]
         for s in report.held_out:
-            base = f" vs {s.ci_baseline[:7]}" if s.ci_baseline else ""
-            tail.append(f"| {s.split} | {s.k} | {s.tasks} | {s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)}{base} |")
+            base = f" vs {_short(s.ci_baseline)}" if s.ci_baseline else ""
+            tail.append(f"| {md_cell(md_text(s.split))} | {s.k} | {s.tasks} | {s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)}{base} |")
     else:
-        tail.append(f"No held-out result on this commit yet: `git hermit eval {report.head} "
-                    f"--baseline hermit/{report.run}/step-0000 --split test`.")
+        tail.append(f"No held-out result on this commit yet: "
+                    f"{md_code(f'git hermit eval {report.head} --baseline hermit/{report.run}/step-0000 --split test')}.")
     tail += ["", "### Ledger", "", f"Tokens and cost of step {report.step}: its rollouts of H_{report.step - 1}, "
              "its judge and its learners.", ""]
     if report.ledger:
         tail += ["| role | input tokens | output tokens | cost (USD) |", "|---|---:|---:|---:|"]
         for row in report.ledger:
-            tail.append(f"| {row.role} | {row.input_tokens:,} | {row.output_tokens:,} | {_money(row.cost_usd)} |")
+            tail.append(f"| {md_cell(md_text(row.role))} | {row.input_tokens:,} | {row.output_tokens:,} | {_money(row.cost_usd)} |")
         tail.append("")
         tail.append("Cost is \"unknown\" where hermit.yaml sets no price for the model.")
     else:
@@ -179,8 +191,16 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
                  f"({counts.get('fixes_confirmed', 0)}/{counts.get('fixes_predicted', 0)}), recall "
                  f"{_pct(p.get('fix_recall'))}; regressions precision {_pct(p.get('regression_precision'))}, "
                  f"recall {_pct(p.get('regression_recall'))}."]
+    if report.card is not None:
+        tail += ["", "### Adapter card", "", f"This step's tip is the run's final adapter (`hermit/{report.run}/final`). "
+                 "`git hermit finalize` writes its card as `CARD.md` beside the adapter; "
+                 "`git hermit show final --card` prints it in any clone.", "",
+                 "<details><summary>CARD.md</summary>", ""]
+        # its headings one level under this section's (escaped learner text never starts a line with #)
+        tail += ["###" + line if line.startswith("#") else line for line in card_markdown(report.card).splitlines()]
+        tail += ["", "</details>"]
     for note in report.notes:
-        tail += ["", f"> warning: {note}"]
+        tail += ["", f"> warning: {md_text(note)}"]
     tail += ["", f"<sub>Written by `git hermit report` from refs and notes (`refs/notes/hermit/*`); "
              f"`git hermit fetch` then `git hermit show step-{report.step}` shows the records.</sub>", ""]
     text = "\n".join(head + curve + changes + rows + tail)
@@ -232,8 +252,11 @@ def html_page(report: StepReport) -> str:
     try:
         import cmarkgfm
         from cmarkgfm.cmark import Options
-        body = cmarkgfm.github_flavored_markdown_to_html(markdown(report), options=Options.CMARK_OPT_UNSAFE)
-    except ImportError:   # without cmarkgfm: the Markdown as preformatted text, still complete
+        # unsafe: the report's own <details> and <sub> stay; whatever else HTML it holds goes in
+        # the sanitizer, which runs after rendering (a learner's text was escaped before it)
+        body = sanitize_html(cmarkgfm.github_flavored_markdown_to_html(markdown(report),
+                                                                       options=Options.CMARK_OPT_UNSAFE))
+    except ImportError:   # without the html extra: the Markdown as preformatted text, still complete
         body = f"<pre>{html.escape(markdown(report))}</pre>"
     chart = _svg_chart(report)
     # the mermaid block needs JavaScript; the inline SVG above shows the same numbers

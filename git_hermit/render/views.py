@@ -1,4 +1,8 @@
-"""Text and JSON views of a run's history (log), one commit's records (show) and checks."""
+"""Text and JSON views of a run's history (log), one commit's records (show) and checks.
+
+Every field a learner or a remote wrote passes through ``render.escape.terminal`` in the text views
+(one line each: a newline in a description cannot fake a line); the JSON views give it exactly.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from git_hermit.core.history import CommitRecords, RunHistory, StepView, exception_types
+from git_hermit.render.escape import terminal as _t
 if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
     from git_hermit.checked import Fragments
     from git_hermit.core.scores_notes import RowDisagreement
@@ -177,21 +182,22 @@ def log_lines(history: RunHistory) -> list[str]:
             head += f"  ({view.disagreed} row(s) run on two machines disagree: see show)"
         lines.append(head)
         for change in view.changes:
-            verdict = change.verdict_name or "pending"
+            verdict = change.verdict_name or ("verdict damaged (see the warning)" if change.verdict_damaged else "pending")
             by = change.rolled_back_by or change.rollback_commit
             rolled = f" (rolled back by {by[:10]})" if by else ""
             rolled += "".join(f" (lines removed by rollback {sha[:10]})" for sha in change.lines_removed_by)
-            lines.append(f"    {change.commit[:10]} {change.change_id}: {verdict}{rolled}  {change.description[:70]}")
+            lines.append(f"    {change.commit[:10]} {_t(change.change_id)}: {_t(verdict)}{rolled}  "
+                         f"{_t(change.description[:70])}")
         for commit in view.commits:
             if commit.undeclared:
                 lines.append(f"    {commit.sha[:10]} undeclared edits")
             if commit.reverts:
-                why = f" ({commit.reverts_verdict})" if commit.reverts_verdict else ""
-                lines.append(f"    {commit.sha[:10]} rollback of {commit.reverts[:10]}{why}")
+                why = f" ({_t(commit.reverts_verdict)})" if commit.reverts_verdict else ""
+                lines.append(f"    {commit.sha[:10]} rollback of {_t(commit.reverts[:10])}{why}")
         if scores.get("stop"):
-            lines.append(f"    stop: step {scores['step']} stopped training: {scores['stop']}")
+            lines.append(f"    stop: step {scores['step']} stopped training: {_t(scores['stop'])}")
         for problem in view.bad_notes:
-            lines.append(f"    warning: {problem}")
+            lines.append(f"    warning: {_t(problem)}")
     if any((view.scores_data or {}).get("partial") and (view.scores_data or {}).get("split") == "train"
            for view in history.steps):
         lines.append(PARTIAL_NOTE)
@@ -364,39 +370,41 @@ def show_json(records: CommitRecords) -> dict[str, Any]:
         "verdict": records.verdict.to_dict() if records.verdict else None,
         "scores": records.scores.to_dict() if records.scores else None,
         "analysis": records.analysis.to_dict() if records.analysis else None,
+        "warnings": list(records.warnings),
     }
 
 
 def show_lines(records: CommitRecords) -> list[str]:
     info = records.info
-    lines = [f"commit {info.sha}", f"    {info.subject}"]
+    lines = [f"commit {info.sha}", f"    {_t(info.subject)}"]
     for key, value in info.trailers:
-        lines.append(f"    {key}: {value}")
+        lines.append(f"    {_t(key)}: {_t(value)}")
     if records.manifest:
         lines.append("manifest:")
         for ch in records.manifest.changes:
-            lines.append(f"  {ch.id} [{ch.component}] {ch.description}")
-            lines.append(f"    files: {', '.join(ch.files) or '—'}")
-            lines.append(f"    failure pattern: {ch.failure_pattern or '—'}")
-            lines.append(f"    predicts fixes: {', '.join(ch.predicted_fixes) or '—'}")
-            lines.append(f"    risks: {', '.join(ch.risk_tasks) or '—'}")
+            lines.append(f"  {_t(ch.id)} [{_t(ch.component)}] {_t(ch.description)}")
+            lines.append(f"    files: {_listed(ch.files)}")
+            lines.append(f"    failure pattern: {_t(ch.failure_pattern) or '—'}")
+            lines.append(f"    predicts fixes: {_listed(ch.predicted_fixes)}")
+            lines.append(f"    risks: {_listed(ch.risk_tasks)}")
     if records.verdict:
         v = records.verdict
         for one in (v, *v.also):
-            lines.append(f"verdict on {one.change_id}: {one.verdict} (judged by step {v.step}'s rollouts)")
-            lines.append(f"    fixed: {', '.join(one.actually_fixed) or '—'}")
-            lines.append(f"    still failing: {', '.join(one.still_failed) or '—'}")
-            lines.append(f"    risks realised: {', '.join(one.risk_realized) or '—'}")
+            lines.append(f"verdict on {_t(one.change_id)}: {_t(one.verdict)} (judged by step {v.step}'s rollouts)")
+            lines.append(f"    fixed: {_listed(one.actually_fixed)}")
+            lines.append(f"    still failing: {_listed(one.still_failed)}")
+            lines.append(f"    risks realised: {_listed(one.risk_realized)}")
             if v.rollback_commit:   # each member of a change group says why it went
-                lines.append(f"    rolled back by {v.rollback_commit[:12]}: {one.rollback_note or v.rollback_note or ''}")
+                lines.append(f"    rolled back by {_t(v.rollback_commit[:12])}: "
+                             f"{_t(one.rollback_note or v.rollback_note or '')}")
     if records.scores:
         s = records.scores
         counts = {o: sum(1 for t in s.tasks.values() if t.outcome == o) for o in ("pass", "fail", "exception")}
-        lines.append(f"scores of this commit ({s.split}, k={s.k}), measured by step {s.step}'s rollouts: "
+        lines.append(f"scores of this commit ({_t(s.split)}, k={s.k}), measured by step {s.step}'s rollouts: "
                      f"pass@1 {s.pass_at_1:.3f}{partial_text(s.partial)}  "
                      f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
         if s.ci:
-            lines.append(f"    vs {s.ci.baseline[:10]}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")
+            lines.append(f"    vs {_t(s.ci.baseline[:10])}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")
         failed = exception_types(s.tasks)
         if failed:
             lines.append(f"    {exceptions_text(failed)}: rollouts without a result (they run again on the next "
@@ -405,16 +413,21 @@ def show_lines(records: CommitRecords) -> list[str]:
                              *((name, entry.get("tasks") or {}) for name, entry in sorted(s.splits.items()))]:
             rows = _disagreed_rows(tasks)
             if rows:
-                lines.append(f"    {split}: {len(rows)} row(s) run on two machines that disagree "
-                             f"(kept / other): {', '.join(rows)}")
+                lines.append(f"    {_t(split)}: {len(rows)} row(s) run on two machines that disagree "
+                             f"(kept / other): {_listed(rows)}")
     if records.analysis:
         overview = records.analysis.body.get("overview")
         if overview:
             lines.append("analysis:")
-            lines += ["    " + line for line in overview.splitlines()[:40]]
-    if not any((records.manifest, records.verdict, records.scores, records.analysis)):
+            lines += ["    " + _t(line) for line in str(overview).splitlines()[:40]]
+    if not any((records.manifest, records.verdict, records.scores, records.analysis, records.warnings)):
         lines.append("(no git-hermit notes on this commit)")
+    lines += [f"warning: {_t(problem)}" for problem in records.warnings]
     return lines
+
+
+def _listed(items: Any) -> str:
+    return ", ".join(_t(item) for item in items) or "—"
 
 
 def _disagreed_rows(tasks: Mapping[str, Any]) -> list[str]:
@@ -434,8 +447,8 @@ def disagreement_line(found: "RowDisagreement", remote: str) -> str:
     def said(attempt: Mapping[str, Any]) -> str:    # the reward only when it is what differs
         reward = attempt.get("reward")
         same = found.ours.get("outcome") == found.theirs.get("outcome")
-        return f"{attempt.get('outcome')}" + (f" (reward {reward:g})" if same and isinstance(reward, (int, float)) else "")
+        return _t(attempt.get('outcome')) + (f" (reward {reward:g})" if same and isinstance(reward, (int, float)) else "")
     other = found.theirs if found.kept == found.ours else found.ours
-    return (f"{found.task}#{found.attempt} of {found.commit[:12]} ({found.split}) ran on both machines: "
+    return (f"{_t(found.task)}#{found.attempt} of {found.commit[:12]} ({_t(found.split)}) ran on both machines: "
             f"{said(found.ours)} here, {said(found.theirs)} on {remote}; kept {said(found.kept)} (the worse), "
-            f"the {said(other)} is in the scores note's tasks.{found.task}.disagreed")
+            f"the {said(other)} is in the scores note's tasks.{_t(found.task)}.disagreed")

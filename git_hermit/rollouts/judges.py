@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import tempfile
 import time
 import unicodedata
@@ -24,6 +25,7 @@ from typing import Any, Mapping, Protocol, overload
 from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Outcome, RolloutResult, Usage
 
+from .agent_files import RefusedFile, read_left_file
 from .ledger import Price, price_usage
 from .process import run_capture
 from .tasks import Task, listing
@@ -325,7 +327,13 @@ class CommandJudge(JudgeBase):
         if verifier_dir is None:
             with tempfile.TemporaryDirectory(prefix="hermit-verifier-") as scratch:
                 return self._run(task, Path(workspace), final_answer, timeout_s, Path(scratch))
-        verifier_dir.mkdir(parents=True, exist_ok=True)
+        # a fresh directory: nothing an agent put beside its workspace (a link named reward.txt or
+        # final_answer.txt) is written through or read back
+        if verifier_dir.is_symlink() or (verifier_dir.exists() and not verifier_dir.is_dir()):
+            verifier_dir.unlink()
+        elif verifier_dir.exists():
+            shutil.rmtree(verifier_dir)
+        verifier_dir.mkdir(parents=True)
         return self._run(task, Path(workspace), final_answer, timeout_s, verifier_dir)
 
     def _run(self, task: Task, workspace: Path, final_answer: str | None, timeout_s: float,
@@ -341,8 +349,11 @@ class CommandJudge(JudgeBase):
         answer_file.write_text(final_answer or "", encoding="utf-8")
         stale = workspace / "reward.txt"
         note = ""
-        if stale.exists():   # the agent must not be able to grade itself
-            stale.unlink()
+        if os.path.lexists(stale):   # the agent must not be able to grade itself (nor leave a link to write through)
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
             note = "[hermit] removed a reward.txt the agent left in the workspace\n"
         env = {**os.environ, "HERMIT_WORKSPACE": str(workspace), "HERMIT_TASK_ID": task.id,
                "HERMIT_VERIFIER_DIR": str(verifier_dir), "HERMIT_TASK_DIR": str(task_dir),
@@ -355,9 +366,9 @@ class CommandJudge(JudgeBase):
         if timed_out:
             return JudgeVerdict.exception(VERIFIER_TIMEOUT,
                                      output + f"\n[hermit] verifier timed out after {limit:g}s")
-        reward = _reward_from_file(verifier_dir / "reward.txt")
+        reward = _reward_from_file(verifier_dir, "reward.txt")
         if reward is None:
-            reward = _reward_from_file(stale)
+            reward = _reward_from_file(workspace, "reward.txt")
         if reward is None:
             reward = _reward_from_json_line(output)
         if reward is None:
@@ -381,12 +392,17 @@ def _run_with_timeout(argv: list[str], cwd: Path, env: Mapping[str, str], timeou
     return outcome.stdout, outcome.timed_out
 
 
-def _reward_from_file(path: Path) -> float | None:
-    """spec §1.1: a reward file that exists but is not a float counts as reward 0 (fail)."""
-    if not path.is_file():
+def _reward_from_file(directory: Path, name: str) -> float | None:
+    """spec §1.1: a reward file that exists but is not a float counts as reward 0 (fail); one that is
+    a link or a special file (agent_files) counts as none."""
+    try:
+        data = read_left_file(directory, name, limit=64 * 1024)
+    except RefusedFile:
+        return None
+    if data is None:
         return None
     try:
-        return float(path.read_text(encoding="utf-8", errors="replace").strip())
+        return float(data.decode("utf-8", "replace").strip())
     except ValueError:
         return 0.0
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from git_hermit.errors import disk_full
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
@@ -26,7 +27,7 @@ from git_hermit.rollouts.process import kill_all
 from git_hermit.rollouts.scratch import clean_stale, end_batch
 from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import RolloutHandle
-from git_hermit.rollouts.worker import TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
+from git_hermit.rollouts.worker import DISK_FULL, TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
 
 RESULT_FILE = "result.json"
 # A row's attempts the model's rate limit ended and the driver re-queued, one JSON line each: what
@@ -249,7 +250,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
     queue = list(pending)
 
     try:
-        _drive(queue, in_flight, per_host, limits, handle, out_dir, results, progress, budget)
+        full = _drive(queue, in_flight, per_host, limits, handle, out_dir, results, progress, budget)
     except KeyboardInterrupt:
         # Ctrl-C: end every agent now (they run in their own sessions, out of the terminal's
         # reach); their rollouts stay unfinished (no result.json) and rerun on resume.
@@ -260,6 +261,8 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
         raise
     finally:
         end_batch()            # this process's reused rollout directories (Dask workers: at close)
+    if full is not None:       # the finished rollouts are stored; the one that hit the full disk runs again
+        raise disk_full(None, f"{full}; {len(results)} of {len(jobs)} rollouts are finished and kept")
     if budget is not None and budget.stopped:
         raise budget.reached_error(len(results), len(jobs))
     grouped: dict[str, list[RolloutResult]] = {}
@@ -271,7 +274,7 @@ def run_jobs(jobs: Iterable[RolloutJob], out_dir: Path, handle: RolloutHandle, *
 def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], RolloutJob], per_host: dict[str, int],
            limits: dict[str, int], handle: RolloutHandle, out_dir: Path,
            results: dict[tuple[str, int], RolloutResult], progress: Progress,
-           budget: Budget | None = None) -> None:
+           budget: Budget | None = None) -> str | None:
     """Submit within the worker and per-host limits; store each result as it completes.
 
     A rollout the model's rate limit ended (``RateLimited``, an infrastructure error) is not
@@ -280,7 +283,11 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
     up to ``handle.rate_limit.retries`` times; then it is stored as the exception it is.
     A rollout whose worker broke under it (a lost Dask worker: ``KilledWorker``, ``CancelledError``)
     is the executor's failure, not the task's: it goes back to the queue, up to
-    ``WORKER_LOST_RERUNS`` times, and only then is stored as that exception."""
+    ``WORKER_LOST_RERUNS`` times, and only then is stored as that exception. A rollout that failed
+    for lack of space (``DiskFull``) is not stored either (what it billed is kept, as for a rate
+    limit): no rollout starts after it, the ones running finish, and the batch ends saying why
+    (the returned reason; None when every rollout was stored)."""
+    full: str | None = None
     policy = handle.rate_limit
     paused_until: dict[str, float] = {}     # host -> monotonic time its backoff ends
     limited_in_row: dict[str, int] = {}     # host -> consecutive rate-limited rollouts
@@ -336,6 +343,14 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
                     task=job.task.id, attempt=job.attempt, outcome="exception",
                     exception_type=type(exc).__name__, error=f"{type(exc).__name__}: {exc}",
                     commit=job.commit, agent=_backend(job)).to_dict(), {})
+            if output.result.get("exception_type") == DISK_FULL:
+                retried = record_retried(rollout_dir(out_dir, job.task.id, job.attempt), output)
+                progress.retried.add(retried.id)
+                if budget is not None:
+                    budget.add_retried(retried)
+                full = full or str(output.result.get("error") or "a rollout ran out of space")
+                queue.clear()          # every later rollout would fail the same way: none starts
+                continue
             if output.result.get("exception_type") == RATE_LIMITED:
                 limited_in_row[job.host] = limited_in_row.get(job.host, 0) + 1
                 delay = policy.delay_s(limited_in_row[job.host], rng.random)
@@ -361,3 +376,4 @@ def _drive(queue: list[RolloutJob], in_flight: dict[Future[RolloutOutput], Rollo
             progress.done += 1
             progress.failed += result.outcome != "pass"
             progress.changed()
+    return full

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager
 
+from git_hermit.errors import NO_SPACE_ERRNOS
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
+from git_hermit.rollouts.agent_files import left_file
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset, reset_to_plan
@@ -45,6 +47,11 @@ HOOK_STATE = "hook-state"
 HOOK_STATE_MAX_FILES = 32
 HOOK_STATE_MAX_BYTES = 64 * 1024
 STDERR_TAIL_BYTES = 20_000
+# A rollout that did not pass while its workspace's, home's or output's filesystem had less than this
+# left failed for lack of space, not for its task: not a result (the runner stops the batch, exit 19).
+DISK_FULL = "DiskFull"
+LOW_SPACE_BYTES = 1024 * 1024
+TRAJECTORY_LIMIT = 256 * 1024 * 1024    # what a rollout hands back of its event stream, at most
 _cache_lock = threading.Lock()
 # One adapter is deployed at a time: each of its ~70 file operations releases the GIL, and with
 # every thread of the pool doing the same the GIL changes hands at each (thousands of futex calls
@@ -277,7 +284,8 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
             deployed.append(_cached_adapter(job, bundle))
         except Exception as exc:
             setup_failed.append(True)      # this directory is not handed to the next rollout
-            result = base.with_(exception_type="WorkspaceSetupError", error=f"{type(exc).__name__}: {exc}",
+            kind = DISK_FULL if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS else "WorkspaceSetupError"
+            result = base.with_(exception_type=kind, error=f"{type(exc).__name__}: {exc}",
                                 duration_s=time.monotonic() - start)
             return RolloutOutput(result.to_dict(), {})
         agent = make_agent(job.agent_cfg)
@@ -303,20 +311,39 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
                                   timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
                                   verifier_dir=root / "verifier")
             result = verdict.apply(result)
+        full = _out_of_space(workspace, home, out) if result.outcome != "pass" else None
+        if full is not None:
+            result = result.with_(outcome="exception", exception_type=DISK_FULL, error=full)
         # the task statement stays with the rollout: learners read it with the trajectory
         files: dict[str, bytes] = {TASK_FILE: job.task.prompt.encode("utf-8")}
-        if run.trajectory and (out / run.trajectory).is_file():
-            files[run.trajectory] = (out / run.trajectory).read_bytes()
-        hook_log = workspace / HOOK_LOG
-        if hook_log.is_file():
-            files["hook-calls.jsonl"] = hook_log.read_bytes()
+        # What the agent left is read without following a link (agent_files): a link or special
+        # file in its workspace, its home or beside them is refused, and the refusal recorded.
+        refused: list[str] = []
+
+        def take(root: Path, relative: str, name: str, limit: int = TRAJECTORY_LIMIT) -> bytes | None:
+            found = left_file(root, relative, limit=limit)
+            if found.refused:
+                refused.append(found.refused)
+            if found.data is not None:
+                files[name] = found.data
+            return found.data
+
+        if run.trajectory:
+            take(out, run.trajectory, run.trajectory)
+        if take(workspace, HOOK_LOG, "hook-calls.jsonl") is not None:
             result = result.with_(hook_log="hook-calls.jsonl")
         files.update(_hook_state(workspace))
-        notes = _session_memory(_cached_adapter(job, bundle), workspace)
+        notes = _session_memory(_cached_adapter(job, bundle), workspace, refused)
         if notes is not None:
             files[SESSION_MEMORY] = notes
-        if ctx.stderr_path.is_file() and ctx.stderr_path.stat().st_size:
-            files["agent.stderr"] = ctx.stderr_path.read_bytes()[-STDERR_TAIL_BYTES:]
+        stderr = left_file(out, ctx.stderr_path.name)
+        if stderr.refused:
+            refused.append(stderr.refused)
+        if stderr.data:
+            files["agent.stderr"] = stderr.data[-STDERR_TAIL_BYTES:]
+        if refused:
+            why = "refused " + "; refused ".join(dict.fromkeys(refused))
+            result = result.with_(error=f"{result.error}; {why}" if result.error else why)
         return RolloutOutput(result.to_dict(), files)
 
 
@@ -345,13 +372,32 @@ def _hook_state(workspace: Path) -> dict[str, bytes]:
     return found
 
 
-def _session_memory(adapter: Path, workspace: Path) -> bytes | None:
-    """The session's memory notes if it changed them (at the workspace root or in the deployed copy)."""
+def _out_of_space(*paths: Path) -> str | None:
+    """What to say when one of ``paths`` is on a filesystem with (almost) no space or inode left."""
+    for path in paths:
+        try:
+            fs = os.statvfs(path)
+        except OSError:
+            continue
+        free = (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) * fs.f_frsize   # root writes into the reserve
+        inodes = fs.f_ffree if fs.f_files else None
+        if free < LOW_SPACE_BYTES or inodes == 0:
+            what = f"{free:,} bytes free" if free < LOW_SPACE_BYTES else "no inode free"
+            return f"the rollout ended with {what} on the device holding {path}: it failed for lack of space"
+    return None
+
+
+def _session_memory(adapter: Path, workspace: Path, refused: list[str]) -> bytes | None:
+    """The session's memory notes if it changed them (at the workspace root or in the deployed
+    copy); a link or special file there is refused (its reason added to ``refused``)."""
     original = adapter / SESSION_MEMORY
     if not original.is_file():
         return None
     before = original.read_bytes()
-    for candidate in (workspace / SESSION_MEMORY, workspace / ".hermit-adapter" / SESSION_MEMORY):
-        if candidate.is_file() and candidate.read_bytes() != before:
-            return candidate.read_bytes()
+    for relative in (SESSION_MEMORY, f".hermit-adapter/{SESSION_MEMORY}"):
+        found = left_file(workspace, relative)
+        if found.refused:
+            refused.append(found.refused)
+        elif found.data is not None and found.data != before:
+            return found.data
     return None

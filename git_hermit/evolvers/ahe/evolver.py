@@ -26,6 +26,7 @@ from git_hermit.evolvers.files import make_read_only, remove_tree, rollout_dir, 
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
 from git_hermit.model.files import FileChange
 from git_hermit.model.learner_json import load_json
+from git_hermit.rollouts.agent_files import RefusedFile, read_left_file
 from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
@@ -446,16 +447,19 @@ class AHEEvolver:
 
     def _validate_manifest(self, ctx: StepContext,
                            workspace: Path) -> tuple[list[Change], dict[str, Any] | None, list[str]]:
-        path = workspace / "state" / "change_manifest.json"
-        if path.is_symlink():   # never followed: it could name any file of the host
-            return [], None, ["state/change_manifest.json is a symbolic link; write the manifest itself"]
-        if not path.is_file():
-            return [], None, [NO_MANIFEST]
         limit = Limits.of(ctx.config.evolver).max_file_bytes
-        if path.stat().st_size > limit:
-            return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
+        try:    # never through a link (at any level) or a special file: it could name any file of the host
+            text = read_left_file(workspace, "state/change_manifest.json", limit=limit)
+        except RefusedFile as refused:
+            if "symbolic link" in refused.reason:
+                return [], None, [f"{refused.reason}; write the manifest itself"]
+            if " is over " in refused.reason:
+                return [], None, [f"state/change_manifest.json is over the limit of {limit:,} bytes per file"]
+            return [], None, [refused.reason]
+        if text is None:
+            return [], None, [NO_MANIFEST]
         try:
-            raw = load_json(path.read_text(encoding="utf-8", errors="replace"))
+            raw = load_json(text.decode("utf-8", errors="replace"))
         except json.JSONDecodeError as exc:
             return [], None, [f"state/change_manifest.json is not JSON ({exc.msg} at line {exc.lineno})"]
         except ValueError as exc:      # TooDeep: a record could not hold it

@@ -2,7 +2,8 @@
 
 ``{prompt_file}`` and ``{workspace}`` (and ``{task_id}``, ``{attempt}``) are substituted;
 the final answer is ``answer.txt`` in the workspace if the program wrote one, else the last
-non-empty line of its stdout (which is kept as the trajectory).
+non-empty line of its stdout (which is kept as the trajectory). An ``answer.txt`` that is a link or
+a special file is refused (agent_files): the run has no answer and its error says why.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from pathlib import Path
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.agent_files import left_file
 from git_hermit.rollouts.agents.base import AGENT_EXIT_ERROR, AgentContext, AgentRun, in_sandbox, last_nonempty_line
 from git_hermit.rollouts.process import run_process
+
+
+ANSWER_FILE = "answer.txt"
+ANSWER_LIMIT = 1024 * 1024     # an answer, not a data dump
 
 
 @dataclass
@@ -56,12 +62,16 @@ class CommandAgent:
         except OSError as exc:
             return AgentRun(None, Usage(), None, False, 0.0, f"cannot start {argv[0]}: {exc.strerror}",
                             "AgentStartError")
-        answer_file = ctx.workspace / "answer.txt"
+        written = left_file(ctx.workspace, ANSWER_FILE, limit=ANSWER_LIMIT)
+        stdout = left_file(ctx.rollout_dir, "trajectory.txt")
         answer: str | None
-        if answer_file.is_file():
-            answer = answer_file.read_text(errors="replace").strip()
+        if written.data is not None:
+            answer = written.data.decode("utf-8", "replace").strip()
+        elif written.refused is None:
+            answer = last_nonempty_line((stdout.data or b"").decode("utf-8", "replace"))
         else:
-            answer = last_nonempty_line((ctx.rollout_dir / "trajectory.txt").read_text(errors="replace"))
+            answer = None             # an answer that is not the agent's own file is no answer
+        refused = "; ".join(f"refused {r}" for r in (written.refused, stdout.refused) if r)
         if outcome.timed_out:
             return AgentRun(answer, Usage(), None, True, outcome.duration_s,
                             f"agent timed out after {ctx.timeout_s:g}s", "AgentTimeout", "trajectory.txt")
@@ -69,7 +79,10 @@ class CommandAgent:
         # exited non-zero with no answer at all: a crash, not an answer to judge (an exception)
         crashed = error is not None and not answer
         if crashed:
-            said = last_nonempty_line(ctx.stderr_path.read_text(errors="replace")) if ctx.stderr_path.is_file() else None
+            said = last_nonempty_line((left_file(ctx.rollout_dir, ctx.stderr_path.name).data or b"")
+                                      .decode("utf-8", "replace"))
             error = f"{error}: {said[:200]}" if said else error
+        if refused:
+            error = f"{error}; {refused}" if error else refused
         return AgentRun(answer, Usage(), outcome.returncode, False, outcome.duration_s, error,
                         AGENT_EXIT_ERROR if crashed else None, "trajectory.txt")

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from git_hermit.errors import AgentError
 from git_hermit.hosts.base import Host, SessionSpec
 from git_hermit.model.rollout import Usage
+from git_hermit.rollouts.agent_files import is_plain_file, left_file
 from git_hermit.rollouts.agents.base import (AGENT_EXIT_ERROR, AgentContext, AgentRun, copy_login_files, in_sandbox,
                                             real_home)
 from git_hermit.rollouts.process import ProcessOutcome, run_process
@@ -136,6 +137,8 @@ class HostCLIAgent:
             return streamed
         stored = Usage()
         for path in self.host_impl.config_dir(ctx.home).glob(pattern):
+            if not is_plain_file(ctx.home, path):     # the agent's home: a link there is not followed
+                continue
             try:
                 stored += summarize(path, self.host_impl.trajectory_formats[0]).usage
             except Exception:                # best effort: a file of the host's it does not read
@@ -143,7 +146,8 @@ class HostCLIAgent:
         return stored if stored.total_tokens > streamed.total_tokens else streamed
 
     def _finish_run(self, ctx: AgentContext, outcome: ProcessOutcome, trajectory: Path) -> AgentRun:
-        summary = summarize(trajectory) if trajectory.is_file() and trajectory.stat().st_size else None
+        readable = is_plain_file(ctx.rollout_dir, trajectory)   # never a link the agent put there
+        summary = summarize(trajectory) if readable and trajectory.stat().st_size else None
         answer = summary.final_answer if summary else None
         usage = summary.usage if summary else Usage()
         model = (summary.model if summary else None) or self.cfg.get("model")
@@ -152,7 +156,8 @@ class HostCLIAgent:
                             f"agent timed out after {ctx.timeout_s:g}s", "AgentTimeout", trajectory.name, model)
         error = None
         if outcome.returncode != 0:
-            tail = ctx.stderr_path.read_text(errors="replace").strip().splitlines()[-1:] if ctx.stderr_path.is_file() else []
+            stderr = left_file(ctx.rollout_dir, ctx.stderr_path.name).data or b""
+            tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
             error = f"{self.host} exited with status {outcome.returncode}" + (f": {tail[0][:200]}" if tail else "")
         run = AgentRun(answer, usage, outcome.returncode, False, outcome.duration_s, error, None,
                        trajectory.name, model)
@@ -163,7 +168,7 @@ class HostCLIAgent:
 
 
 def _tail_lines(path: Path) -> list[str]:
-    if not path.is_file():
+    if not is_plain_file(path.parent, path):
         return []
     with open(path, "rb") as handle:
         handle.seek(max(0, path.stat().st_size - _TAIL_BYTES))
