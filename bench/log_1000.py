@@ -73,7 +73,22 @@ def build(repo_dir: Path, steps: int) -> None:
     store = NotesStore(repo)
     for kind, notes in (("manifest", manifests), ("verdicts", verdicts), ("scores", scores)):
         store.write_many(NOTES_REFS[kind], notes, "bench notes")
+    records = _records_writer()
+    if records is not None:     # each step's records (step.json), as a step publishes them
+        add_steps, StepRecord = records
+        update, _ = add_steps(repo, "bench", {n: {"step.json": StepRecord("bench", n, "ahe", tips[n - 1], tips[n]).to_json()}
+                                              for n in range(1, steps + 1)}, "bench records")
+        repo.update_refs([update])
     repo.close()
+
+
+def _records_writer():
+    """core/records.py's bulk writer and step record (None before records existed: `--vs` runs an older tree)."""
+    try:
+        from git_hermit.core.records import StepRecord, add_steps
+    except ImportError:
+        return None
+    return add_steps, StepRecord
 
 
 def hermit_argv() -> list[str]:

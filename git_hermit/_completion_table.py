@@ -143,9 +143,19 @@ TABLE = {'arguments': [],
                                    '-k': {'help': 'Rollouts per task (default: inferred from the rows).',
                                           'takes_value': True}}},
               'fetch': {'arguments': [{'many': False}],
-                        'help': "Bring every run's branches, tags and notes from REMOTE into the local refs "
-                                '(your own branches',
-                        'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                        'help': 'Bring every run from REMOTE: branches, tags, notes and records, reviewed as '
+                                'untrusted input.',
+                        'options': {'--accept-remote': {'help': "Take the remote's version of records it "
+                                                                'changed (never an invalid note, nor a '
+                                                                "step's commit).",
+                                                        'takes_value': False},
+                                    '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                    '--keep-local': {'help': "Keep this repository's records the remote "
+                                                             'changed (the next push restores them there).',
+                                                     'takes_value': False},
+                                    '--traces': {'help': "Also fetch the rollouts' trajectories "
+                                                         '(refs/hermit/<run>/traces).',
+                                                 'takes_value': False},
                                     '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},
               'finalize': {'arguments': [],
                            'help': 'Tag hermit/<run>/final: the best-ever commit (final: best_ever) or the '
@@ -212,12 +222,14 @@ TABLE = {'arguments': [],
                                             'takes_value': True},
                                   '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},
               'push': {'arguments': [{'many': False}],
-                       'help': "Push the run's step branches, tags and refs/notes/hermit/* together (git "
-                               'push --atomic),',
+                       'help': 'Push the runs whole: step branches, tags, refs/notes/hermit/*, the records '
+                               '(refs/hermit/<run>/…),',
                        'options': {'--help': {'help': 'Show this message and exit.', 'takes_value': False},
-                                   '--run': {'help': "Push only this run's branches and tags (default: every "
-                                                     'run).',
+                                   '--run': {'help': "Push only this run's refs (default: every run).",
                                              'takes_value': True},
+                                   '--traces': {'help': "Also push the rollouts' trajectories "
+                                                        '(refs/hermit/<run>/traces).',
+                                                'takes_value': False},
                                    '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},
               'report': {'arguments': [{'many': False}],
                          'help': "A step's pull-request description (TARGET: STEP, step-N or the step's "

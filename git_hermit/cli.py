@@ -75,6 +75,15 @@ def _reading_only() -> None:
     gc.disable()
 
 
+def _warn_missing(ctx: Any) -> None:
+    """On stderr: the part of the run's records this repository lacks, and the command that brings them."""
+    from git_hermit.core.records import missing_records
+    missing = missing_records(ctx.repo, ctx.run, [n for n, _ in ctx.steps], ctx.refs)
+    if missing:
+        _echo(f"warning: this repository lacks {missing.what()} of run {ctx.run!r}, so what follows is "
+              f"incomplete; bring them with `{missing.command()}`", err=True)
+
+
 def _echo_json(data: Any) -> None:
     """Indented for a person at a terminal; one line for a program reading a pipe, which json's C
     encoder writes ~10x faster than the indenting one (a 10,000-step `log --json`: 0.5 s saved)."""
@@ -243,7 +252,9 @@ def log(run: str | None, as_json: bool) -> None:
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import FRAGMENTS_ENCODING, log_json, log_json_parts, log_lines
     repo = _repo(bare_ok=True)
-    history = load_history(open_run(repo, run, with_refs=True))   # reads only: refs listed with the steps
+    ctx = open_run(repo, run, with_refs=True)    # reads only: refs listed with the steps
+    _warn_missing(ctx)
+    history = load_history(ctx)
     if as_json and sys.stdout.isatty():
         _echo_json(log_json(history))
     elif as_json:   # what _echo_json writes to a pipe, each note's part encoded once (kept by its blob id)
@@ -268,6 +279,7 @@ def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
     from git_hermit.core.history import RUN_TAGS, records_for, resolve_target, step_commits
     from git_hermit.core.runs import open_run
     from git_hermit.render.views import show_json, show_lines
+    from git_hermit.core.records import RunRecords, records_location
     repo = _repo(bare_ok=True)
     by_run = target.startswith("step-") or target.isdigit() or target in RUN_TAGS or as_card
     ctx = open_run(repo, run, with_refs=True) if by_run else None
@@ -278,13 +290,17 @@ def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
         _echo(markdown(build_card(ctx, commit)), nl=False)
         return
     commits = [commit]
+    where = None
     if ctx is not None and step is not None:
+        _warn_missing(ctx)
         commits = [c for c in step_commits(ctx, step) if c != commit] + [commit]
+        if step in RunRecords(repo, ctx.run).step_trees:
+            where = records_location(ctx.run, step)
     records = [records_for(repo, sha, ctx) for sha in commits]
     from git_hermit.core.card import card_link
     card = card_link(repo, commit, run)
     if as_json:
-        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records],
+        _echo_json({"target": target, "step": step, "commits": [show_json(r) for r in records], "records": where,
                     **({"card": card.to_dict()} if card else {})})
         return
     for i, rec in enumerate(records):
@@ -294,6 +310,10 @@ def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
             _echo(line)
     if card:
         _echo(f"card: {card.text()}")
+    if where:
+        _echo("")
+        _echo(f"records: `git show {where}` (step.json, ledger.json, every rollout's result and hook audit, "
+              "the learners' own records); trajectories: `git hermit fetch --traces`")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -317,7 +337,9 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     from git_hermit.core.runs import open_run
     from git_hermit.render.report import html_page, markdown, report_json
     repo = _repo(bare_ok=True)
-    data = build_report(open_run(repo, run, with_refs=True), target)   # reads only: refs listed with the steps
+    ctx = open_run(repo, run, with_refs=True)   # reads only: refs listed with the steps
+    _warn_missing(ctx)
+    data = build_report(ctx, target)
     if fmt == "json":
         text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
     elif fmt == "html":
@@ -413,12 +435,15 @@ def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False, default="origin")
-@click.option("--run", help="Push only this run's branches and tags (default: every run).")
-def push(remote: str, run: str | None) -> None:
-    """Push the run's step branches, tags and refs/notes/hermit/* together (git push --atomic),
-    after merging notes that moved on REMOTE (field-wise; a real conflict stops the push)."""
+@click.option("--run", help="Push only this run's refs (default: every run).")
+@click.option("--traces", is_flag=True, help="Also push the rollouts' trajectories (refs/hermit/<run>/traces).")
+def push(remote: str, run: str | None, traces: bool) -> None:
+    """Push the runs whole: step branches, tags, refs/notes/hermit/*, the records (refs/hermit/<run>/…),
+    and the branch that holds the run's config, in one `git push --atomic`, after merging what moved
+    on REMOTE (field-wise; a conflict or a rewrite of this repository's records stops the push).
+    Safe to run while a step runs: its finished rollouts travel, and a restart elsewhere reuses them."""
     from git_hermit.core.share import push_run
-    outcome = push_run(_repo(), remote, run)
+    outcome = push_run(_repo(), remote, run, traces=traces)
     for move in outcome.merged:
         _echo(f"merged {outcome.remote}'s {move.ref} ({move.how})")
     _echo_disagreements(outcome.disagreements, outcome.remote)
@@ -427,24 +452,65 @@ def push(remote: str, run: str | None) -> None:
         _echo(f"pushed {item.ref}  {item.summary}")
     if not moved:
         _echo(f"{outcome.remote} is up to date")
+    if outcome.traces is not None:
+        pushed, size = outcome.traces
+        _echo(f"traces: {size:,} bytes added to {outcome.remote}" if pushed else
+              "traces: not pushed (`git hermit push --traces` sends the rollouts' trajectories)")
+    for warning in outcome.warnings:
+        _echo(f"warning: {warning}", err=True)
     if outcome.attempts > 1:
         _echo(f"(the remote moved meanwhile; pushed on attempt {outcome.attempts})")
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False, default="origin")
-def fetch(remote: str) -> None:
-    """Bring every run's branches, tags and notes from REMOTE into the local refs (your own branches
-    are never touched; notes are merged field-wise, step branches only fast-forward)."""
-    from git_hermit.core.share import fetch_runs
-    outcome = fetch_runs(_repo(), remote)
+@click.option("--traces", is_flag=True, help="Also fetch the rollouts' trajectories (refs/hermit/<run>/traces).")
+@click.option("--accept-remote", is_flag=True,
+              help="Take the remote's version of records it changed (never an invalid note, nor a step's commit).")
+@click.option("--keep-local", is_flag=True,
+              help="Keep this repository's records the remote changed (the next push restores them there).")
+def fetch(remote: str, traces: bool, accept_remote: bool, keep_local: bool) -> None:
+    """Bring every run from REMOTE: branches, tags, notes and records, reviewed as untrusted input.
+
+    Your own branches are never touched. Notes and records merge field-wise and may only grow: a
+    remote change to a record this repository holds (a verdict, a score, outcomes), an invalid
+    note, a step that does not descend from the previous step, or a commit on an older step's
+    branch is refused and named (exit 21); everything else is fetched."""
+    from git_hermit.core.runs import list_runs, list_steps
+    from git_hermit.core.share import fetch_runs, reapply_hint
+    from git_hermit.errors import InputError, RemoteRefused
+    if accept_remote and keep_local:
+        raise InputError("--accept-remote and --keep-local contradict each other", hint="choose one")
+    repo = _repo()
+    outcome = fetch_runs(repo, remote, accept_remote=accept_remote, keep_local=keep_local, traces=traces)
     for move in outcome.moves:
         _echo(f"{move.ref}: {move.how}" + (f" {move.new[:10]}" if move.new else ""))
     _echo_disagreements(outcome.disagreements, outcome.remote)
+    for change in outcome.accepted:
+        _echo(f"accepted the remote's change: {change.what}")
     for warning in outcome.warnings:
         _echo(f"warning: {warning}", err=True)
-    if not outcome.moves and not outcome.warnings:
+    if not outcome.moves and not outcome.warnings and not outcome.refused and not outcome.accepted:
         _echo(f"up to date with {outcome.remote}")
+    from git_hermit.core.records import missing_records
+    for name in list_runs(repo):     # what neither this repository nor the remote holds of a run
+        missing = missing_records(repo, name, [n for n, _ in list_steps(repo, name)])
+        if missing:
+            _echo(f"warning: {outcome.remote} does not hold {missing.what()} of run {name!r} either; whoever "
+                  "ran those steps can send them with `git hermit push`", err=True)
+    if not outcome.refused:
+        return
+    for change in outcome.refused[1:]:
+        _echo(f"refused: {change.what}", err=True)
+    first = outcome.refused[0]
+    latest = {name: max((n for n, _ in list_steps(repo, name)), default=0) for name in list_runs(repo)}
+    records = [r for r in outcome.refused if r.kind == "record"]
+    hint = reapply_hint(outcome.refused, latest) or (
+        f"nothing of it was taken; `git hermit fetch {remote} --accept-remote` takes the remote's records, "
+        "`--keep-local` keeps this repository's" if records else
+        "nothing of it was taken; the remote holds it as it is (everything else was fetched)")
+    raise RemoteRefused(first.what + (f" (and {len(outcome.refused) - 1} more, above)"
+                                                     if len(outcome.refused) > 1 else ""), hint=hint)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -719,7 +785,9 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     from git_hermit.core.budget import estimate as do_estimate
     from git_hermit.core.runs import open_run
     from git_hermit.rollouts.budget import usd
-    result = do_estimate(open_run(_repo(), run), steps)
+    ctx = open_run(_repo(), run, with_refs=True)
+    _warn_missing(ctx)
+    result = do_estimate(ctx, steps)
     for warning in result.warnings:           # a damaged note is left out of the estimate: said so
         _echo(f"warning: {warning}", err=True)
     if as_json:

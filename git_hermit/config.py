@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from git_hermit import __version__, checked
-from git_hermit.errors import ConfigError
+from git_hermit.errors import ConfigError, ConfigMissing
 from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, param_defaults, params_problems,
                                         refused_params)
@@ -337,7 +337,7 @@ def load_config(work_tree: Path, run: str | None = None, *, cache_dir: Path | No
         configs.append(_parse_remembered(text, source, path, cache_dir) if cache_dir is not None
                        else parse_config(text, source=source, path=path))
     if not configs:
-        raise ConfigError("no hermit.yaml in this repository", hint="run `git hermit init` first")
+        raise ConfigMissing("no hermit.yaml in this repository", hint="run `git hermit init` first")
     if run is None:
         # the root hermit.yaml's run is the repository's default: a second run (hermit/<run>.yaml)
         # is chosen with --run; without a root config, several runs leave the choice to the user
@@ -350,7 +350,7 @@ def load_config(work_tree: Path, run: str | None = None, *, cache_dir: Path | No
         if cfg.run == run:
             return cfg
     names = ", ".join(c.run for c in configs)
-    raise ConfigError(f"no run named {run!r} (runs here: {names})", hint="check --run, or `git hermit init --run NAME`")
+    raise ConfigMissing(f"no run named {run!r} (runs here: {names})", hint="check --run, or `git hermit init --run NAME`")
 
 
 def _complete_schema(schema: dict[str, Any]) -> None:

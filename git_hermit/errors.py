@@ -45,6 +45,10 @@ class ConfigError(HermitError):
     exit_code = 5
 
 
+class ConfigMissing(ConfigError):
+    """No config file configures the run here (the work tree holds none, or not this run's)."""
+
+
 class LockHeld(HermitError):
     """Another live git-hermit process holds the run's lock."""
 
@@ -147,6 +151,20 @@ def disk_full(path: object | None, what: str = "") -> DiskFull:
                          "and a rollout that failed for lack of space runs again")
 
 
+class RecordsMissing(HermitError):
+    """This repository lacks part of a run's records (notes, its records ref): a step refuses to
+    continue a run whose history it cannot read."""
+
+    exit_code = 20
+
+
+class RemoteRefused(HermitError):
+    """A remote's change that would rewrite what this repository holds was refused: a record's
+    field (verdict, score, outcomes), an invalid note, a measured step's commit, a foreign step."""
+
+    exit_code = 21
+
+
 class LossyConversion(HermitError):
     """`convert`: the target's plugin format cannot carry some of the adapter's components (the
     message names each); --allow-lossy writes the plugin without them."""
@@ -181,6 +199,8 @@ EXIT_CODES: dict[int, str] = {
                               "trainer.max_exception_rate of its rows) ended in an exception; fix the cause and re-run",
     DamagedRecord.exit_code: "the repository's records are damaged: a step ref, notes ref or object git cannot read (the message names it)",
     DiskFull.exit_code: "no space left on a disk git-hermit writes to (the message names it; free space and re-run to resume)",
+    RecordsMissing.exit_code: "the repository lacks part of the run's records (named, with the command that brings them)",
+    RemoteRefused.exit_code: "fetch/push refused a remote's change to a record or a measured step (named; --accept-remote)",
     LossyConversion.exit_code: "convert: the target's plugin format would drop components of the adapter (named; --allow-lossy)",
     INTERNAL_ERROR_EXIT: "internal error (a bug: rerun with --debug)",
     INTERRUPTED_EXIT: "interrupted (rerun the same command to resume)",

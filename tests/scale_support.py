@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cli_helpers import hermit
 from conftest import git
+from git_hermit.core.records import StepRecord, add_steps
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
 from git_hermit.model.records import Analysis, Attempt, Change, Manifest, Scores, TaskScore, dumps
 
@@ -80,6 +81,10 @@ def build_run(repo: Path, run: str, steps: int) -> None:
         store.write_many(NOTES_REFS[kind], notes, "scale notes")
     git(repo, "tag", f"hermit/{run}/best", tips[steps])
     git(repo, "tag", f"hermit/{run}/final", tips[steps])
+    # each step's records, as a step publishes them (the run is whole: a read command warns of none missing)
+    update, _ = add_steps(repo_obj, run, {n: {"step.json": StepRecord(run, n, "ahe", tips[n - 1], tips[n]).to_json()}
+                                          for n in range(1, steps + 1)}, "scale records")
+    repo_obj.update_refs([update])
     repo_obj.close()
 
 

@@ -47,6 +47,11 @@ def _without_scores(refs_text: str) -> str:
     return "".join(line for line in refs_text.splitlines(keepends=True) if "notes/hermit/scores" not in line)
 
 
+def _pending(repo: Path) -> str:
+    """The pending ref's line of ``refs(repo)``: a stopped step's finished rollouts, published."""
+    return next((line + "\n" for line in refs(repo).splitlines() if line.startswith(f"refs/hermit/{RUN}/pending ")), "")
+
+
 def _finished(repo: Path, step: int) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(rollouts_dir(repo, step).glob("*/*/result.json"))]
 
@@ -65,7 +70,8 @@ def test_budget_stops_mid_step_within_one_rollout_and_resumes_after_raising_it(r
     assert "budget.max_usd" in r.err and "hint:" in r.err
     assert calls(control, "debugger") == [] and calls(control, "evolve") == []
     # no step ref; the scores note of H_0 records the finished rollouts and what they cost
-    assert _without_scores(refs(repo)) == _without_scores(before)
+    # (and its finished rollouts on the pending ref, so a restart elsewhere reuses them)
+    assert _without_scores(refs(repo)).replace(_pending(repo), "") == _without_scores(before)
     note = _scores_note(repo, f"hermit/{RUN}/step-0000")
     assert note["step"] == 1 and sum(len(t["attempts"]) for t in note["tasks"].values()) == 3
     assert note["usage_by_role"]["acting"]["cost_usd"] == pytest.approx(spent) and "stop" not in note
@@ -383,18 +389,19 @@ def test_a_clone_counts_what_a_step_the_budget_stopped_spent(repo, tmp_path):
     r = hermit(other, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and "spent $0.06" in r.err, r.out + r.err
     assert len(calls(control, "agent")) == agent_calls
-    # room for the step's 8 rollouts and about one Debugger session: the clone runs the rollouts
-    # again (their files are not here) and stops before a session; its note adds what it spent
+    # room for the step's 8 rollouts and about one Debugger session: the clone reuses the 3 the
+    # origin finished (published on its pending ref when the budget stopped it: nothing is billed
+    # twice), runs the other 5 and stops before a session; its note adds what it spent
     for place in (repo, other):
-        _edit(place, budget={"max_usd": round(3 * ROLLOUT_USD + ROWS * ROLLOUT_USD + 0.0015, 4)},
+        _edit(place, budget={"max_usd": round(ROWS * ROLLOUT_USD + 0.0015, 4)},
               evolver={**yaml.safe_load((place / "hermit.yaml").read_text())["evolver"],
                        "params": {"k": 2, "target_pass_rate": 1.0,
                                   "debugger": {"retries": 1, "backoff_s": 0.0, "concurrency": 1}}})
     r = hermit(other, "step", env=env_for(control))
     assert r.code == BUDGET_EXIT and "before a debugger session" in r.err, r.out + r.err
-    assert len(calls(control, "agent")) == agent_calls + ROWS and calls(control, "debugger")
+    assert len(calls(control, "agent")) == agent_calls + ROWS - 3 and calls(control, "debugger")
     spent = _estimate(other, control)["spent"]
-    assert spent["by_role"]["acting"]["cost_usd"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
+    assert spent["by_role"]["acting"]["cost_usd"] == pytest.approx(ROWS * ROLLOUT_USD)
     assert spent["by_role"]["debugger"]["cost_usd"] > 0
     assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
     assert _close(_estimate(repo, control)["spent"], spent)       # the origin counts the clone's spending
@@ -405,7 +412,7 @@ def test_a_clone_counts_what_a_step_the_budget_stopped_spent(repo, tmp_path):
     assert r.code == 0, r.out + r.err
     finished = _estimate(other, control)
     assert finished["steps_seen"] == 1 and finished["unfinished"] is None
-    assert finished["per_step"]["acting"]["cost_usd"]["mean"] == pytest.approx((3 + ROWS) * ROLLOUT_USD)
+    assert finished["per_step"]["acting"]["cost_usd"]["mean"] == pytest.approx(ROWS * ROLLOUT_USD)
     assert hermit(other, "push").code == 0 and hermit(repo, "fetch").code == 0
     assert _close(_estimate(repo, control)["spent"], finished["spent"])
 

@@ -203,7 +203,7 @@ def test_a_push_that_loses_the_race_fetches_merges_and_retries(shared, tmp_path)
     seed = git(other, "rev-parse", "hermit/demo/step-0000").strip()
     tip = git(other, "rev-parse", "hermit/demo/step-0004").strip()
     theirs = _note(other, "scores", seed)
-    _set_note(other, "scores", seed, {**theirs, "splits": {**theirs.get("splits", {}), "x": {"k": 1, "pass_at_1": 0.5}}})
+    _set_note(other, "scores", seed, {**theirs, "splits": {**theirs.get("splits", {}), "x": {"k": 1, "pass_at_1": 0.5, "tasks": 1}}})
     git(other, "push", "-q", "origin", "refs/notes/hermit/scores:refs/side/scores")
     hook = remote / "hooks" / "pre-receive"
     hook.write_text(f"""#!/bin/sh
@@ -215,7 +215,7 @@ fi
 """)
     hook.chmod(0o755)
     mine = _note(origin, "scores", tip)
-    _set_note(origin, "scores", tip, {**mine, "splits": {**mine.get("splits", {}), "y": {"k": 1, "pass_at_1": 1.0}}})
+    _set_note(origin, "scores", tip, {**mine, "splits": {**mine.get("splits", {}), "y": {"k": 1, "pass_at_1": 1.0, "tasks": 1}}})
     result = hermit(origin, "push")
     assert result.code == 0, result.err
     assert (tmp_path / "raced").exists() and "pushed on attempt 2" in result.out
@@ -230,7 +230,7 @@ def test_a_remote_that_refuses_the_push_is_one_error_not_a_retry(shared, tmp_pat
     hook.chmod(0o755)
     tip = git(origin, "rev-parse", "hermit/demo/step-0004").strip()
     mine = _note(origin, "scores", tip)
-    _set_note(origin, "scores", tip, {**mine, "splits": {**mine.get("splits", {}), "y": {"k": 1, "pass_at_1": 1.0}}})
+    _set_note(origin, "scores", tip, {**mine, "splits": {**mine.get("splits", {}), "y": {"k": 1, "pass_at_1": 1.0, "tasks": 1}}})
     result = hermit(origin, "push")
     assert result.code == 4 and "pre-receive hook declined" in result.err and "hint:" in result.err
     assert (tmp_path / "calls").read_text().count("x") == 1

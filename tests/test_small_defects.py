@@ -247,7 +247,8 @@ def test_a_bare_repository_answers_log_show_and_report_as_its_clone_does(demo_ru
     only, and the run's config as committed, so they answer there as in the repository pushed from."""
     bare = tmp_path / "server.git"
     git(tmp_path, "clone", "-q", "--bare", str(demo_run), str(bare))
-    git(bare, "fetch", "-q", str(demo_run), "refs/notes/*:refs/notes/*", "refs/heads/*:refs/heads/*")
+    git(bare, "fetch", "-q", str(demo_run), "refs/notes/*:refs/notes/*", "refs/heads/*:refs/heads/*",
+        "refs/hermit/*:refs/hermit/*")                              # the run's records (docs/git-data-model.md)
     for args in (("log",), ("show", "step-2"), ("report", "2")):
         here, there = hermit(demo_run, *args), hermit(bare, *args)
         assert there.code == 0, (args, there.err)

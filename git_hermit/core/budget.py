@@ -1,8 +1,8 @@
 """The run's budget and its forecast, from the ledger of every step so far.
 
-Each step writes its ledger (rollouts, judge calls, learner sessions, by role) to
-``.hermit/runs/<run>/step-NNNN/ledger.json`` and its totals by role to its analysis note; a step
-without the local file (a fresh clone) is read from its notes. `rollout`/`eval` ledgers outside
+Each step records its ledger (rollouts, judge calls, learner sessions, by role) in the run's records
+(``steps/NNNN/ledger.json``, core/records.py; a copy in ``.hermit/runs/<run>/step-NNNN/``) and its
+totals by role in its analysis note; a step without records is read from its notes. `rollout`/`eval` ledgers outside
 steps (``evals/<commit>-<split>/ledger.json``) count too, and so does a step the budget stopped,
 from its files or (another machine's) from the scores note it wrote (``carried_over``). Here they
 are summed into what the run spent, ``open_budget``/``open_evaluation_budget`` build the caps the
@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from git_hermit.config import RunConfig
 from git_hermit.core.integrity import Damage
+from git_hermit.core.records import RunRecords, records_ref
 from git_hermit.core.runs import RunContext, run_dir, step_dir
 from git_hermit.core.scores_notes import roles_of
 from git_hermit.errors import ConfigError
@@ -81,16 +82,18 @@ def check_budget_config(config: RunConfig) -> None:
 def step_ledgers(ctx: RunContext, before: int | None = None) -> dict[int, list[LedgerEntry]]:
     """Each finished step's ledger entries (re-priced where they had no cost), by step number.
 
-    A step that stopped training has a ledger but no branch, so every step directory up to the
-    step after the tip counts; ``before`` leaves out that step and later ones. A step is read
-    from its local ledger when there is one, else from its notes (never both: no double count)."""
+    A step that stopped training has a ledger but no branch, so every step up to the one after the
+    tip counts; ``before`` leaves out that step and later ones. A step is read from its records
+    (``steps/NNNN/ledger.json`` in the run's records ref), else from a local ledger (a step recorded
+    before records existed), else from its notes (never two of them: no double count)."""
     prices = load_prices(ctx.config.prices)
     last = ctx.tip[0] + 1 if before is None else before - 1
     found: dict[int, list[LedgerEntry]] = {}
     missing: list[int] = []
+    # the run's records first: the same ledger in every clone, whatever moved a step's branch since
+    recorded = RunRecords(ctx.repo, ctx.run, ctx.read_ref(records_ref(ctx.run))).ledgers(range(1, last + 1))
     for n in range(1, last + 1):
-        path = step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE
-        data = _read_json(path)
+        data = recorded.get(n) or _read_json(step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE)
         if data is None:
             missing.append(n)
             continue

@@ -133,6 +133,7 @@ class StepView:
     commit: str                      # the step branch's tip (H_N)
     commits: tuple[CommitView, ...]  # the step's own commits, oldest first
     bad_notes: tuple[str, ...] = ()
+    analysis_commit: str | None = None   # the commit with the step's analysis note (the tip it published)
     # H_N's scores note (written by step N+1's rollouts) as its cached summary, Scores.to_dict(tasks=False),
     # and what makes its record when `scores` is first read: `log --json` passes the data through
     scores_data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -258,7 +259,8 @@ def _read_note_blobs(repo: Repo, wanted: list[tuple[str, str, str]], bad: list[D
     return out
 
 
-def _read_notes(repo: Repo, bad: list[Damage], read_ref: Callable[[str], str | None]) -> _Notes:
+def _read_notes(repo: Repo, bad: list[Damage], read_ref: Callable[[str], str | None],
+                bad_blobs: dict[str, str] | None = None) -> _Notes:
     """The manifest, verdicts and analysis notes (_Notes), with {kind: {commit: blob}} of every notes
     ref; a note that is damaged (unreadable, not JSON, too large or deep, failing its schema) is
     reported in ``bad``, not fatal.
@@ -301,11 +303,15 @@ def _read_notes(repo: Repo, bad: list[Damage], read_ref: Callable[[str], str | N
     # (no object reader started when nothing is missing: a warm `log` reads no object)
     for (kind, commit, blob), content in zip(missing, _read_note_blobs(repo, missing, bad)):
         if content is None:
+            if bad_blobs is not None:
+                bad_blobs[blob] = f"git cannot read its object {blob[:12]}"
             continue
         try:
             found = note_data(kind, content)
         except SchemaError as exc:
             bad.append(Damage(kind, commit, exc.message))
+            if bad_blobs is not None:
+                bad_blobs[blob] = exc.message
             continue
         record = RECORD_KINDS[kind][1].from_dict(found)
         data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
@@ -348,7 +354,8 @@ def _summary_cache(repo: Repo) -> Any:
     return repo.common_dir / "hermit" / "cache" / "scores-summaries.json"
 
 
-def _read_scores(repo: Repo, bad: list[Damage], entries: dict[str, str] | None = None
+def _read_scores(repo: Repo, bad: list[Damage], entries: dict[str, str] | None = None,
+                 bad_blobs: dict[str, str] | None = None
                  ) -> dict[str, tuple[dict[str, Any], Callable[[], Scores], int, dict[str, int]]]:
     """Every scores note as (its summary data, what makes its record, how many of its own split's rows
     two machines ran with different outcomes, its exception rows by type): the record's per-task
@@ -374,6 +381,8 @@ def _read_scores(repo: Repo, bad: list[Damage], entries: dict[str, str] | None =
                 record = loads("scores", content)
             except SchemaError as exc:
                 bad.append(Damage("scores", commit, exc.message.removeprefix("scores note is damaged: ")))
+                if bad_blobs is not None:
+                    bad_blobs[entries[commit]] = exc.message
                 continue
             cached[entries[commit]] = {"data": record.to_dict(tasks=False), "tasks": len(record.tasks),
                                        "outcomes": record.tasks.outcomes() if isinstance(record.tasks, TaskScores)
@@ -409,6 +418,18 @@ def _read_scores(repo: Repo, bad: list[Damage], entries: dict[str, str] | None =
     return out
 
 
+def check_note_blobs(repo: Repo, tips: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+    """Validate the manifest, verdicts, analysis and scores notes of notes commits ``tips`` ({notes ref:
+    commit}, e.g. a remote's as fetched) as `log` reads them, filling the caches `log` reads (so the
+    first `log` after a fetch checks nothing again): (the blobs found valid, {blob: why it is not})."""
+    bad: list[Damage] = []
+    problems: dict[str, str] = {}
+    notes = _read_notes(repo, bad, tips.get, problems)
+    _read_scores(repo, bad, notes.entries["scores"], problems)
+    checked = {blob for kind in (*_CHECKED_KINDS, "scores") for blob in notes.entries[kind].values()}
+    return checked - set(problems), problems
+
+
 def exception_types(tasks: Mapping[str, TaskScore]) -> dict[str, int]:
     """A split's exception attempts by type (``Exception`` when a note names none)."""
     from git_hermit.model.records import TaskScores
@@ -425,6 +446,15 @@ def exception_types(tasks: Mapping[str, TaskScore]) -> dict[str, int]:
 
 def _analysis_of(notes: _Notes, commit: str) -> Callable[[], dict[str, Any] | None]:
     return lambda: notes.dicts["analysis"].get(commit)
+
+
+def _analysis_anchor(tip: str, commits: tuple[CommitView, ...] | list[CommitView], analysis: dict[str, str]
+                     ) -> str | None:
+    """The commit holding step N's analysis note: the tip it published, wherever the branch moved
+    since (a rollback or hand edit on top: the newest of the step's own commits that has one)."""
+    if tip in analysis:
+        return tip
+    return next((cv.sha for cv in reversed(commits) if cv.sha in analysis), None)
 
 
 def _run_commits(ctx: RunContext) -> list[CommitInfo]:
@@ -532,9 +562,10 @@ def load_history(ctx: RunContext) -> RunHistory:
     for n, sha in ctx.steps:
         data, make, disagreed, exceptions = (scores.get(sha) or (None, None, 0, {})) \
             if ("scores", sha) not in damaged else (None, None, 0, {})
-        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())),
-                              make_analysis=_analysis_of(notes, sha) if sha in blobs["analysis"]
-                              and ("analysis", sha) not in damaged else None,
+        anchor = _analysis_anchor(sha, by_step.get(n, ()), blobs["analysis"])
+        views.append(StepView(step=n, commit=sha, commits=tuple(by_step.get(n, ())), analysis_commit=anchor,
+                              make_analysis=_analysis_of(notes, anchor) if anchor
+                              and ("analysis", anchor) not in damaged else None,
                               bad_notes=tuple(warnings.get(n, ())), scores_data=data, make_scores=make,
                               disagreed=disagreed, exceptions=exceptions))
     return RunHistory(run=ctx.run, steps=tuple(views), best=best, final=final,

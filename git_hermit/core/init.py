@@ -18,8 +18,7 @@ from git_hermit.config import (CONFIG_FILE, RUNS_DIR, SCHEMA_LINK, config_paths,
                                render_default_config)
 from git_hermit.core.commits import step_message
 from git_hermit.core.example_benchmark import example_files
-from git_hermit.core.report import BASE_TRAILER
-from git_hermit.core.runs import check_run_name, list_runs, step_ref
+from git_hermit.core.runs import BASE_TRAILER, check_run_name, list_runs, step_ref
 from git_hermit.errors import CheckFailed, InputError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory

@@ -14,11 +14,10 @@ from typing import Any
 
 from git_hermit.core.card import AdapterCard, build_card
 from git_hermit.core.history import RunHistory, StepView, load_history
-from git_hermit.core.runs import RunContext, parse_step_name, step_ref
+from git_hermit.core.runs import RunContext, parse_step_name, seed_branch, step_ref
 from git_hermit.errors import GitStateError
 from git_hermit.gitio import remote_url
 
-BASE_TRAILER = "Hermit-Base-Branch"
 _GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)"
                      r"(?P<slug>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
@@ -122,10 +121,9 @@ def github_slug(url: str | None) -> str | None:
 def base_branch(ctx: RunContext) -> str:
     """The branch the run was initialised on: the seed commit's trailer, else origin's default
     branch, else the checked-out branch, else ``main``."""
-    info = ctx.repo.commit_info(ctx.steps[0][1])
-    for key, value in info.trailers:
-        if key.lower() == BASE_TRAILER.lower() and value.strip():
-            return value.strip()
+    seeded = seed_branch(ctx.repo, ctx.run)
+    if seeded:
+        return seeded
     head = ctx.repo.read_symbolic("refs/remotes/origin/HEAD")
     if head and head.startswith("refs/remotes/origin/"):
         return head.removeprefix("refs/remotes/origin/")

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from git_hermit.config import CONFIG_FILE, RUNS_DIR, RunConfig, load_config, parse_config
-from git_hermit.errors import ConfigError, GitStateError, InputError
+from git_hermit.errors import ConfigError, ConfigMissing, GitStateError, InputError
 from git_hermit.gitio import Repo
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# The seed commit's trailer naming the branch the run was initialised on: the branch that holds its
+# config (and that step pull requests target)
+BASE_TRAILER = "Hermit-Base-Branch"
 _STEP_REF = re.compile(r"^refs/heads/hermit/(?P<run>[^/]+)/step-(?P<n>\d{4,})$")
 
 
@@ -77,7 +80,8 @@ class RunContext:
 
     def read_ref(self, ref: str) -> str | None:
         """``ref`` as listed with the steps when it was, else read now."""
-        if self.refs is not None and ref.startswith(("refs/notes/hermit/", f"refs/tags/hermit/{self.run}/")):
+        if self.refs is not None and ref.startswith(("refs/notes/hermit/", f"refs/tags/hermit/{self.run}/",
+                                                     f"refs/hermit/{self.run}/")):
             return self.refs.get(ref)
         return self.repo.read_ref(ref)
 
@@ -98,17 +102,52 @@ class RunContext:
                             hint=f"steps here: 0..{self.tip[0]} (see `git hermit log`)")
 
 
-def open_run(repo: Repo, run: str | None = None, with_refs: bool = False) -> RunContext:
-    """Load the run's config and steps; a clear error when the run has not been initialised.
+def seed_branch(repo: Repo, run: str) -> str | None:
+    """The branch run ``run`` was initialised on (its seed commit's trailer): where its config lives."""
+    seed = repo.read_ref(step_ref(run, 0))
+    if seed is None:
+        return None
+    for key, value in repo.commit_info(seed).trailers:
+        if key.lower() == BASE_TRAILER.lower() and value.strip():
+            return value.strip()
+    return None
 
-    ``with_refs``: the notes refs and the run's tags are listed in the same git process as its step
-    branches and kept in ``refs`` (for a command that reads them right after and writes nothing)."""
-    config = (committed_config(repo, run) if repo.bare
-              else load_config(repo.work_tree, run, cache_dir=repo.common_dir / "hermit" / "cache"))
+
+def _config_elsewhere(repo: Repo, run: str | None, missing: ConfigMissing) -> ConfigMissing:
+    """The error for a repository that holds a run's steps but not its config: it names the branch
+    to check out (a clone on another branch, or before the branch was fetched) — never `init`, which
+    would start a second run."""
+    known = list_runs(repo)
+    runs = [run] if run in known else ([] if run else known)
+    if not runs:
+        return missing
+    homes = [(name, seed_branch(repo, name)) for name in runs]
+    where = "; ".join(f"run {name!r}'s is on branch {branch!r}" if branch else
+                      f"run {name!r}'s is in its seed commit hermit/{name}/step-0000" for name, branch in homes)
+    branch = next((b for _, b in homes if b), None)
+    checkout = f"`git checkout {branch}`" if branch else f"`git checkout -b main hermit/{runs[0]}/step-0000`"
+    return ConfigMissing(
+        f"this work tree has no config for {'run ' + repr(runs[0]) if len(runs) == 1 else 'runs ' + ', '.join(runs)}, "
+        f"though the repository holds its steps: {where}",
+        hint=f"check that branch out ({checkout}; `git fetch` first if it is not here), then rerun; "
+             "`git hermit init` would start another run")
+
+
+def open_run(repo: Repo, run: str | None = None, with_refs: bool = False) -> RunContext:
+    """Load the run's config and steps; a clear error when the run has not been initialised, and one
+    naming the branch to check out when the repository holds the run but the work tree not its config.
+
+    ``with_refs``: the notes refs, the run's tags and its records refs are listed in the same git process
+    as its step branches and kept in ``refs`` (for a command that reads them right after and writes nothing)."""
+    try:
+        config = (committed_config(repo, run) if repo.bare
+                  else load_config(repo.work_tree, run, cache_dir=repo.common_dir / "hermit" / "cache"))
+    except ConfigMissing as missing:
+        raise _config_elsewhere(repo, run, missing) from None
     refs = None
     if with_refs:
         refs = repo.list_refs(f"refs/heads/hermit/{config.run}/", "refs/notes/hermit/",
-                               f"refs/tags/hermit/{config.run}/")
+                               f"refs/tags/hermit/{config.run}/", f"refs/hermit/{config.run}/")
     steps = list_steps(repo, config.run, refs)
     if not steps:
         raise GitStateError(f"run {config.run!r} has no step branches (refs/heads/hermit/{config.run}/step-0000)",

@@ -162,6 +162,12 @@ def _keep_key(attempt: Mapping[str, Any]) -> tuple[int, bool, float, str]:
             canonical_json(dict(attempt)))
 
 
+def kept_by_rule(kept: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether a merge of a row run differently on two machines may keep ``kept`` over ``other``:
+    the rule keeps the one ``_keep_key`` puts first (the worse outcome), never the better one."""
+    return _keep_key(kept) <= _keep_key(other)
+
+
 def _merge_task(task: str, base: Any, ours: dict[str, Any], theirs: dict[str, Any],
                 found: Callable[[str, int, dict[str, Any], dict[str, Any], dict[str, Any]], None]) -> dict[str, Any]:
     """One task both sides changed, row by row (attempt i is row ``task#i+1``).

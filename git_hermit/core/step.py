@@ -23,8 +23,10 @@ from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load
                                      read_scores, run_split, scores_record, training_rollouts)
 from git_hermit.core.failures import check_exception_rate
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
+from git_hermit.core.records import (FINAL_FILE, RunRecords, StepRecord, StepRecords, add_file, missing_records,
+                                     pending_ref, publish_pending, records_ref, restore_pending, rollout_parts)
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
-from git_hermit.errors import BudgetReached, ConfigError, GitStateError, RefConflict
+from git_hermit.errors import BudgetReached, ConfigError, GitStateError, RecordsMissing, RefConflict
 from git_hermit.evolvers import registry
 from git_hermit.evolvers.base import Evolver, PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
@@ -37,7 +39,7 @@ from git_hermit.redact import redact
 from git_hermit.rollouts import stats
 from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices
-from git_hermit.rollouts.runner import Progress, atomic_write
+from git_hermit.rollouts.runner import Progress, atomic_write, task_dirname
 
 if TYPE_CHECKING:
     from git_hermit.core.card import CardText
@@ -185,6 +187,26 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
         return _step_locked(repo, ctx, say=say, on_progress=on_progress, keep_exceptions=keep_exceptions)
 
 
+def _require_history(repo: Repo, ctx: RunContext) -> None:
+    """RecordsMissing when this repository lacks part of the run's history (its notes, or an earlier
+    step's records): the learners would get less than the run has, so the step refuses to start."""
+    missing = missing_records(repo, ctx.run, [n for n, _ in ctx.steps])
+    if missing:
+        raise RecordsMissing(
+            f"step {ctx.tip[0] + 1} of run {ctx.run!r} needs the run's whole history, and this repository lacks "
+            f"{missing.what()}",
+            hint=f"bring them with `{missing.command()}` (a plain git clone or fetch brings neither notes nor "
+                 "records); nothing was run")
+
+
+def _rollout_dirs(ev: EvalRun) -> list[tuple[str, str]]:
+    return [(task_dirname(task), str(r.attempt)) for task, results in ev.results.items() for r in results]
+
+
+def _publish_rollouts(repo: Repo, ctx: RunContext, n: int, evaluated: str, rollouts_home: Path, ev: EvalRun) -> None:
+    publish_pending(repo, ctx.run, n, evaluated, rollouts_home / "rollouts", _rollout_dirs(ev))
+
+
 def _refuse_if_stopped(repo: Repo, ctx: RunContext) -> None:
     """RunFinished when a step already evaluated the tip and stopped training: a rerun would only
     rewrite notes. (A spent stream is found once the tasks are read, under the lock.)"""
@@ -213,6 +235,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     evolver = make_evolver(config.evolver_name)
     params = config.evolver_params()
     _refuse_if_stopped(repo, ctx)            # again under the lock: another step may have stopped it
+    _require_history(repo, ctx)              # never continue a run with less of its history than it has
     if hasattr(evolver, "check_config"):    # the evolver's own start-up checks, before any rollout
         evolver.check_config(config)
     bench = load_benchmark(config, "train")       # parsed once: a window is cut from it below
@@ -226,16 +249,26 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         bench = bench.only(chosen)
     # One rollouts directory per (commit, split): rows `git hermit rollout` already ran are reused.
     rollouts_home = eval_dir(ctx, evaluated, "train")
+    # rollouts another machine finished for this step and published (a job killed mid-step): reused
+    restored = restore_pending(repo, ctx.run, n, evaluated, rollouts_home / "rollouts")
+    if restored:
+        say(f"step {n}: {restored} finished rollout(s) taken from {pending_ref(ctx.run)} (run elsewhere)")
     budget = open_budget(ctx, n)             # the run's cap and its ledger so far (core/budget.py)
     try:
         ev = run_split(repo, config, bench, evaluated, rollouts_home, on_progress=on_progress, step=n, budget=budget,
                        keep_exceptions=keep_exceptions)
     except BudgetReached as stopped:
-        _note_stopped(repo, ctx, n, stopped.partial if isinstance(stopped.partial, EvalRun) else None, None, budget)
+        partial = stopped.partial if isinstance(stopped.partial, EvalRun) else None
+        if partial is not None:
+            _publish_rollouts(repo, ctx, n, evaluated, rollouts_home, partial)
+        _note_stopped(repo, ctx, n, partial, None, budget)
         raise
     # rollouts that mostly measured nothing (timeouts, crashes, a refused key) teach nothing: the
-    # step stops here, its finished rollouts kept, and its exception rows run again next time
+    # step stops here, its finished rollouts kept here, and its exception rows run again next time
     check_exception_rate(ev.results, config.max_exception_rate, step=n, evaluated=f"H_{n - 1}")
+    # the rollout phase is over: its results are published now, so a restart in a fresh checkout of a
+    # remote this is pushed to (`git hermit push` may run mid-step) re-runs none of them
+    _publish_rollouts(repo, ctx, n, evaluated, rollouts_home, ev)
     history = _previous_evaluations(repo, ctx, n)
     comparison = None
     if history:
@@ -288,14 +321,21 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
                                  if v.severity == "error"],
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
                                                        directory=directory),
-        say=say, prev_rollbacks=prev_rollbacks)
+        say=say, prev_rollbacks=prev_rollbacks,
+        past_records=lambda: RunRecords(repo, ctx.run).learner_files(n))
     try:
         result = evolver.learn(step_ctx)
     except BudgetReached:
         _note_stopped(repo, ctx, n, ev, ledger, budget)
         raise
-    atomic_write(here / "ledger.json", "".join(ledger.json_chunks()).encode())
-    outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, say)
+    ledger_text = "".join(ledger.json_chunks()).encode()
+    atomic_write(here / "ledger.json", ledger_text)
+    rollout_records, traces = rollout_parts(rollouts_home / "rollouts", _rollout_dirs(ev))
+    step_records = StepRecords(StepRecord(ctx.run, n, config.evolver_name, evaluated, None, rollouts=sum(
+        len(r) for r in ev.results.values())), ledger_text, rollout_records, traces,
+        {path: redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+         for path, data in result.records.items()})
+    outcome = _publish(repo, ctx, n, evaluated, scores, result, ledger, comparison, step_records, say)
     return replace(outcome, compared_to=history[-1].step - 1 if comparison else None)
 
 
@@ -317,20 +357,21 @@ def _note_stopped(repo: Repo, ctx: RunContext, n: int, ev: EvalRun | None, ledge
 
 
 def _publish(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: Scores, result: StepResult,
-             ledger: Ledger, comparison: stats.PairedComparison | None, say: Callable[[str], None]) -> StepOutcome:
+             ledger: Ledger, comparison: stats.PairedComparison | None, records: StepRecords,
+             say: Callable[[str], None]) -> StepOutcome:
     """Commits, notes and refs of the step, published in one CAS transaction. Until then every
     object written here is held by a keep-alive ref (a concurrent `git gc --prune=now` cannot
     prune it), deleted in that same transaction."""
     keep = KeepAlive(repo, f"{_keepalive_base(ctx.run)}/step-{n:04d}")
     try:
-        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, keep, say)
+        return _publish_kept(repo, ctx, n, evaluated, scores, result, ledger, comparison, records, keep, say)
     except BaseException:
         keep.drop()
         raise
 
 
 def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: Scores, result: StepResult,
-                  ledger: Ledger, comparison: stats.PairedComparison | None, keep: KeepAlive,
+                  ledger: Ledger, comparison: stats.PairedComparison | None, records: StepRecords, keep: KeepAlive,
                   say: Callable[[str], None]) -> StepOutcome:
     config = ctx.config
     evolver = config.evolver_name
@@ -408,6 +449,11 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: S
             if new is not None:
                 updates.append(RefUpdate(NOTES_REFS[kind], new, old or ZERO_SHA))
         keep.hold({f"notes-{u.ref.rsplit('/', 1)[1]}": u.new for u in updates if u.new is not None})
+        # the step's records (and traces), anchored to the commits it evaluated and published
+        stepped = replace(records, record=replace(records.record, tip=None if result.stop else tip, stop=result.stop))
+        record_updates, held = stepped.updates(repo)
+        updates += record_updates
+        keep.hold(held)
         if result.stop is None:
             updates.append(RefUpdate(step_ref(ctx.run, n), tip, ZERO_SHA))
         if result.best:
@@ -534,7 +580,15 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None,
     else:
         commit = ctx.tip[1]
     old = repo.read_ref(final_tag(ctx.run))
-    repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA)], message="git hermit finalize")
+    scores = read_scores(repo, commit)
+    # seed 000's final_selection.json, a record of the run (the tag alone says no more than the commit)
+    selection = {"v": 1, "run": ctx.run, "mode": mode, "commit": commit,
+                 "step": next((n for n, sha in ctx.steps if sha == commit), None),
+                 "evaluated_by_step": scores.step if scores else None,
+                 "pass_at_1": scores.pass_at_1 if scores else None, "split": scores.split if scores else None}
+    record, _ = add_file(repo, records_ref(ctx.run), FINAL_FILE,
+                         (json.dumps(selection, indent=2, sort_keys=True) + "\n").encode(), "git hermit finalize")
+    repo.update_refs([RefUpdate(final_tag(ctx.run), commit, old or ZERO_SHA), record], message="git hermit finalize")
     written = card = text = None
     if card_text is not None:
         from git_hermit.core.archiving import write_card
@@ -544,7 +598,6 @@ def _finalize_locked(repo: Repo, ctx: RunContext, archive: Path | None,
         from git_hermit.core.archiving import write_archive
         write_archive(repo, ctx.config, commit, archive, card=text)
         written = archive
-    scores = read_scores(repo, commit)
     warning = ("this commit was chosen on the training split; its training pass@1 overstates what it scores "
                "on held-out tasks. Measure it with: git hermit eval "
                f"{commit[:12]} --baseline hermit/{ctx.run}/step-0000 --split test")

@@ -92,6 +92,9 @@ class StepContext:
     screen: Callable[[Mapping[str, FileChange | None], Mapping[str, FileChange], Path], list[str]]
     say: Callable[[str], None] = print             # progress lines for the user
     prev_rollbacks: list[PastRollback] = field(default_factory=list)   # rollbacks step N-1 committed
+    # {step: {path: bytes}}: what each earlier step's StepResult.records held, read from the run's
+    # records in git (the same in every clone that fetched the run; never from `.hermit/`)
+    past_records: Callable[[], dict[int, dict[str, bytes]]] = lambda: {}
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,9 @@ class StepResult:
     stop: str | None = None                                       # why training should stop
     rejected: list[str] = field(default_factory=list)             # learner output refused (exit 8)
     unchanged: str | None = None     # why the step made no commit (its empty commit's body), when not rejected
+    # the evolver's own records of this step ({path: bytes}, redacted by the driver): what a later
+    # step's learners (ctx.past_records) or a reviewer read; published in the run's records ref
+    records: dict[str, bytes] = field(default_factory=dict)
 
 
 class Evolver(Protocol):

@@ -20,7 +20,8 @@ from .trailers import (
 __all__ = [
     "ZERO_SHA", "files_in_directory", "git_version", "init_repository", "open_cache_repo", "TreeEntry", "FileChange", "CommitInfo", "RefUpdate", "Repo", "set_debug",
     "NOTES_REFS", "NotesStore", "configure_notes_rewrite", "notes_ref", "merge_notes", "note_entries",
-    "PushedRef", "fetch_tracking", "push_atomic", "remote_url", "tracking_prefix", "RunLock", "check_ref_locks",
+    "PushedRef", "fetch_tracking", "pack_size", "push_atomic", "remote_url", "tracking_prefix", "RunLock",
+    "check_ref_locks",
     "KeepAlive", "drop_stale_keepalive", "discard_unpublished",
     "TRAILER_KEYS", "HERMIT_RUN", "HERMIT_STEP", "HERMIT_EVOLVER", "HERMIT_CHANGE", "HERMIT_PREDICTS_FIX",
     "HERMIT_RISK", "HERMIT_MANIFEST", "HERMIT_REVERTS", "HERMIT_VERDICT", "HERMIT_REMOVES_LINES_OF",
@@ -34,13 +35,14 @@ _LAZY = {
     "RunLock": ("lock", "RunLock"), "check_ref_locks": ("lock", "check_ref_locks"),
     "PushedRef": ("remote", "PushedRef"), "fetch_tracking": ("remote", "fetch_tracking"),
     "push_atomic": ("remote", "push_atomic"), "remote_url": ("remote", "remote_url"),
+    "pack_size": ("remote", "pack_size"),
     "tracking_prefix": ("remote", "tracking_prefix"),
 }
 
 if TYPE_CHECKING:
     from .keep import KeepAlive, drop_stale as drop_stale_keepalive
     from .lock import RunLock, check_ref_locks
-    from .remote import PushedRef, fetch_tracking, push_atomic, remote_url, tracking_prefix
+    from .remote import PushedRef, fetch_tracking, pack_size, push_atomic, remote_url, tracking_prefix
 
 
 def __getattr__(name: str) -> Any:

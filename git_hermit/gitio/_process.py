@@ -64,6 +64,16 @@ def run_git(
     return proc
 
 
+def start_git(args: list[str], *, cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """A long-lived git process with stdin, stdout and stderr as pipes (the caller talks to it and
+    closes stdin when done), e.g. ``mktree --batch``."""
+    try:
+        return subprocess.Popen(["git", *GLOBAL_OPTIONS, *args], cwd=cwd, env=dict(env), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError as exc:
+        raise GitStateError("git is not installed or not on PATH", hint="install git 2.31 or newer") from exc
+
+
 def first_error_line(stderr: bytes) -> str:
     """git's most telling stderr line (its fatal/error line if any), decoded."""
     lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]

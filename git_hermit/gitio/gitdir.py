@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Self
 
 from ..errors import NO_SPACE_TEXT, GitStateError, HermitError, NotARepository, disk_full
-from ._process import BatchReader, first_error_line, run_git
+from ._process import BatchReader, first_error_line, run_git, start_git
 from .quarantine import gc_paused, shared as shared_quarantine
 
 _HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first)"
@@ -114,6 +114,10 @@ class GitDir:
              cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
         full_env = self._env if not env else {**self._env, **env}
         return run_git(list(args), cwd=cwd or self.work_tree, env=full_env, input=input)
+
+    def _start(self, args: list[str], env: dict[str, str] | None = None) -> "subprocess.Popen[bytes]":
+        """A long-lived git process in this repository (stdin/stdout/stderr pipes)."""
+        return start_git(args, cwd=self.work_tree, env={**self._env, **env} if env else self._env)
 
     def git(self, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None,
             check: bool = True, cwd: Path | None = None) -> str:

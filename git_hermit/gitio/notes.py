@@ -51,16 +51,20 @@ def configure_notes_rewrite(repo: Repo) -> None:
       would join two JSON notes into one invalid note when a rebase squashes commits;
     - ``notes.displayRef`` for the manifest and verdict notes (``DISPLAY_REFS``).
     """
-    present = set(repo.config_get_all("notes.rewriteRef"))
+    settings: dict[str, list[str]] = {}      # read in one process: a configured clone writes nothing
+    for line in repo.git("config", "--get-regexp", r"^notes\.", check=False).splitlines():
+        key, _, value = line.partition(" ")
+        settings.setdefault(key.lower(), []).append(value)
+    present = set(settings.get("notes.rewriteref", []))
     for ref in NOTES_REFS.values():
         if ref not in present:
             repo.config_add("notes.rewriteRef", ref)
     for command in ("amend", "rebase"):
-        if repo.config_get(f"notes.rewrite.{command}") != "true":
+        if settings.get(f"notes.rewrite.{command}", [None])[-1] != "true":
             repo.config_set(f"notes.rewrite.{command}", "true")
-    if repo.config_get("notes.rewriteMode") is None:
+    if "notes.rewritemode" not in settings:
         repo.config_set("notes.rewriteMode", "overwrite")
-    shown = set(repo.config_get_all("notes.displayRef"))
+    shown = set(settings.get("notes.displayref", []))
     for old in _OLD_DISPLAY_REFS:
         if old in shown:
             repo.git("config", "--fixed-value", "--unset-all", "notes.displayRef", old)
@@ -282,49 +286,57 @@ def note_entries(repo: Repo, tip: str | None) -> dict[str, str]:
 
 
 def merge_notes(repo: Repo, ours: str | None, theirs: str | None, resolve: NoteResolver,
-                message: str) -> str | None:
+                message: str, *, checked: Callable[[str], bool] | None = None) -> str | None:
     """The notes commit that joins two notes histories (not published); None when ``ours`` stays.
 
-    Notes on different objects are both kept; an object whose note only one side changed since
-    the merge base takes that side's; only where both changed it is ``resolve`` asked (git's own
-    strategies would concatenate or line-sort the JSON). A fast-forward makes no commit.
+    Every object whose note ``theirs`` changed since the merge base (added, edited, removed) is
+    handed to ``resolve`` with the three texts — the remote is untrusted, so even a note only the
+    other side changed is checked — and its answer is kept (None: no note). Notes only ours changed
+    stay as they are. When every answer is the other side's note and ``theirs`` descends from
+    ``ours``, the result is ``theirs`` (a fast-forward, no commit); else a merge commit on ``ours``.
+    ``checked(blob)``: a note ours does not hold whose blob is known valid is taken without asking
+    (a fresh clone's fetch reads no note twice). (git's own strategies would concatenate or line-sort
+    the JSON.)
     """
     if theirs is None or theirs == ours:
         return None
-    if ours is None or repo.is_ancestor(ours, theirs):
-        return theirs
-    if repo.is_ancestor(theirs, ours):
+    if ours is not None and repo.is_ancestor(theirs, ours):
         return None
-    base = repo.merge_base(ours, theirs)
+    forward = ours is None or repo.is_ancestor(ours, theirs)
+    base = ours if forward else repo.merge_base(ours, theirs)  # type: ignore[arg-type]
     base_e, our_e, their_e = note_entries(repo, base), note_entries(repo, ours), note_entries(repo, theirs)
+    changed = [t for t in sorted(set(their_e) | set(base_e)) if their_e.get(t) != base_e.get(t)
+               and their_e.get(t) != our_e.get(t)]
+    taken = {t for t in changed if checked is not None and t not in our_e and t not in base_e
+             and t in their_e and checked(their_e[t])}
+    changed = [t for t in changed if t not in taken]
+    wanted = [b for t in changed for b in (base_e.get(t), our_e.get(t), their_e.get(t)) if b]
+    texts = iter(found[2].decode("utf-8", "replace") if found else None for found in repo.read_objects(wanted))
+    answers: dict[str, str | None] = {}
+    for target in changed:
+        base_t, our_t, their_t = (next(texts) if b else None
+                                  for b in (base_e.get(target), our_e.get(target), their_e.get(target)))
+        answers[target] = resolve(target, base_t, our_t, their_t)
+    kept_theirs = {t for t, text in answers.items()
+                   if (text is None and t not in their_e) or (text is not None and t in their_e
+                                                             and repo._blob_sha(text.encode("utf-8")) == their_e[t])}
+    if forward and kept_theirs == set(answers):
+        return theirs
+    for target in taken:
+        answers[target] = None    # placeholder: its blob is written as it is below
+
+    # the result: ours, with every answer applied (their other changes, if any, were all answered)
     changes: dict[str, tuple[str, str] | None] = {}
-    tip_paths = {target: path for path in repo.ls_tree(ours) if (target := _annotated_object(path))}
-    both: list[str] = []
-    for target in sorted(set(our_e) | set(their_e)):
-        mine, other, old = our_e.get(target), their_e.get(target), base_e.get(target)
-        if mine == other or other == old:
-            continue
-        if mine == old:
-            new_blob = other
-        else:
-            both.append(target)
-            continue
-        _set(changes, tip_paths, target, new_blob)
-    if both:
-        blobs = repo.read_objects([b for t in both for b in (base_e.get(t), our_e.get(t), their_e.get(t)) if b])
-        texts = iter(found[2].decode("utf-8", "replace") if found else None for found in blobs)
-        merged_texts: dict[str, str | None] = {}
-        for target in both:
-            base_t, our_t, their_t = (next(texts) if b else None
-                                      for b in (base_e.get(target), our_e.get(target), their_e.get(target)))
-            merged_texts[target] = resolve(target, base_t, our_t, their_t)
-        written = {t: text for t, text in merged_texts.items() if text is not None}
-        shas = repo.write_blobs([text.encode("utf-8") for text in written.values()])
-        for target, sha in zip(written, shas):
-            _set(changes, tip_paths, target, sha)
-        for target, text in merged_texts.items():
-            if text is None:
-                _set(changes, tip_paths, target, None)
+    tip_paths = {t: path for path in (repo.ls_tree(ours) if ours else {}) if (t := _annotated_object(path))}
+    written = {t: text for t, text in answers.items() if text is not None}
+    shas = repo.write_blobs([text.encode("utf-8") for text in written.values()])
+    for target, sha in zip(written, shas):
+        _set(changes, tip_paths, target, sha)
+    for target, text in answers.items():
+        if target in taken:
+            _set(changes, tip_paths, target, their_e[target])
+        elif text is None and target in our_e:
+            _set(changes, tip_paths, target, None)
     return repo.commit_changes(ours, changes, message, merge_parents=(theirs,))
 
 

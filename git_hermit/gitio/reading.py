@@ -74,6 +74,20 @@ class ObjectReader(GitDir):
             return proc.returncode == 0
         raise self._error(["merge-base"], proc.stderr)
 
+    def parents_of(self, tips: list[str], exclude: list[str]) -> dict[str, tuple[str, ...]]:
+        """{commit: its parents} of every commit reachable from ``tips`` and not from ``exclude``, in ONE
+        ``git rev-list --parents`` (ancestry among many new commits without a process per question)."""
+        if not tips:
+            return {}
+        proc = self._run(["rev-list", "--parents", *tips, *(["--not", *exclude] if exclude else [])])
+        if proc.returncode != 0:
+            raise GitStateError(f"cannot list the history of {len(tips)} commit(s): {first_error_line(proc.stderr)}")
+        graph: dict[str, tuple[str, ...]] = {}
+        for line in proc.stdout.decode().splitlines():
+            sha, *parents = line.split()
+            graph[sha] = tuple(parents)
+        return graph
+
     def merge_base(self, a: str, b: str) -> str | None:
         """The best common ancestor of two commits; None when they share no history."""
         proc = self._run(["merge-base", a, b])
@@ -151,6 +165,24 @@ class ObjectReader(GitDir):
             return {}
         return self._walk_tree(found[0])
 
+    def ls_tree_text(self, rev: str, paths: list[str] | None = None) -> str:
+        """``git ls-tree -r`` of ``rev`` below ``paths`` as text, one ``<mode> <size> <path>`` line per
+        file (sizes from the object headers, no blob read), in ONE process: a remote's records are checked so."""
+        proc = self._run(["ls-tree", "-r", "--full-tree", "--format=%(objectmode) %(objectsize) %(path)", rev, "--",
+                          *(paths or [])])
+        if proc.returncode != 0:
+            raise GitStateError(f"cannot list {rev!r}: {first_error_line(proc.stderr)}")
+        return proc.stdout.decode("utf-8", "surrogateescape")
+
+    def object_sizes(self, shas: list[str]) -> list[int | None]:
+        """Each object's size in bytes (None: missing), in ONE ``cat-file --batch-check``: whether a
+        blob may be read into memory is decided before reading it."""
+        if not shas:
+            return []
+        proc = self._run(["cat-file", "--batch-check=%(objectsize)"], input=("\n".join(shas) + "\n").encode())
+        lines = proc.stdout.decode().splitlines()
+        return [int(line) if line.isdigit() else None for line in lines]
+
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """Content of ``path`` at ``commit``; None if absent or not a file."""
         found = self._batch.read(f"{commit}:{path.strip('/')}")
@@ -164,10 +196,14 @@ class ObjectReader(GitDir):
             raise GitStateError(f"unknown revision '{rev}'", hint="check the name with `git log --oneline --all`")
         return parse_commit(found[0], found[2])
 
-    def log(self, rev: str, paths: list[str] | None = None, max_count: int | None = None) -> list[CommitInfo]:
-        """Commits reachable from ``rev`` (newest first), optionally touching ``paths``; one git process."""
+    def log(self, rev: str, paths: list[str] | None = None, max_count: int | None = None,
+            first_parent: bool = False) -> list[CommitInfo]:
+        """Commits reachable from ``rev`` (newest first), optionally touching ``paths``; one git process.
+        ``first_parent``: only along first parents (a merge's other side left out)."""
         args = ["-c", "log.showSignature=false", "-c", "log.follow=false", "log", "-z", "--encoding=UTF-8",
                 "--format=%H%x00%P%x00%T%x00%aI%x00%B"]
+        if first_parent:
+            args.append("--first-parent")
         if max_count is not None:
             args.append(f"--max-count={max_count}")
         args += [rev, "--", *(paths or [])]

@@ -1,8 +1,9 @@
 """Remotes: fetching a run's refs into a tracking namespace and pushing refs atomically with leases.
 
-``fetch_tracking`` force-fetches the remote's ``hermit`` branches, tags and notes into
-``refs/hermit-remote/<name>/…`` (never into the user's refs), so the caller can merge them by its
-own rules. ``push_atomic`` sends every ref in one ``git push --atomic`` where each ref carries a
+``fetch_tracking`` force-fetches the remote's ``hermit`` branches, tags, notes and run refs
+(``refs/hermit/<run>/records`` …; the traces only when asked), and any branches named (a run's base
+branch), into ``refs/hermit-remote/<name>/…`` (never into the user's refs), so the caller can merge
+them by its own rules. ``push_atomic`` sends every ref in one ``git push --atomic`` where each ref carries a
 lease (the remote value we merged with): a remote that moved in between rejects the whole push.
 """
 
@@ -17,8 +18,10 @@ from ._process import first_error_line
 from .repo import Repo
 
 TRACKING_ROOT = "refs/hermit-remote"
-# What a run shares, as remote patterns (refs/heads/hermit/<run>/step-NNNN, tags, notes).
-SHARED_PATTERNS = ("refs/heads/hermit/", "refs/tags/hermit/", "refs/notes/hermit/")
+# What a run shares, as remote patterns (refs/heads/hermit/<run>/step-NNNN, tags, notes, the run's
+# records and pending rollouts under refs/hermit/<run>/; its traces only when asked: they are large)
+SHARED_PATTERNS = ("refs/heads/hermit/", "refs/tags/hermit/", "refs/notes/hermit/", "refs/hermit/")
+TRACES_PATTERN = "refs/hermit/*/traces"
 
 
 @dataclass(frozen=True)
@@ -59,21 +62,49 @@ def check_remote(repo: Repo, remote: str) -> None:
                             hint="name a configured remote (`git remote -v`) or a repository URL/path")
 
 
-def fetch_tracking(repo: Repo, remote: str) -> dict[str, str]:
-    """Force-fetch the remote's shared refs into the tracking namespace, dropping refs the remote
-    no longer has; returns {remote ref name: sha} as the remote has them now."""
-    check_remote(repo, remote)
+def fetch_tracking(repo: Repo, remote: str, *, branches: tuple[str, ...] = (), traces: bool = False) -> dict[str, str]:
+    """Force-fetch the remote's shared refs (and ``branches``, full names such as ``refs/heads/main``)
+    into the tracking namespace, dropping refs the remote no longer has; returns {remote ref name:
+    sha} as the remote has them now. The traces refs come only with ``traces``."""
     prefix = tracking_prefix(repo, remote)
     specs = [f"+{pattern}*:{prefix}{pattern.removeprefix('refs/')}*" for pattern in SHARED_PATTERNS]
+    if not traces:
+        specs.append(f"^{TRACES_PATTERN}")    # a negative refspec (git 2.29+): not these
+    specs += [f"+{branch}:{prefix}{branch.removeprefix('refs/')}" for branch in branches
+              if branch.startswith("refs/heads/") and not branch.startswith("refs/heads/hermit/")]
     proc = repo._run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune", remote, *specs])
+    if proc.returncode != 0 and branches and "couldn't find remote ref" in proc.stderr.decode("utf-8", "replace"):
+        # a branch the remote does not have (yet): fetch the rest; the caller sees it absent
+        return fetch_tracking(repo, remote, traces=traces)
     if proc.returncode != 0:
+        check_remote(repo, remote)      # the clearer error when the remote is not there at all
         raise GitStateError(f"git fetch from {remote!r} failed: {first_error_line(proc.stderr)}",
                             hint="check the remote with `git ls-remote " + remote + "`")
-    return {"refs/" + ref.removeprefix(prefix): sha for ref, sha in repo.list_refs(prefix).items()}
+    found = {"refs/" + ref.removeprefix(prefix): sha for ref, sha in repo.list_refs(prefix).items()}
+    if not traces:      # a traces ref tracked by an earlier --traces fetch is not the remote's state now
+        found = {ref: sha for ref, sha in found.items() if not _is_traces(ref)}
+    return found
 
 
-def push_atomic(repo: Repo, remote: str, refs: list[tuple[str, str, str | None]]) -> list[PushedRef]:
-    """Push ``(local sha, remote ref, expected remote sha or None for absent)`` in ONE atomic push.
+def _is_traces(ref: str) -> bool:
+    parts = ref.split("/")
+    return len(parts) == 4 and parts[:2] == ["refs", "hermit"] and parts[3] == "traces"
+
+
+def pack_size(repo: Repo, tips: list[str], known: list[str]) -> int:
+    """Bytes of the pack holding what is reachable from ``tips`` and not from ``known``: what a
+    push of ``tips`` to a remote that has ``known`` adds (git sends about this pack)."""
+    if not tips:
+        return 0
+    objects = repo.git_bytes("rev-list", "--objects", *tips, *(["--not", *known] if known else []))
+    if not objects.strip():
+        return 0
+    return len(repo.git_bytes("pack-objects", "-q", "--stdout", input=objects))
+
+
+def push_atomic(repo: Repo, remote: str, refs: list[tuple[str | None, str, str | None]]) -> list[PushedRef]:
+    """Push ``(local sha or None to delete, remote ref, expected remote sha or None for absent)`` in
+    ONE atomic push.
 
     Every ref carries ``--force-with-lease=<ref>:<expected>``: the caller has merged with exactly
     that remote state, so a remote that moved since rejects the push whole (RefConflict), and the
@@ -85,7 +116,7 @@ def push_atomic(repo: Repo, remote: str, refs: list[tuple[str, str, str | None]]
     for _sha, ref, expected in refs:
         args.append(f"--force-with-lease={ref}:{expected or ''}")
     args.append(remote)
-    args += [f"{sha}:{ref}" for sha, ref, _ in refs]
+    args += [f"{sha}:{ref}" if sha else f":{ref}" for sha, ref, _ in refs]
     proc = repo._run(args)
     results = _parse_porcelain(proc.stdout.decode("utf-8", "replace"))
     if proc.returncode == 0:

@@ -122,9 +122,22 @@ class ObjectWriter(ObjectReader):
         author_env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else None
         return self.git(*args, "-F", "-", input=message, env=self._writing_env(author_env)).strip()
 
-    def commit_tree(self, tree: str, parent: str, message: str) -> str:
-        """A commit of ``tree`` on ``parent`` (moves no ref)."""
-        return self.git("commit-tree", tree, "-p", parent, "-F", "-", input=message, env=self._writing_env()).strip()
+    def commit_tree(self, tree: str, parent: str | None, message: str, *more_parents: str) -> str:
+        """A commit of ``tree`` on ``parent`` (None: a root commit) and ``more_parents`` (moves no ref)."""
+        args = ["commit-tree", tree]
+        for one in (parent, *more_parents):
+            if one:
+                args += ["-p", one]
+        return self.git(*args, "-F", "-", input=message, env=self._writing_env()).strip()
+
+    def write_tree(self, base: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
+        """Tree ``base`` (a tree or commit name; None: empty) with ``{path: (mode, sha) | None}`` applied
+        (mode 040000 grafts an existing tree at the path; None deletes), index-free: only the trees
+        along the changed paths are written (gitio/trees.py)."""
+        from .trees import TreeBuilder, nest
+        base_tree = self.tree_of(base) if base else None
+        with TreeBuilder(self) as builder:
+            return builder.build(base_tree, nest(changes)) or builder.mktree({})
 
     def revert_tree(self, change_commit: str, onto: str) -> tuple[str, tuple[str, ...]]:
         """The three-way revert of ``change_commit`` on ``onto``, as ``git revert`` computes it, without

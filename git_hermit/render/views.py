@@ -308,7 +308,7 @@ def log_json(history: RunHistory) -> dict[str, Any]:
 
 # Names what log_json_parts keeps of a step (_step_json's encoding): a change to what it encodes
 # bumps it, so no step of the old form is read
-FRAGMENTS_ENCODING = "log-json/3"
+FRAGMENTS_ENCODING = "log-json/4"
 
 # json.dumps(data, sort_keys=True, default=str, check_circular=False) as one reusable encoder: the
 # `--json` output of a pipe, and each step of it log_json_parts keeps
@@ -323,7 +323,8 @@ def _step_key(view: StepView, blobs: dict[str, dict[str, str]]) -> str | None:
     if view.bad_notes:
         return None
     tip = view.commit
-    parts = [str(view.step), tip, blobs["scores"].get(tip, "-"), blobs["analysis"].get(tip, "-")]
+    parts = [str(view.step), tip, blobs["scores"].get(tip, "-"), view.analysis_commit or "-",
+             blobs["analysis"].get(view.analysis_commit or tip, "-")]
     manifests, verdicts = blobs["manifest"], blobs["verdicts"]
     for cv in view.commits:   # (its changes are not made: the commit's rollbacks are theirs)
         sha = cv.info.sha

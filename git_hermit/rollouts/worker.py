@@ -40,6 +40,12 @@ TASK_FILE = "task.md"
 # with the trajectory when a session changed it, wherever the agent wrote it.
 SESSION_MEMORY = "memory/NOTES.md"
 HOOK_LOG = ".hermit-hooks/hook-calls.jsonl"
+# The hook runner's per-session state (hook_runner.save_state), handed back as hook-state/<name>:
+# a record of the rollout (core/records.py), so it is small and bounded here.
+HOOK_STATE_DIR = ".hermit-hooks/state"
+HOOK_STATE = "hook-state"
+HOOK_STATE_MAX_FILES = 32
+HOOK_STATE_MAX_BYTES = 64 * 1024
 STDERR_TAIL_BYTES = 20_000
 # A rollout that did not pass while its workspace's, home's or output's filesystem had less than this
 # left failed for lack of space, not for its task: not a result (the runner stops the batch, exit 19).
@@ -326,6 +332,7 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
             take(out, run.trajectory, run.trajectory)
         if take(workspace, HOOK_LOG, "hook-calls.jsonl") is not None:
             result = result.with_(hook_log="hook-calls.jsonl")
+        files.update(_hook_state(workspace))
         notes = _session_memory(_cached_adapter(job, bundle), workspace, refused)
         if notes is not None:
             files[SESSION_MEMORY] = notes
@@ -338,6 +345,31 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
             why = "refused " + "; refused ".join(dict.fromkeys(refused))
             result = result.with_(error=f"{result.error}; {why}" if result.error else why)
         return RolloutOutput(result.to_dict(), files)
+
+
+def _hook_state(workspace: Path) -> dict[str, bytes]:
+    """The hook middleware's state files, as ``hook-state/<name>``: regular files only (a link the
+    agent planted is never followed), the first HOOK_STATE_MAX_FILES by name, each cut to
+    HOOK_STATE_MAX_BYTES (the runner redacts them like every rollout file)."""
+    folder = workspace / HOOK_STATE_DIR
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return {}
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return {}
+    found: dict[str, bytes] = {}
+    for name in names:
+        if len(found) >= HOOK_STATE_MAX_FILES:
+            break
+        try:
+            fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                found[f"{HOOK_STATE}/{name}"] = handle.read(HOOK_STATE_MAX_BYTES)
+    return found
 
 
 def _out_of_space(*paths: Path) -> str | None:

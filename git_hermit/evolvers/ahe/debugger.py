@@ -212,7 +212,9 @@ def _select_traces(results: Sequence[RolloutResult], is_timeout: bool, root: Pur
         traces.append(DebugTrace(
             attempt=result.attempt, label=label, reward=reward,
             trajectory=trajectory.as_posix(),
-            steps_dir=(trajectory.parent / EXPLODED_DIR).as_posix() if explode_traces else None,
+            # only a JSONL event stream is exploded (the lead's explode): a plain-text trace has no steps/
+            steps_dir=(trajectory.parent / EXPLODED_DIR).as_posix()
+            if explode_traces and trajectory.suffix == ".jsonl" else None,
             hook_log=(base / result.hook_log).as_posix() if result.hook_log else None,
             verifier_output=tail_chars(redact(result.verifier_output or ""), verifier_tail_chars)
             if verifier_output else "",
@@ -282,7 +284,10 @@ def verifier_context(job: DebugJob, tail: int = 60) -> str:
 
 
 def traces_section(job: DebugJob) -> str:
-    lines = [TRACES_HEADER]
+    header = TRACES_HEADER
+    if not any(t.steps_dir for t in job.traces):   # a plain-text trace (a `command` agent's) is not exploded
+        header = header.replace(" the same events one file per step (INDEX.md lists them), and", "")
+    lines = [header]
     for i, t in enumerate(job.traces, start=1):
         parts = [f"trajectory `{t.trajectory}`"]
         if t.steps_dir:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import sys
 import time
@@ -79,10 +80,18 @@ class AHEEvolver:
 
     # -------------------------------------------------------------------------------- step
     def learn(self, ctx: StepContext) -> StepResult:
-        p = ctx.params
         state = ctx.run_dir / "state"
-        state.mkdir(parents=True, exist_ok=True)
+        restored = _restore_state(ctx, state)
         result = StepResult()
+        try:
+            return self._learn(ctx, state, result)
+        finally:
+            # what this step added to the state folder (and its history block, its Debugger's jobs):
+            # the run's records, from which the next step rebuilds the folder in any clone
+            result.records = _step_records(ctx, state, restored)
+
+    def _learn(self, ctx: StepContext, state: Path, result: StepResult) -> StepResult:
+        p = ctx.params
 
         stats = analysis.classify(ctx.results, k=ctx.k)
         # each earlier evaluation classified once, from the typed results its note was read into
@@ -124,14 +133,16 @@ class AHEEvolver:
             records.write_best_ever(state, records.best_ever_record(ctx.step, stats, ctx.commit))
         best_record = (records.best_ever_record(ctx.step, stats, ctx.commit) if result.best
                        else self._best_ever_of_history(ctx, stats, past_stats, state))
-        # each earlier row keeps the time it was scored at (iteration_scores.json of the last step)
+        # each earlier row keeps the time it was scored at (its block's heading in the history, which
+        # the records rebuild in any clone); this step's row and block share one time
         scored_at = records.scored_times(state)
+        now = _now()
         score_entries = [records.score_entry(e.step, past_stats[e.step], timestamp=scored_at.get(e.step, ""),
                                              commit=e.commit) for e in ctx.history]
-        score_entries.append(records.score_entry(ctx.step, stats, timestamp=_now(), commit=ctx.commit))
+        score_entries.append(records.score_entry(ctx.step, stats, timestamp=now, commit=ctx.commit))
         records.write_scores(state, score_entries)
         records.append_history(state / "evolution_history.md", ctx.step, records.render_history_block(
-            ctx.step, stats, step_diff, timestamp=_now()))
+            ctx.step, stats, step_diff, timestamp=now))
 
         precision = self._precision(ctx, evaluation)
         result.analysis.update({
@@ -172,9 +183,9 @@ class AHEEvolver:
                 analysis_dir, ctx.step, reports, detail_dir=f"state/analysis/{queries.step_dir(ctx.step)}/detail/")
             overview_text = overview_path.read_text()
             # the Evolve Agent reads `state/…` in its workspace; the note names the directory as it
-            # lies in the repository, so the path a reader follows exists where the note says
+            # lies in the run's records in git, so the path a reader follows exists in any clone
             detail = f"state/analysis/{queries.step_dir(ctx.step)}/detail/"
-            where = (ctx.run_dir / detail).relative_to(ctx.work_tree).as_posix() + "/"
+            where = f"hermit/{ctx.run}/records:steps/{ctx.step:04d}/{RECORDS_DIR}/{detail}"
             result.analysis["overview"] = (overview_text.replace(f"`{detail}`", f"`{where}`")
                                            .replace("`detail/{task}.md`", f"`{where}{{task}}.md`"))
         # else: no analysis section at all, as upstream, rather than a fallback text per task
@@ -185,6 +196,8 @@ class AHEEvolver:
             scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
             rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
             rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()})
+        # seed 000's queries/: the Evolve Agent's input, kept with the step's other state files
+        write_text_atomic(state / "queries" / f"{queries.step_dir(ctx.step)}.md", query)
         workspace = self._evolve(ctx, base_dir, state, query)
         self._changes(ctx, base_dir, workspace, rolled_back, result)
         return result
@@ -564,6 +577,65 @@ class AHEEvolver:
 
 _adapter_relative = groups.adapter_relative
 NO_MANIFEST = "the Evolve Agent wrote no state/change_manifest.json"
+
+# Where the driver keeps an evolver's records of a step (core/records.py LEARNER): the overview note
+# names the Debugger's reports there
+RECORDS_DIR = "learner"
+HISTORY_RECORD = "history.md"           # the step's blocks of evolution_history.md
+JOBS_RECORD = "debugger/jobs.json"      # the Debugger's jobs (its queries), seed 000's Records
+# Rewritten whole by every step from the run's notes before anyone reads them (score entries, task
+# history) or rebuilt from the steps' blocks (the evolution history): never a step's own record
+_REGENERATED = ("evolution_history.md", "iteration_scores.md", "iteration_scores.json", "task_history.json")
+
+
+def _state_files(state: Path) -> dict[str, bytes]:
+    from git_hermit.files import files_in_directory
+    if not state.is_dir():
+        return {}
+    return {rel: change.content for rel, change in files_in_directory(state).items() if change.mode != "120000"}
+
+
+def _restore_state(ctx: StepContext, state: Path) -> dict[str, bytes]:
+    """Rebuild the state folder from the run's records (earlier steps' files, in step order, and the
+    evolution history from their blocks): `.hermit/` is a cache, and a clone that fetched the run, or
+    a machine whose `.hermit/` was deleted, hands the learners the same folder. What it holds then."""
+    if state.exists():
+        remove_tree(state)
+    state.mkdir(parents=True)
+    blocks = []
+    for step, files in sorted(ctx.past_records().items()):
+        for rel, data in sorted(files.items()):
+            if rel.startswith("state/") and rel.split("/", 1)[1] not in _REGENERATED:
+                target = state / rel.split("/", 1)[1]
+                if ".." in Path(rel).parts:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        if HISTORY_RECORD in files:
+            blocks.append(files[HISTORY_RECORD].decode("utf-8", "replace"))
+    if blocks:
+        write_text_atomic(state / "evolution_history.md", f"{records.HISTORY_HEADER}\n\n" + "".join(blocks))
+    return _state_files(state)
+
+
+def _step_records(ctx: StepContext, state: Path, restored: dict[str, bytes]) -> dict[str, bytes]:
+    """The files this step wrote to the state folder (``state/…``; of the files rebuilt from the notes,
+    only the iteration scores' table, as a reviewer reads it), its blocks of the evolution history,
+    and its Debugger's jobs."""
+    files = _state_files(state)
+    out = {f"state/{rel}": data for rel, data in files.items() if rel not in _REGENERATED and restored.get(rel) != data}
+    if "iteration_scores.md" in files:    # the table as this step's Evolve Agent read it, for a reviewer
+        out["state/iteration_scores.md"] = files["iteration_scores.md"]
+    history = state / "evolution_history.md"
+    if history.is_file():
+        text = history.read_text(encoding="utf-8")
+        match = re.search(rf"^## Iteration {ctx.step} ", text, re.MULTILINE)
+        if match:
+            out[HISTORY_RECORD] = text[match.start():].encode("utf-8")
+    jobs = ctx.step_dir / "debugger" / "jobs.json"
+    if jobs.is_file():
+        out[JOBS_RECORD] = jobs.read_bytes()
+    return out
 
 
 def _before_dirs(ctx: StepContext) -> dict[str, str]:

@@ -289,12 +289,13 @@ def read_scores(directory: Path) -> list[dict[str, Any]]:
 
 
 def scored_times(directory: Path) -> dict[int, str]:
-    """When each iteration was scored, as iteration_scores.json recorded it ({} when unreadable)."""
+    """When each iteration was scored: the time in its block's heading of evolution_history.md
+    (rebuilt from the run's records, so the same in every clone; {} when unreadable)."""
     try:
-        entries = read_scores(directory)
-        return {int(e["iteration"]): str(e["timestamp"]) for e in entries if e.get("timestamp")}
-    except (OSError, ValueError, KeyError, TypeError):
+        text = (directory / "evolution_history.md").read_text(encoding="utf-8")
+    except (OSError, ValueError):
         return {}
+    return {int(m[1]): m[2] for m in re.finditer(r"^## Iteration (\d+) — (\S.*?)\s*$", text, re.MULTILINE)}
 
 
 def write_best_ever(directory: Path, record: Mapping[str, Any]) -> None:

@@ -36,6 +36,7 @@ DEFAULTS = {key: param_defaults("continual-harness")[key]
             for key in ("step_size", "components", "feedback", "trace_chars", "task_info_chars", "memory_max_changes",
                         "min_signals", "max_tokens", "temperature", "refiner_timeout_s")}
 PROMPTS = Path(__file__).resolve().parent / "prompts"
+LOG_RECORD = "log.json"       # the step's entry of state/continual_harness.json, in its records
 FEEDBACK_NOTE = ("\nThe judge's verdict is shown for each task scored below 1: a signal of what went wrong, "
                  "not a score to optimise.\n")
 ASKS = 3                 # calls for one usable reply: the first, and two asks again
@@ -197,7 +198,11 @@ class ContinualHarnessEvolver:
         if not result.commits and dropped:
             # GitHub shows commit bodies, not notes: say why this step changed nothing
             result.unchanged = "\n".join(f"{n} pass dropped: {o.get('reason', '')}" for n, o in dropped.items())
-        self._log(ctx, analysis)
+        result.records = self._log(ctx, analysis)
+        result.records["failures.md"] = failures.encode("utf-8")    # the window's failure signatures
+        for name in PASSES:      # each pass's answer as the learner gave it (its checkpoint)
+            if (work / f"{name}.json").is_file():
+                result.records[f"passes/{name}.json"] = (work / f"{name}.json").read_bytes()
         return result
 
     # ------------------------------------------------------------------------------- memory fold
@@ -385,14 +390,15 @@ class ContinualHarnessEvolver:
         result.commits.append(PlannedCommit(files=files, summary=f"{name}: {what}", body=body,
                                             trailers=(("Hermit-Pass", name),)))
 
-    def _log(self, ctx: StepContext, analysis: dict[str, Any]) -> None:
-        """``state/continual_harness.json`` (one entry per step) and the step's ``report.md``."""
+    def _log(self, ctx: StepContext, analysis: dict[str, Any]) -> dict[str, bytes]:
+        """``state/continual_harness.json`` (one entry per step: the earlier ones from the run's
+        records, so any clone writes the same log) and the step's ``report.md``; the step's records."""
         log_path = ctx.run_dir / "state" / "continual_harness.json"
-        log = json.loads(log_path.read_text(encoding="utf-8")) if log_path.is_file() else {"steps": []}
-        entry = {"step": ctx.step, "commit": ctx.commit, "time": datetime.now(timezone.utc).isoformat(),
-                 **analysis}
-        log["steps"] = [s for s in log["steps"] if s.get("step") != ctx.step] + [entry]
-        _write_json(log_path, json.loads(redact(json.dumps(log))))
+        entry = json.loads(redact(json.dumps({"step": ctx.step, "commit": ctx.commit,
+                                              "time": datetime.now(timezone.utc).isoformat(), **analysis})))
+        earlier = [json.loads(files[LOG_RECORD]) for step, files in sorted(ctx.past_records().items())
+                   if LOG_RECORD in files and step < ctx.step]
+        _write_json(log_path, {"steps": [*earlier, entry]})
         lines = [f"# Step {ctx.step}: the Refiner's passes", "",
                  f"Window: {', '.join(analysis['window'])} ({analysis['rollouts']} rollouts, "
                  f"{analysis['failure_signatures']} failure signature(s)).", ""]
@@ -405,7 +411,9 @@ class ContinualHarnessEvolver:
             lines.append(f"- {name}: {out['status']}" + (f" ({out['reason']})" if out.get("reason") else ""))
             lines += [f"  - {c}" for c in out["changes"]]
         from git_hermit.rollouts.runner import atomic_write
-        atomic_write(ctx.step_dir / "output" / "report.md", redact("\n".join(lines) + "\n").encode())
+        report = redact("\n".join(lines) + "\n").encode()
+        atomic_write(ctx.step_dir / "output" / "report.md", report)
+        return {LOG_RECORD: (json.dumps(entry, indent=2, ensure_ascii=False) + "\n").encode(), "report.md": report}
 
 
 def _overview(root: Path, leaf: str, empty: str) -> str:

@@ -67,6 +67,20 @@ class Refused:
         return self.verdict.reasons
 
 
+def _step_records(root: Path) -> dict[str, bytes]:
+    """The step's records: every reflection (the Worker's reply, its experience with the evidence),
+    and each level's decision, curator reply and the experiences it was shown."""
+    out: dict[str, bytes] = {}
+    for path in sorted((root / "reflections").glob("*.json")):
+        out[f"reflections/{path.name}"] = path.read_bytes()
+    for level in LEVELS:
+        for name in ("outcome.json", "session.json", "workspace/EXPERIENCES.md"):
+            path = root / level / name
+            if path.is_file() and not path.is_symlink():
+                out[f"{level}/{Path(name).name}"] = path.read_bytes()
+    return out
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]
 
@@ -142,6 +156,7 @@ class EvoHarnessEvolver:
             lines += [f"{name} level skipped: " + "; ".join(levels[name]["reasons"])
                       for name in LEVELS if levels.get(name, {}).get("status") == "skipped"]
             result.unchanged = "\n".join(lines)
+        result.records = _step_records(root)
         return result
 
     # ------------------------------------------------------------------------------ pieces
