@@ -308,12 +308,12 @@ def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
             _echo("")
         for line in show_lines(rec):
             _echo(line)
-    if card:
-        _echo(f"card: {card.text()}")
     if where:
         _echo("")
         _echo(f"records: `git show {where}` (step.json, ledger.json, every rollout's result and hook audit, "
               "the learners' own records); trajectories: `git hermit fetch --traces`")
+    if card:        # last: what the final adapter ships with
+        _echo(f"card: {card.text()}")
 
 
 @cli.command(context_settings=CONTEXT)

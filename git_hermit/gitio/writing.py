@@ -86,7 +86,12 @@ class ObjectWriter(ObjectReader):
             stream += b"\n"
         for mark in range(1, len(contents) + 1):
             stream += b"get-mark :%d\n" % mark
-        out = self.git_bytes("fast-import", "--quiet", "--cat-blob-fd=1", input=bytes(stream), env=self._writing_env())
+        # Blind to the object database (only the user's own alternates): a blob already there but
+        # unreachable (a rollout's result.json identical to a discarded one) would otherwise be
+        # skipped, and a `git gc --prune=now` could remove it before our ref transaction publishes
+        # it; written into the quarantine, it is ours until then (quarantine.py)
+        env = {**self._writing_env(), "GIT_ALTERNATE_OBJECT_DIRECTORIES": self._alternates or ""}
+        out = self.git_bytes("fast-import", "--quiet", "--cat-blob-fd=1", input=bytes(stream), env=env)
         shas = out.decode().split()
         if len(shas) != len(contents):
             raise GitStateError("git fast-import did not report every blob it stored")
