@@ -52,3 +52,20 @@ def test_train_survives_gc_prune_now_running_all_along(repo):
     assert not git(repo, "for-each-ref", "refs/hermit-tmp/")        # the keep-alive refs went with the steps
     quarantine = repo / ".git" / "hermit" / "objects"
     assert not quarantine.exists() or not any(quarantine.iterdir()), [(p, list(p.rglob("*"))) for p in quarantine.iterdir()]
+
+
+def test_a_blob_already_in_the_database_but_unreachable_is_still_ours_until_published(repo):
+    """A rollout's result.json identical to an unreachable copy (a discarded write, an earlier
+    step's pending rollouts) was not written again; `gc --prune=now` then removed it and the
+    records tree failed with "object … is unavailable". Written into the quarantine, it survives."""
+    from git_hermit.gitio import Repo
+    content = b'{"reward": 1.0}\n'
+    loose = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=content, capture_output=True,
+                           check=True).stdout.decode().strip()                      # unreachable, in the database
+    with Repo.discover(repo) as r:
+        [sha] = r.write_blobs([content])
+        assert sha == loose
+        git(repo, "gc", "--prune=now", "--quiet")
+        assert subprocess.run(["git", "cat-file", "-e", loose], cwd=repo).returncode != 0   # pruned from the database
+        tree = r.write_tree(None, {"result.json": ("100644", sha)})                         # still readable by us
+        assert r.read_blob(tree, "result.json") == content
