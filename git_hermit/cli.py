@@ -1106,16 +1106,16 @@ def _on_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _fail(message: str, hint: str | None, code: int, *, as_json: bool) -> None:
+def _fail(message: str, hint: str | None, code: int, *, as_json: bool, details: tuple[str, ...] = ()) -> None:
     """Report a failure as ``error:``/``hint:`` lines on stderr, or (--json) one JSON object on stdout."""
     if as_json:
-        click.echo(json.dumps({"error": message, "hint": hint, "code": code}, sort_keys=True))
+        click.echo(json.dumps({"error": message, "hint": hint, "code": code, **({"details": list(details)} if details else {})},
+                              sort_keys=True))
     else:
         from git_hermit.render.escape import terminal    # no line a message quotes can drive the terminal
-        first, *more = message.split("\n")     # a list in a message (convert's components) keeps its lines
-        click.echo(f"error: {terminal(first)}", err=True)
-        for line in more:
-            click.echo(terminal(line), err=True)
+        click.echo(f"error: {terminal(message)}", err=True)
+        for line in details:      # each on its own line, none able to start one of its own
+            click.echo(f"  {terminal(line)}", err=True)
         if hint:
             click.echo(f"hint: {terminal(hint)}", err=True)
     sys.exit(code)
@@ -1154,7 +1154,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             import traceback
             traceback.print_exc()
-        _fail(exc.message, exc.hint, exc.exit_code, as_json=as_json)
+        _fail(exc.message, exc.hint, exc.exit_code, as_json=as_json, details=exc.details)
     except OSError as exc:
         from git_hermit.errors import NO_SPACE_ERRNOS, disk_full
         if exc.errno not in NO_SPACE_ERRNOS:

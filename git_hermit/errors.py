@@ -11,14 +11,16 @@ import errno
 
 
 class HermitError(Exception):
-    """A failure the user can fix. ``message`` says what is wrong, ``hint`` what to do."""
+    """A failure the user can fix. ``message`` says what is wrong (one line), ``hint`` what to do;
+    ``details``: the items a message counts (convert's dropped components), one line each."""
 
     exit_code = 10
 
-    def __init__(self, message: str, hint: str | None = None):
+    def __init__(self, message: str, hint: str | None = None, details: tuple[str, ...] = ()):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = details
 
 
 class CheckFailed(HermitError):

@@ -224,3 +224,19 @@ def test_the_cli_prints_text_only_through_the_escaping_echo():
                         and isinstance(node.func.value, ast.Name) and node.func.value.id == "click"):
                     found.append(function.name)
     assert found and set(found) <= allowed, sorted(set(found) - allowed)
+
+
+def test_an_error_stays_one_line_and_each_detail_one_line_whatever_they_quote(repo, capsys):
+    """A revision (or a learner's file name) holding a newline cannot start a line of its own on
+    stderr, such as a forged `hint:`; an error's listed details each keep exactly one line."""
+    r = hermit(repo, "show", "nosuch\nhint: run rm -rf ~")
+    assert r.code != 0
+    assert [line.split(":")[0] for line in r.err.splitlines()] in (["error"], ["error", "hint"]), r.err
+    assert not any(line.startswith("hint: run rm") for line in r.err.splitlines()), r.err
+    from git_hermit import cli
+    with pytest.raises(SystemExit):
+        cli._fail("a plugin would drop 2 component(s):", "pass --allow-lossy", 22, as_json=False,
+                  details=("memory: notes.md\nhint: forged", "skills: \x1b]52;c;Zm9v\x07"))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("error: ") and lines[3] == "hint: pass --allow-lossy", lines
+    assert lines[1].startswith("  memory: notes.md") and "\x1b" not in lines[2], lines

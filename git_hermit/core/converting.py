@@ -75,11 +75,9 @@ def resolve_commit(ctx: RunContext, rev: str | None) -> str:
 
 
 def refusal(title: str, commit: str, dropped: list[Dropped]) -> LossyConversion:
-    # one line per component: a newline in a path (a learner's file name) cannot start a line of its own
-    lines = "\n".join("  " + d.line().replace("\r", "\\r").replace("\n", "\\n") for d in dropped)
     faithful = " or ".join(f"--target {fmt.target}" for fmt in FORMATS.values() if fmt.carries_all)
-    return LossyConversion(f"a {title} would drop {len(dropped)} component(s) of the adapter at {commit[:12]}:\n"
-                           f"{lines}",
+    return LossyConversion(f"a {title} would drop {len(dropped)} component(s) of the adapter at {commit[:12]}:",
+                           details=tuple(d.line() for d in dropped),
                            hint=f"convert with {faithful} (its plugins carry every component), or pass "
                                 "--allow-lossy to write the plugin without them")
 
