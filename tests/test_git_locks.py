@@ -135,6 +135,23 @@ def test_leftover_git_lock_file_is_one_error_before_the_step_spends_anything(rep
     assert r.code == 0, r.out + r.err
 
 
+def test_a_git_lock_file_a_running_git_holds_briefly_is_waited_for_not_refused(repo):
+    """A concurrent `git gc` holds packed-refs.lock for a moment: the step waits for it (as git's
+    own core.packedRefsTimeout does) instead of refusing a lock that is about to go away."""
+    import threading
+    control = _run(repo)
+    path = repo / ".git" / "packed-refs.lock"
+    path.write_text("")
+    releaser = threading.Timer(1.0, path.unlink)
+    releaser.start()
+    try:
+        r = hermit(repo, "step", env=env_for(control))
+    finally:
+        releaser.join()
+    assert r.code == 0, r.out + r.err
+    assert STEP1 in refs(repo)
+
+
 # --- gc during the step ------------------------------------------------------------------------------
 GC_HOOK = """#!/bin/sh
 # While the step's publishing transaction is prepared (refs locked, not yet moved), run

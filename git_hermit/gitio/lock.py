@@ -31,6 +31,8 @@ try:
 except ImportError:  # pragma: no cover - Windows: stale takeover is then unguarded
     fcntl = None  # type: ignore[assignment]
 
+# git's own wait for packed-refs.lock is 1 s; a gc on a loaded machine can hold it longer
+LEFTOVER_LOCK_WAIT_S = 3.0
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -257,9 +259,24 @@ class RunLock:
         )
 
 
-def check_ref_locks(repo: Repo, prefixes: list[str]) -> None:
+def check_ref_locks(repo: Repo, prefixes: list[str], wait_seconds: float = LEFTOVER_LOCK_WAIT_S) -> None:
     """Refuse (GitLockFile) when a git lock file blocks a ref under ``prefixes`` or packed-refs,
-    so a command finds out before it spends anything, not at its final ref transaction."""
+    so a command finds out before it spends anything, not at its final ref transaction.
+
+    A lock a running git holds for a moment (a concurrent ``git gc`` packing refs) is waited for,
+    as git's own ``core.packedRefsTimeout`` does; only one still there after ``wait_seconds`` is
+    refused as a leftover."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        found = _ref_lock_files(repo, prefixes)
+        if not found:
+            return
+        if time.monotonic() >= deadline:
+            raise ref_lock_error(found[0])
+        time.sleep(0.05)
+
+
+def _ref_lock_files(repo: Repo, prefixes: list[str]) -> list[Path]:
     root = repo.common_dir
     found = [root / "packed-refs.lock"] if (root / "packed-refs.lock").exists() else []
     for prefix in prefixes:
@@ -268,5 +285,4 @@ def check_ref_locks(repo: Repo, prefixes: list[str]) -> None:
             found += sorted(path for path in directory.rglob("*.lock") if path.is_file())
         elif Path(f"{directory}.lock").is_file():
             found.append(Path(f"{directory}.lock"))
-    if found:
-        raise ref_lock_error(found[0])
+    return found
