@@ -321,16 +321,21 @@ def show(target: str, run: str | None, as_card: bool, as_json: bool) -> None:
 @click.option("--run", help="Run (default: the only one).")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown",
               show_default=True, help="Markdown (a PR body), JSON, or a self-contained HTML page.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (as --format json).")
 @click.option("-o", "output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
 @click.option("--chart", type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw the pass@1 chart as a PNG (needs the `plot` extra: matplotlib).")
 @click.option("--open", "open_pr", is_flag=True,
-              help="Open (or update) the step's pull request with `gh`; prints the command when gh is missing.")
-def report(target: str | None, run: str | None, fmt: str, output: Path | None, chart: Path | None,
-           open_pr: bool) -> None:
+              help="Open (or update) the step's pull request with `gh`, stacked on the previous step's, and post "
+                   "the verdicts of the step it judged; prints the command when gh is missing.")
+@click.option("--dry-run", is_flag=True, help="With --open: print every gh call instead of making it "
+                                                "(only the read-only `gh pr list` runs).")
+def report(target: str | None, run: str | None, fmt: str, as_json: bool, output: Path | None, chart: Path | None,
+           open_pr: bool, dry_run: bool) -> None:
     """A step's pull-request description (TARGET: STEP, step-N or the step's branch; default: the tip).
 
-    The pull request is hermit/<run>/step-NNNN against the branch the run was initialised on.
+    Step N's pull request is hermit/<run>/step-NNNN against step N-1's branch (the branch the run
+    was initialised on for step 1), so it shows that step's changes alone.
     """
     _reading_only()
     from git_hermit.core.report import build_report
@@ -339,6 +344,10 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
     repo = _repo(bare_ok=True)
     ctx = open_run(repo, run, with_refs=True)   # reads only: refs listed with the steps
     _warn_missing(ctx)
+    if dry_run and not open_pr:
+        raise click.UsageError("--dry-run needs --open (git hermit report STEP --open --dry-run)")
+    if as_json:
+        fmt = "json"
     data = build_report(ctx, target)
     if fmt == "json":
         text = json.dumps(report_json(data), indent=2, sort_keys=True, default=str) + "\n"
@@ -351,15 +360,25 @@ def report(target: str | None, run: str | None, fmt: str, output: Path | None, c
         write_png(data, chart)
         _echo(f"wrote the pass@1 chart to {chart}", err=True)
     if open_pr:
-        from git_hermit.core.pullrequest import open_pull_request
-        result = open_pull_request(repo, data.run, data.step, base=data.base, head=data.head, title=data.title,
-                                   body=markdown(data))
-        if not result.ran:
-            import shlex
+        import shlex
+        from git_hermit.core.pullrequest import publish, step_post
+        # the step this one judged: its pull request gets the verdicts
+        judged = build_report(ctx, str(data.step - 1)) if data.step > 0 else None
+        result = publish(repo, data.run, data.base, step_post(data, markdown(data)),
+                         step_post(judged, markdown(judged)) if judged is not None else None,
+                         slug=data.repo_slug, dry_run=dry_run)
+        if dry_run:
+            for call in result.calls:
+                _echo(shlex.join(call))
+        elif not result.ran:
             _echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
             _echo(shlex.join(result.command))
         else:
             _echo(f"{'updated' if result.updated else 'opened'} pull request {result.url or ''}".rstrip())
+            for step in result.judged:
+                _echo(f"posted the verdicts of step {step} (title, labels, commit statuses)", err=True)
+            for step, base in result.retargeted:
+                _echo(f"retargeted step {step}'s pull request to {base}", err=True)
         return
     if output is not None:
         output.write_text(text)
