@@ -20,7 +20,7 @@ from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_nam
 from git_hermit.errors import DamagedRecord, GitStateError, SchemaError
 from git_hermit.gitio import HERMIT_REMOVES_LINES_OF, NOTES_REFS, CommitInfo, NotesStore, Repo, note_entries
 if TYPE_CHECKING:   # the records module is imported where a record is made: a warm `log --json` makes none
-    from git_hermit.model.records import Analysis, Change, Manifest, Scores, TaskScore, VerdictNote
+    from git_hermit.model.records import Analysis, Change, Manifest, Provenance, Scores, TaskScore, VerdictNote
 from git_hermit.model.schema import fingerprint
 
 
@@ -592,6 +592,7 @@ class CommitRecords:
     scores: Scores | None
     analysis: Analysis | None
     warnings: tuple[str, ...] = ()     # the damaged notes on it, left out (integrity.Damage.message)
+    provenance: Provenance | None = None   # evo-harness: the skills a level commit wrote, and their tasks
 
 
 def records_for(repo: Repo, commit: str, ctx: RunContext | None = None) -> CommitRecords:
@@ -605,7 +606,7 @@ def records_for(repo: Repo, commit: str, ctx: RunContext | None = None) -> Commi
     damage: list[Damage] = []
     texts: dict[str, bytes] = {}
     found: dict[str, Any] = {}
-    for kind in ("manifest", "verdicts", "scores", "analysis"):
+    for kind in ("manifest", "verdicts", "scores", "analysis", "provenance"):
         tip = listed.get(NOTES_REFS[kind])
         try:
             text = store.read_bytes(NOTES_REFS[kind], info.sha, tip=tip)
@@ -635,7 +636,8 @@ def records_for(repo: Repo, commit: str, ctx: RunContext | None = None) -> Commi
     made = {kind: RECORD_KINDS[kind][1].from_dict(data) for kind, data in found.items()}
     return CommitRecords(info=info, step=parse_step_name(_trailer(info, "Hermit-Step") or ""),
                          manifest=made.get("manifest"), verdict=made.get("verdicts"), scores=made.get("scores"),
-                         analysis=made.get("analysis"), warnings=tuple(d.message for d in damage))
+                         analysis=made.get("analysis"), warnings=tuple(d.message for d in damage),
+                         provenance=made.get("provenance"))
 
 
 def step_commits(ctx: RunContext, step: int) -> list[str]:

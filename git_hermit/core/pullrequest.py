@@ -256,6 +256,7 @@ def publish(repo: Repo, run: str, run_base: str, target: StepPost, previous: Ste
         mine = prs.get(target.step)
         made: set[str] = set()
         labels = _labels_args(runner, target, mine, made) if target.judged else []
+        own: tuple[str, ...]
         if mine is None:
             own = ("gh", "pr", "create", "--base", base, "--head", target.head, "--title", target.title,
                    "--body-file", str(path))

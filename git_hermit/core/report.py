@@ -15,8 +15,8 @@ from typing import Any
 from git_hermit.core.card import AdapterCard, build_card
 from git_hermit.core.history import RunHistory, StepView, load_history
 from git_hermit.core.runs import RunContext, parse_step_name, seed_branch, step_ref
-from git_hermit.errors import GitStateError
-from git_hermit.gitio import remote_url
+from git_hermit.errors import DamagedRecord, GitStateError, SchemaError
+from git_hermit.gitio import NOTES_REFS, NotesStore, remote_url
 
 _GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)"
                      r"(?P<slug>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
@@ -74,6 +74,14 @@ class LedgerRow:
 
 
 @dataclass(frozen=True)
+class ProvenanceRow:
+    commit: str
+    skill: str
+    level: str
+    source_task_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StepReport:
     run: str
     step: int
@@ -95,13 +103,36 @@ class StepReport:
     adapter: str = "adapter"
     notes: tuple[str, ...] = field(default_factory=tuple)
     card: AdapterCard | None = None     # the step's tip is the run's final adapter: its card
+    # tasks that regressed when the next step measured H_step and that no change of it predicted
+    unpredicted: tuple[str, ...] = ()
+    has_best: bool = True               # the run keeps a best tag (ahe); stream evolvers keep none
+    # evo-harness: {level: {"status": accepted|rejected|skipped, "reasons": [...], "files": [...]}}
+    levels: dict[str, Any] = field(default_factory=dict)
+    # evo-harness: the skills a level commit wrote, with the tasks supporting each (provenance notes)
+    provenance: tuple[ProvenanceRow, ...] = ()
+    # continual-harness: {pass: {"status": applied|unchanged|dropped, "reason", "changes"}}, the memory fold
+    passes: dict[str, Any] = field(default_factory=dict)
+    memory_fold: dict[str, Any] | None = None
+    skipped: str | None = None           # continual-harness: why the passes were skipped
+    stream: dict[str, Any] | None = None     # cumulative stream pass@1 over the windows so far
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
     def title(self) -> str:
-        what = f"{len(self.changes)} change(s)" if self.changes else "no declared changes"
+        if self.changes:
+            what = f"{len(self.changes)} change(s)"
+        elif self.levels:
+            accepted = [name for name, lv in self.levels.items() if lv.get("status") == "accepted"]
+            what = f"level(s) {', '.join(accepted)} accepted" if accepted else "no level accepted"
+        elif self.passes or self.memory_fold:
+            applied = [name for name, ps in self.passes.items() if ps.get("status") == "applied"]
+            if (self.memory_fold or {}).get("status") == "applied":
+                applied.append("memory fold")
+            what = f"{', '.join(applied)} applied" if applied else "no pass applied"
+        else:
+            what = "no declared changes"
         if self.rollbacks:
             what += f", {len(self.rollbacks)} rollback(s)"
         text = f"hermit {self.run} step {self.step}: {what}"
@@ -199,7 +230,9 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
     scored = [s for v in history.steps if v.step <= step and (s := _score(v, None))]
     # best-ever as of this step: the first to reach the highest pass@1 (the best tag's strict rule)
     whole = [s for s in scored if not s.partial]    # a budget-stopped evaluation's pass@1 is no step's score
-    top = max(whole, key=lambda s: s.pass_at_1) if whole else None
+    # only a run with a best tag has a best-ever (the stream evolvers keep none)
+    has_best = history.best is not None
+    top = max(whole, key=lambda s: s.pass_at_1) if whole and has_best else None
     curve = tuple(replace(s, best=s is top) for s in scored)
     changes = tuple(ChangeRow(
         id=c.change.id, component=c.change.component or "", files=tuple(c.change.files),
@@ -220,6 +253,7 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
     ledger_src = (view.analysis.body.get("ledger") or {}) if view.analysis else {}
     ledger = tuple(LedgerRow(role, int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0),
                              u.get("cost_usd")) for role, u in sorted(ledger_src.items()))
+    analysis = (view.analysis.body if view.analysis else None) or {}
     evolver = next((v for c in view.commits for k, v in c.info.trailers if k == "Hermit-Evolver"), None)
     return StepReport(
         run=ctx.run, step=step, head=step_ref(ctx.run, step).removeprefix("refs/heads/"),
@@ -230,4 +264,47 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
         rollbacks=rollbacks, held_out=tuple(_held_out(view)), ledger=ledger,
         predictions=_predictions(history, step), stop=view.scores.stop if view.scores else None,
         repo_slug=github_slug(remote_url(ctx.repo, "origin")), adapter=ctx.config.adapter, notes=tuple(view.bad_notes),
-        card=build_card(ctx, view.commit, history) if view.commit == history.final else None)
+        card=build_card(ctx, view.commit, history) if view.commit == history.final else None,
+        unpredicted=tuple(str(t) for t in ((view.scores.evaluation or {}) if view.scores else {})
+                          .get("unattributed_regressions") or ()),
+        has_best=has_best, levels=dict(analysis.get("levels") or {}), provenance=_provenance(ctx, view),
+        passes=dict(analysis.get("passes") or {}), memory_fold=analysis.get("memory_fold"),
+        skipped=analysis.get("skipped"), stream=stream_score(history, step) if analysis.get("passes") is not None
+        or analysis.get("memory_fold") is not None else None)
+
+
+def _provenance(ctx: RunContext, view: StepView) -> tuple[ProvenanceRow, ...]:
+    from git_hermit.model.records import note_data
+    store = NotesStore(ctx.repo)
+    rows = []
+    for commit in view.commits:
+        try:
+            text = store.read_bytes(NOTES_REFS["provenance"], commit.sha)
+            data = note_data("provenance", text) if text is not None else None
+        except (DamagedRecord, SchemaError):
+            continue      # `git hermit check` names a damaged note; the report shows what it can read
+        for skill, entry in sorted(((data or {}).get("skills") or {}).items()):
+            rows.append(ProvenanceRow(commit.sha, skill, str(entry.get("level", "")),
+                                      tuple(str(t) for t in entry.get("source_task_ids") or ())))
+    return tuple(rows)
+
+
+def stream_score(history: RunHistory, step: int) -> dict[str, Any] | None:
+    """The cumulative stream pass@1 up to ``step`` (views.stream_scores' number: the mean per-task
+    pass@1 over every task of the windows rolled out so far), None before any window."""
+    per_task: dict[str, float] = {}
+    windows = 0
+    for v in history.steps:
+        if v.step > step + 1:
+            break
+        scores = v.scores if v.scores is not None and v.scores.split == "train" else None
+        if scores is None or v.step > step:
+            continue
+        windows += 1
+        for task, score in scores.tasks.items():
+            if score.attempts:
+                per_task[task] = sum(a.outcome == "pass" for a in score.attempts) / len(score.attempts)
+    if not per_task:
+        return None
+    return {"pass_at_1": round(sum(per_task.values()) / len(per_task), 6), "tasks": len(per_task),
+            "windows": windows}

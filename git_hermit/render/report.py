@@ -62,7 +62,19 @@ def _measure(score: Score) -> str:
 
 def headline(report: StepReport) -> str:
     parts = []
-    made = f"{len(report.changes)} declared change(s)" if report.changes else "no declared change"
+    if report.changes:
+        made = f"{len(report.changes)} declared change(s)"
+    elif report.levels:
+        accepted = [n for n, lv in report.levels.items() if lv.get("status") == "accepted"]
+        made = (f"{len(accepted)} accepted level(s) ({', '.join(md_text(n) for n in accepted)})" if accepted
+                else "no accepted level")
+    elif report.passes or report.memory_fold:
+        applied = [n for n, ps in report.passes.items() if ps.get("status") == "applied"]
+        folded = (report.memory_fold or {}).get("status") == "applied"
+        made = (f"{len(applied)} applied pass(es)" + (f" ({', '.join(md_text(n) for n in applied)})" if applied else "")
+                + (" and a memory fold" if folded else ""))
+    else:
+        made = "no declared change"
     if report.undeclared:
         made += f", {len(report.undeclared)} commit(s) of undeclared edits"
     if report.rollbacks:
@@ -75,7 +87,7 @@ def headline(report: StepReport) -> str:
             text += (f", **{ev.ci_delta:+.1f} points** (95% CI [{ev.ci_low:+.1f}, {ev.ci_high:+.1f}], paired "
                      f"bootstrap over tasks) against step {report.step - 1}")
         text += "."
-        if ev.best:
+        if ev.best and report.has_best:
             text += " It is the run's best-ever commit so far."
         parts.append(text)
     else:
@@ -86,9 +98,69 @@ def headline(report: StepReport) -> str:
                      f"{_measure(report.evaluated_before)}.")
     if ev is not None and ev.split == "train":
         parts.append("These are training-split figures; a held-out `git hermit eval` is the claim.")
+    if report.stream is not None:
+        st = report.stream
+        parts.append(f"Stream pass@1 so far: **{st['pass_at_1']:.3f}** over {st['tasks']} tasks "
+                     f"({st['windows']} window(s)).")
     if report.stop:
         parts.append(f"Training stopped here: {md_text(report.stop)}.")
     return " ".join(parts)
+
+
+def _unpredicted(report: StepReport) -> list[str]:
+    """First in the body: what broke that no change said it might."""
+    if not report.unpredicted:
+        return []
+    return ["### Unpredicted regressions", "",
+            f"When the next step measured H_{report.step}, {len(report.unpredicted)} task(s) regressed that no "
+            f"change of this step predicted as a risk: {_list(report.unpredicted)}.", ""]
+
+
+def _reasons(items: Any) -> str:
+    reasons = [str(r) for r in (items or []) if str(r).strip()]
+    return "; ".join(md_text(r) for r in reasons) if reasons else "—"
+
+
+def _levels(report: StepReport) -> list[str]:
+    """evo-harness: each curator level accepted or rejected whole with its reasons; the skills' provenance."""
+    if not report.levels:
+        return []
+    out = ["### Levels", "", "| level | outcome | reasons | files |", "|---|---|---|---|"]
+    for name, lv in report.levels.items():
+        files = ", ".join(md_code(f) for f in lv.get("files") or []) or "—"
+        out.append("| " + " | ".join(md_cell(x) for x in (md_text(name), md_text(str(lv.get("status", "?"))),
+                                                             _reasons(lv.get("reasons")), files)) + " |")
+    out.append("")
+    if report.provenance:
+        out += ["Skills and the tasks they were learned from (provenance notes):", "",
+                "| skill | level | source tasks | commit |", "|---|---|---|---|"]
+        for row in report.provenance:
+            out.append("| " + " | ".join(md_cell(x) for x in (md_code(row.skill), md_text(row.level),
+                                                                 _list(row.source_task_ids),
+                                                                 _commit(report, row.commit))) + " |")
+        out.append("")
+    return out
+
+
+def _passes(report: StepReport) -> list[str]:
+    """continual-harness: each Refiner pass applied, unchanged or dropped with its reason; the memory fold."""
+    if not report.passes and not report.memory_fold:
+        return []
+    out = ["### Refiner passes", "", "| pass | outcome | reason | changes |", "|---|---|---|---|"]
+    rows = dict(report.passes)
+    if report.memory_fold:
+        rows = {"memory fold": report.memory_fold, **rows}
+    for name, ps in rows.items():
+        changes = [str(c) for c in ps.get("changes") or []]
+        if ps.get("evicted"):
+            changes.append("evicted: " + ", ".join(str(e) for e in ps["evicted"]))
+        out.append("| " + " | ".join(md_cell(x) for x in (md_text(name), md_text(str(ps.get("status", "?"))),
+                                                             md_text(str(ps.get("reason") or "—")),
+                                                             "<br>".join(md_text(c) for c in changes) or "—")) + " |")
+    if report.skipped:
+        out += ["", f"Passes skipped: {md_text(report.skipped)}."]
+    out.append("")
+    return out
 
 
 def mermaid_chart(report: StepReport) -> str:
@@ -121,13 +193,20 @@ def _change_row(report: StepReport, c: ChangeRow) -> str:
     return "| " + " | ".join(md_cell(x) for x in cells) + " |"
 
 
-def _money(cost: float | None) -> str:
-    return "unknown" if cost is None else f"${cost:.4f}"
+def _stacked_on(report: StepReport) -> str:
+    """The pull request's base in the stack: step N-1's branch (the run's base branch below step 2)."""
+    return report.base if report.step <= 1 else f"hermit/{report.run}/step-{report.step - 1:04d}"
+
+
+def _money(cost: float | None, tokens: int = 1) -> str:
+    # no price, or a backend that reports no usage (a `command` agent: 0 tokens, "$0"): unknown
+    return "unknown" if cost is None or (not cost and not tokens) else f"${cost:.4f}"
 
 
 def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     head = [f"## {md_text(report.title)}", "", headline(report), "",
-            f"{md_code(report.head)} → {md_code(report.base)} · run {md_code(report.run)} · step {report.step}", ""]
+            f"{md_code(report.head)} → {md_code(_stacked_on(report))} · run {md_code(report.run)} · step {report.step}", "",
+            *_unpredicted(report), *_levels(report), *_passes(report)]
     curve = ["### pass@1 per step", "", "Each adapter version H_N as the next step's rollouts measured it.", ""]
     if report.curve:
         curve += [mermaid_chart(report), "",
@@ -135,7 +214,7 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
                   "|---:|---|---|---:|---:|---:|---|---|"]
         for s in report.curve:
             curve.append(f"| {s.step} | {_commit(report, s.commit)} | {md_cell(md_text(s.split))} | {s.k} | {s.tasks} | "
-                         f"{s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)} | {'best-ever' if s.best else ''} |")
+                         f"{s.pass_at_1:.3f}{partial_text(s.partial)} | {_ci(s)} | {'best-ever' if s.best and report.has_best else ''} |")
     else:
         curve.append("No step of this run is evaluated yet.")
     curve.append("")
@@ -145,6 +224,8 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
         changes += ["| id | component | files | description | predicted fixes | risks | verdict | flips | "
                     "rolled back | commit |", "|---|---|---|---|---|---|---|---|---|---|"]
         rows = [_change_row(report, c) for c in report.changes]
+    elif report.levels or report.passes or report.memory_fold:
+        changes.append("This evolver declares no change manifest: its levels or passes above are its changes.")
     else:
         changes.append("This step declared no change.")
     tail: list[str] = [""]
@@ -179,9 +260,9 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     if report.ledger:
         tail += ["| role | input tokens | output tokens | cost (USD) |", "|---|---:|---:|---:|"]
         for row in report.ledger:
-            tail.append(f"| {md_cell(md_text(row.role))} | {row.input_tokens:,} | {row.output_tokens:,} | {_money(row.cost_usd)} |")
+            tail.append(f"| {md_cell(md_text(row.role))} | {row.input_tokens:,} | {row.output_tokens:,} | {_money(row.cost_usd, row.input_tokens + row.output_tokens)} |")
         tail.append("")
-        tail.append("Cost is \"unknown\" where hermit.yaml sets no price for the model.")
+        tail.append("Cost is \"unknown\" where hermit.yaml sets no price for the model, or the agent reports no usage.")
     else:
         tail.append("No ledger recorded for this step.")
     if report.predictions:

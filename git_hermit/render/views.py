@@ -170,6 +170,9 @@ def log_lines(history: RunHistory) -> list[str]:
         flips = (scores.get("evaluation") or {}).get("flips")
         if flips:
             head += f"  flips +{flips.get('flipped', 0)}/-{flips.get('regressed', 0)}"
+        unpredicted = (scores.get("evaluation") or {}).get("unattributed_regressions")
+        if unpredicted:
+            head += f"  unpredicted regressions: {_listed(unpredicted)}"
         if view.exceptions and scores.get("split") == "train":
             head += "  " + exceptions_text(view.exceptions)
         usage = _usage_bits(scores.get("usage"), scores.get("usage_by_role"))
@@ -370,6 +373,7 @@ def show_json(records: CommitRecords) -> dict[str, Any]:
         "verdict": records.verdict.to_dict() if records.verdict else None,
         "scores": records.scores.to_dict() if records.scores else None,
         "analysis": records.analysis.to_dict() if records.analysis else None,
+        "provenance": records.provenance.to_dict() if records.provenance else None,
         "warnings": list(records.warnings),
     }
 
@@ -405,6 +409,9 @@ def show_lines(records: CommitRecords) -> list[str]:
                      f"tasks {counts['pass']} pass / {counts['fail']} fail / {counts['exception']} exception")
         if s.ci:
             lines.append(f"    vs {_t(s.ci.baseline[:10])}: {s.ci.delta:+.1f} points [{s.ci.low:+.1f}, {s.ci.high:+.1f}]")
+        unpredicted = (s.evaluation or {}).get("unattributed_regressions")
+        if unpredicted:
+            lines.append(f"    unpredicted regressions (no change predicted them): {_listed(unpredicted)}")
         failed = exception_types(s.tasks)
         if failed:
             lines.append(f"    {exceptions_text(failed)}: rollouts without a result (they run again on the next "
@@ -420,7 +427,12 @@ def show_lines(records: CommitRecords) -> list[str]:
         if overview:
             lines.append("analysis:")
             lines += ["    " + _t(line) for line in str(overview).splitlines()[:40]]
-    if not any((records.manifest, records.verdict, records.scores, records.analysis, records.warnings)):
+    if records.provenance:
+        lines.append(f"provenance (step {records.provenance.step}): the skills this commit wrote and their tasks")
+        for name, entry in sorted(records.provenance.skills.items()):
+            lines.append(f"  {_t(name)} [{_t(entry.get('level', '?'))}] from {_listed(entry.get('source_task_ids') or [])}")
+    if not any((records.manifest, records.verdict, records.scores, records.analysis, records.warnings,
+                records.provenance)):
         lines.append("(no git-hermit notes on this commit)")
     lines += [f"warning: {_t(problem)}" for problem in records.warnings]
     return lines

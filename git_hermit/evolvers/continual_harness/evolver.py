@@ -14,7 +14,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -195,9 +195,17 @@ class ContinualHarnessEvolver:
                        f" ({'; '.join(outcome.changes)})" if outcome.changes else ""))
         result.analysis = analysis
         dropped = {n: o for n, o in analysis["passes"].items() if o["status"] == "dropped"}
+        said = [f"{n} pass dropped: {o.get('reason', '')}" for n, o in dropped.items()]
+        if analysis["memory_fold"].get("status") == "dropped":
+            said.insert(0, f"memory fold dropped: {analysis['memory_fold'].get('reason', '')}")
+        # GitHub shows commit bodies, not notes: every dropped pass is said in one, whether or not
+        # another pass was committed (the step's last commit), else in the "no adapter changes" one
         if not result.commits and dropped:
-            # GitHub shows commit bodies, not notes: say why this step changed nothing
-            result.unchanged = "\n".join(f"{n} pass dropped: {o.get('reason', '')}" for n, o in dropped.items())
+            result.unchanged = "\n".join(said)
+        elif result.commits and said:
+            last = result.commits[-1]
+            result.commits[-1] = replace(last, body="\n\n".join(
+                x for x in (last.body, "Dropped in this step:\n" + "\n".join(f"- {line}" for line in said)) if x))
         result.records = self._log(ctx, analysis)
         result.records["failures.md"] = failures.encode("utf-8")    # the window's failure signatures
         for name in PASSES:      # each pass's answer as the learner gave it (its checkpoint)

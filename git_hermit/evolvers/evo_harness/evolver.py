@@ -150,12 +150,17 @@ class EvoHarnessEvolver:
             base = after      # the next level starts from the accepted snapshot
         levels = result.analysis["levels"]
         rejected = [name for name in LEVELS if levels.get(name, {}).get("status") == "rejected"]
+        # GitHub shows commit bodies, not notes: every rejected level is said in one, whether or not
+        # another level was committed (the step's last commit), else in the "no adapter changes" one
+        lines = [f"{name} level rejected whole: " + "; ".join(levels[name]["reasons"]) for name in rejected]
         if not result.commits and rejected:
-            # GitHub shows commit bodies, not notes: say why this step changed nothing
-            lines = [f"{name} level rejected whole: " + "; ".join(levels[name]["reasons"]) for name in rejected]
             lines += [f"{name} level skipped: " + "; ".join(levels[name]["reasons"])
                       for name in LEVELS if levels.get(name, {}).get("status") == "skipped"]
             result.unchanged = "\n".join(lines)
+        elif result.commits and rejected:
+            last = result.commits[-1]
+            result.commits[-1] = replace(last, body="\n\n".join(
+                x for x in (last.body, "Rejected in this step:\n" + "\n".join(f"- {line}" for line in lines)) if x))
         result.records = _step_records(root)
         return result
 
