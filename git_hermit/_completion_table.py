@@ -238,13 +238,21 @@ TABLE = {'arguments': [],
                                                          '`plot` extra: matplotlib).',
                                                  'path': 'file',
                                                  'takes_value': True},
+                                     '--dry-run': {'help': 'With --open: print every gh call instead of '
+                                                           'making it (only the read-only `gh pr list` '
+                                                           'runs).',
+                                                   'takes_value': False},
                                      '--format': {'choices': ['markdown', 'json', 'html'],
                                                   'help': 'Markdown (a PR body), JSON, or a self-contained '
                                                           'HTML page.',
                                                   'takes_value': True},
                                      '--help': {'help': 'Show this message and exit.', 'takes_value': False},
-                                     '--open': {'help': "Open (or update) the step's pull request with `gh`; "
-                                                        'prints the command when gh is missing.',
+                                     '--json': {'help': 'Machine-readable output (as --format json).',
+                                                'takes_value': False},
+                                     '--open': {'help': "Open (or update) the step's pull request with `gh`, "
+                                                        "stacked on the previous step's, and post the "
+                                                        'verdicts of the step it judged; prints the command '
+                                                        'when gh is missing.',
                                                 'takes_value': False},
                                      '--run': {'help': 'Run (default: the only one).', 'takes_value': True},
                                      '-h': {'help': 'Show this message and exit.', 'takes_value': False},

@@ -7,6 +7,7 @@ Real runs (the scripted ahe learners of step_support) and a stateful gh stand-in
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -147,3 +148,30 @@ def test_a_gh_failure_is_one_error_naming_the_command(demo_run, tmp_path, gh):
     r = hermit(demo, "report", "2", "--open", env=env)
     assert r.code == 12, r.err
     assert r.err.startswith("error: gh failed: HTTP 404") and "hint:" in r.err and "Traceback" not in r.err
+
+
+def test_unpredicted_regressions_come_first_in_the_report_and_show_in_log_and_show(repo, gh):
+    fake, env = gh
+    control = make_run(repo, ANSWERS, k=1, allow_early_stop=False)
+    plan(control, 1, append={"MEMORY.md": "- answer t1: 4\n- answer t2: 7\n"},
+         changes=[change("chg-1", ["MEMORY.md"], fixes=["t1", "t2"])])
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    # step 2 breaks t2 and says it risks nothing
+    plan(control, 2, append={"MEMORY.md": "- answer t3: 9\n- answer t2: 8\n"},
+         changes=[change("chg-2", ["MEMORY.md"], fixes=["t3"])])
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    plan(control, 3, append={"MEMORY.md": "\n"}, changes=[change("chg-3", ["MEMORY.md"])])
+    assert hermit(repo, "step", env=env_for(control)).code == 0
+    text = hermit(repo, "report", "2").out
+    sections = re.findall(r"^### (.+)$", text, re.M)
+    assert sections[0] == "Unpredicted regressions", sections
+    assert "no change of this step predicted as a risk: t2." in text
+    log = hermit(repo, "log").out
+    row = next(line for line in log.splitlines() if line.startswith("step    2"))
+    assert "unpredicted regressions: t2" in row, log
+    assert "unpredicted regressions (no change predicted them): t2" in hermit(repo, "show", _branch(2)).out
+    # and step 2's pull request says it first too, once step 3 is published
+    _open(repo, env, "2")
+    _open(repo, env, "3")
+    body = fake.pr(_branch(2))["body"]
+    assert re.findall(r"^### (.+)$", body, re.M)[0] == "Unpredicted regressions"
