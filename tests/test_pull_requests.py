@@ -84,6 +84,12 @@ def test_a_three_step_run_is_a_stack_and_each_pr_gets_its_verdicts(repo, gh):
     create_body = next(c["body"] for c in fake.calls() if c["argv"][:2] == ["pr", "create"]
                        and _branch(1) in c["argv"])
     assert "pending (next step)" in create_body         # what it said when opened
+    # an example flip per change, from the scores note (so a clone shows it): the answers and outcomes
+    assert "- `chg-1` fixed `t1`: before `I do not know` (fail) → after `4` (pass)" in one["body"], one["body"]
+    note = json.loads(git(repo, "notes", "--ref", "refs/notes/hermit/scores", "show", _tip(repo, 1)))
+    assert note["evaluation"]["examples"] == [{
+        "change_id": "chg-1", "task": "t1", "kind": "fixed", "before": "I do not know", "before_outcome": "fail",
+        "after": "4", "after_outcome": "pass", "judge": note["evaluation"]["examples"][0]["judge"]}]
     # and chg-1's commit carries a status GitHub shows beside it in the pull request
     [status] = fake.statuses(_change_commit(repo, 1))
     assert status["context"] == f"hermit/{RUN}" and status["state"] == "success"

@@ -54,6 +54,9 @@ class ChangeRow:
     still_failing: tuple[str, ...] = ()
     risks_realised: tuple[str, ...] = ()
     rolled_back_by: str | None = None
+    # a few of the tasks the verdict rests on, from the judging step's scores note:
+    # {task, kind: fixed|regressed, before, before_outcome, after, after_outcome, judge}
+    examples: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,7 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
     has_best = history.best is not None
     top = max(whole, key=lambda s: s.pass_at_1) if whole and has_best else None
     curve = tuple(replace(s, best=s is top) for s in scored)
+    judged_examples = ((view.scores.evaluation or {}) if view.scores else {}).get("examples") or []
     changes = tuple(ChangeRow(
         id=c.change.id, component=c.change.component or "", files=tuple(c.change.files),
         description=c.change.description, predicted_fixes=tuple(c.change.predicted_fixes),
@@ -242,7 +246,9 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
         fixed=tuple(c.verdict.actually_fixed) if c.verdict else (),
         still_failing=tuple(c.verdict.still_failed) if c.verdict else (),
         risks_realised=tuple(c.verdict.risk_realized) if c.verdict else (),
-        rolled_back_by=c.verdict.rollback_commit if c.verdict else None) for c in view.changes)
+        rolled_back_by=c.verdict.rollback_commit if c.verdict else None,
+        examples=tuple(e for e in judged_examples if isinstance(e, dict) and e.get("change_id") == c.change.id))
+        for c in view.changes)
     declared: dict[str, list[str]] = {}
     for v in history.steps:
         for c in v.changes:

@@ -328,6 +328,13 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     except BudgetReached:
         _note_stopped(repo, ctx, n, ev, ledger, budget)
         raise
+    # one or two example flips per judged change (answers before and after, the judge): the scores
+    # note on the judged commit keeps them, so a clone shows them beside the verdicts
+    from git_hermit.core.flip_examples import flip_examples
+    examples = flip_examples(result.verdicts.values(), ev.results,
+                             lambda: RunRecords(repo, ctx.run).rollout_records(n - 1) if n > 1 else {})
+    if examples:
+        result.analysis["examples"] = examples
     ledger_text = "".join(ledger.json_chunks()).encode()
     atomic_write(here / "ledger.json", ledger_text)
     rollout_records, traces = rollout_parts(rollouts_home / "rollouts", _rollout_dirs(ev))
@@ -434,7 +441,7 @@ def _publish_kept(repo: Repo, ctx: RunContext, n: int, evaluated: str, scores: S
     if result.stop is None:
         analysis_note = dumps("analysis", Analysis(ctx.run, n, evolver, json.loads(redact(json.dumps(analysis)))))
     evaluation = {k: result.analysis[k] for k in ("flips", "verdicts", "unattributed_regressions", "precision_recall",
-                                                  "rollback_flips", "rollback_regressions")
+                                                  "rollback_flips", "rollback_regressions", "examples")
                   if result.analysis.get(k)}
     scores = replace(scores, stop=result.stop, evaluation=json.loads(redact(json.dumps(evaluation))) or None)
     for attempt in range(MAX_PUBLISH_ATTEMPTS):

@@ -193,6 +193,20 @@ def _change_row(report: StepReport, c: ChangeRow) -> str:
     return "| " + " | ".join(md_cell(x) for x in cells) + " |"
 
 
+def _answer(text: Any, outcome: Any) -> str:
+    shown = md_code(str(text)) if text not in (None, "") else "no answer"
+    return f"{shown} ({md_text(str(outcome))})" if outcome else shown
+
+
+def _example(change_id: str, e: dict[str, Any]) -> str:
+    verb = "fixed" if e.get("kind") == "fixed" else "regressed"
+    line = (f"- {md_code(change_id)} {verb} {md_code(str(e.get('task', '?')))}: before "
+            f"{_answer(e.get('before'), e.get('before_outcome'))} → after {_answer(e.get('after'), e.get('after_outcome'))}")
+    if e.get("judge"):
+        line += f"; judge: {md_text(str(e['judge']))}"
+    return line
+
+
 def _stacked_on(report: StepReport) -> str:
     """The pull request's base in the stack: step N-1's branch (the run's base branch below step 2)."""
     return report.base if report.step <= 1 else f"hermit/{report.run}/step-{report.step - 1:04d}"
@@ -229,6 +243,12 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     else:
         changes.append("This step declared no change.")
     tail: list[str] = [""]
+    examples = [(c.id, e) for c in report.changes for e in c.examples]
+    if examples:
+        # a list: each example its own line on GitHub (a paragraph's lines run together)
+        tail += ["Example flips (the first attempt before and after the change, and the judge):", ""]
+        tail += [_example(cid, e) for cid, e in examples]
+        tail.append("")
     if report.undeclared:
         tail += ["Undeclared edits (committed apart, never merged into a declared change): "
                  + ", ".join(_commit(report, sha) for sha in report.undeclared), ""]
