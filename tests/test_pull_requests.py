@@ -181,3 +181,4 @@ def test_unpredicted_regressions_come_first_in_the_report_and_show_in_log_and_sh
     _open(repo, env, "3")
     body = fake.pr(_branch(2))["body"]
     assert re.findall(r"^### (.+)$", body, re.M)[0] == "Unpredicted regressions"
+

@@ -178,3 +178,21 @@ def test_a_step_not_evaluated_yet_says_so(repo_with_history):
 def test_report_of_an_unknown_step_is_one_error(demo):
     result = hermit(demo, "report", "9")
     assert result.code == 4 and result.err.startswith("error: run 'demo' has no step 9") and "hint:" in result.err
+
+
+@pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm is not installed (apt-get install cmark-gfm)")
+def test_example_flips_and_evidence_render_as_separate_lines_on_github(demo):
+    text = _report(demo, "2")
+    rendered = subprocess.run(["cmark-gfm", "--unsafe", "-e", "table", "-e", "autolink", "-e", "tagfilter"],
+                              input=text, capture_output=True, text=True, check=True).stdout
+    flips = re.search(r"Example flips.*?<ul>(.*?)</ul>", rendered, re.S).group(1)
+    items = re.findall(r"<li>(.*?)</li>", flips, re.S)
+    assert len(items) == 2 and all("<code>chg-1</code> fixed <code>units-" in i and " → after " in i for i in items)
+    assert all("(fail)" in i.split("→")[0] and "(pass)" in i.split("→")[1] for i in items), items
+    evidence = re.search(r"<summary>evidence</summary>\s*<pre><code[^>]*>(.*?)</code></pre>", rendered, re.S).group(1)
+    assert len(evidence.strip().splitlines()) >= 5          # each evidence line its own line, not one paragraph
+
+
+def test_a_command_agents_cost_is_unknown_not_zero():
+    from git_hermit.render.report import _money
+    assert _money(0.0, 0) == "unknown" and _money(None, 10) == "unknown" and _money(0.5, 10) == "$0.5000"
