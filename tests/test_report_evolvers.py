@@ -50,7 +50,7 @@ def test_an_evo_harness_steps_report_shows_its_levels_and_the_skills_provenance(
     assert r.code == 0, r.err
     text = r.out
     assert "made no declared change" not in text and "best-ever" not in text and "(best)" not in text
-    assert "made 1 accepted level(s) (topic)" in text
+    assert "made 1 accepted level(s) (topic)" in text and "its online score" in text
     html = _html(text)
     levels = _table_after(html, "Levels")
     rows = dict(re.findall(r"<tr>\s*<td>(\w+)</td>\s*<td>(\w+)</td>", levels))
@@ -90,7 +90,7 @@ def test_a_continual_harness_steps_report_shows_its_passes_and_the_stream_score(
     assert r.code == 0, r.err
     text = r.out
     assert "made no declared change" not in text and "best-ever" not in text
-    assert "Stream pass@1 so far: **" in text
+    assert "Stream pass@1 so far: **" in text and "on the next window of the stream, its online score" in text
     passes = _table_after(_html(text), "Refiner passes")
     found = dict(re.findall(r"<tr>\s*<td>([\w ]+)</td>\s*<td>(\w+)</td>", passes))
     assert {"policy", "subagents", "skills", "memory", "memory fold"} <= set(found), passes

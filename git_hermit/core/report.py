@@ -118,6 +118,7 @@ class StepReport:
     memory_fold: dict[str, Any] | None = None
     skipped: str | None = None           # continual-harness: why the passes were skipped
     stream: dict[str, Any] | None = None     # cumulative stream pass@1 over the windows so far
+    streaming: bool = False              # each step rolls out a new window of a stream (its online score)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -273,10 +274,16 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
         card=build_card(ctx, view.commit, history) if view.commit == history.final else None,
         unpredicted=tuple(str(t) for t in ((view.scores.evaluation or {}) if view.scores else {})
                           .get("unattributed_regressions") or ()),
-        has_best=has_best, levels=dict(analysis.get("levels") or {}), provenance=_provenance(ctx, view),
+        streaming=_streaming(evolver or ctx.config.evolver_name), has_best=has_best, levels=dict(analysis.get("levels") or {}), provenance=_provenance(ctx, view),
         passes=dict(analysis.get("passes") or {}), memory_fold=analysis.get("memory_fold"),
         skipped=analysis.get("skipped"), stream=stream_score(history, step) if analysis.get("passes") is not None
         or analysis.get("memory_fold") is not None else None)
+
+
+def _streaming(evolver: str | None) -> bool:
+    from git_hermit.evolvers.registry import find
+    spec = find(evolver) if evolver else None
+    return bool(spec and spec.streaming)
 
 
 def _provenance(ctx: RunContext, view: StepView) -> tuple[ProvenanceRow, ...]:

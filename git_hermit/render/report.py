@@ -67,12 +67,12 @@ def headline(report: StepReport) -> str:
     elif report.levels:
         accepted = [n for n, lv in report.levels.items() if lv.get("status") == "accepted"]
         made = (f"{len(accepted)} accepted level(s) ({', '.join(md_text(n) for n in accepted)})" if accepted
-                else "no accepted level")
+                else "no change (no level accepted)")
     elif report.passes or report.memory_fold:
         applied = [n for n, ps in report.passes.items() if ps.get("status") == "applied"]
         folded = (report.memory_fold or {}).get("status") == "applied"
         made = (f"{len(applied)} applied pass(es)" + (f" ({', '.join(md_text(n) for n in applied)})" if applied else "")
-                + (" and a memory fold" if folded else ""))
+                + (" and a memory fold" if folded else "")) if applied or folded else "no change (no pass applied)"
     else:
         made = "no declared change"
     if report.undeclared:
@@ -221,7 +221,9 @@ def markdown(report: StepReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     head = [f"## {md_text(report.title)}", "", headline(report), "",
             f"{md_code(report.head)} → {md_code(_stacked_on(report))} · run {md_code(report.run)} · step {report.step}", "",
             *_unpredicted(report), *_levels(report), *_passes(report)]
-    curve = ["### pass@1 per step", "", "Each adapter version H_N as the next step's rollouts measured it.", ""]
+    measured = ("Each adapter version H_N as the next step's rollouts measured it"
+                + (": on the next window of the stream, its online score." if report.streaming else "."))
+    curve = ["### pass@1 per step", "", measured, ""]
     if report.curve:
         curve += [mermaid_chart(report), "",
                   "| step | commit | split | k | tasks | pass@1 | vs previous step (95% CI) | |",
