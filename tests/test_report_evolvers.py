@@ -96,3 +96,19 @@ def test_a_continual_harness_steps_report_shows_its_passes_and_the_stream_score(
     assert {"policy", "subagents", "skills", "memory", "memory fold"} <= set(found), passes
     assert set(found.values()) <= {"applied", "unchanged", "dropped", "skipped"}
     assert "applied" in found.values()
+
+
+@needs_cmark
+def test_a_dropped_pass_is_in_the_commit_body_and_the_report_beside_the_applied_ones(repo):
+    control = make_continual_run(repo)
+    (control / "refiner.json").write_text(json.dumps({"1": {"skills": "[1]"}}))
+    r = hermit(repo, "step", env=continual_env(control))
+    assert r.code == 0, r.err
+    tip1 = "refs/heads/hermit/r/step-0001"
+    subjects = git(repo, "log", "--format=%s", f"refs/heads/hermit/r/step-0000..{tip1}").splitlines()
+    assert len(subjects) >= 2 and not any("no adapter changes" in s for s in subjects), subjects
+    body = git(repo, "log", "-1", "--format=%b", tip1)
+    assert "Dropped in this step:\n- skills pass dropped: the answer is a JSON list, not an object" in body, body
+    passes = _table_after(_html(hermit(repo, "report", "1").out), "Refiner passes")
+    row = re.search(r"<tr>\s*<td>skills</td>\s*<td>dropped</td>\s*<td>([^<]*)</td>", passes)
+    assert row and "JSON list" in row.group(1), passes
