@@ -368,8 +368,11 @@ def report(target: str | None, run: str | None, fmt: str, as_json: bool, output:
                          step_post(judged, markdown(judged)) if judged is not None else None,
                          slug=data.repo_slug, dry_run=dry_run)
         if dry_run:
-            for call in result.calls:
-                _echo(shlex.join(call))
+            from git_hermit.render.escape import terminal
+            if result.warning:
+                _echo(f"warning: {terminal(result.warning)}", err=True)
+            for call in result.calls:      # a title or a change id is a learner's text: shown, not acted on
+                _echo(terminal(shlex.join(call)))
         elif not result.ran:
             _echo("gh (the GitHub CLI) is not installed; after `git hermit push`, run:", err=True)
             _echo(shlex.join(result.command))

@@ -82,6 +82,7 @@ class PullRequestOutcome:
     calls: list[tuple[str, ...]] = field(default_factory=list)   # every gh call, in order
     judged: list[int] = field(default_factory=list)              # steps whose verdicts were posted
     retargeted: list[tuple[int, str]] = field(default_factory=list)
+    warning: str | None = None      # a dry run whose listing failed
 
 
 def body_file(repo: Repo, run: str, step: int) -> Path:
@@ -251,7 +252,14 @@ def publish(repo: Repo, run: str, run_base: str, target: StepPost, previous: Ste
     path = body_file(repo, run, target.step)
     path.write_text(target.body)
     try:
-        prs = _run_prs(runner, run) if exe else {}
+        warning = None
+        try:
+            prs = _run_prs(runner, run) if exe else {}
+        except _GhFailed as exc:
+            if not dry_run:
+                raise
+            # a dry run still shows what it would do: as if no pull request existed yet
+            prs, warning = {}, f"`gh pr list` failed ({exc.line}): the calls assume no pull request exists yet"
         base = stack_base(target.step, prs, run, run_base)
         mine = prs.get(target.step)
         made: set[str] = set()
@@ -259,14 +267,12 @@ def publish(repo: Repo, run: str, run_base: str, target: StepPost, previous: Ste
         own: tuple[str, ...]
         if mine is None:
             own = ("gh", "pr", "create", "--base", base, "--head", target.head, "--title", target.title,
-                   "--body-file", str(path))
+                   "--body-file", str(path), *(["--label", ",".join(target.labels)] if target.labels else []))
             if exe is None and not dry_run:
                 return PullRequestOutcome(own, ran=False)
             url = runner(*own[1:]).strip().splitlines()
             link = url[-1] if url else None
             number = _number(link) if link else None
-            if labels:
-                runner("pr", "edit", str(number) if number else target.head, *labels)
             prs[target.step] = PullRequest(number or 0, target.head, base, "OPEN", link)
             updated = False
         else:
@@ -277,7 +283,8 @@ def publish(repo: Repo, run: str, run_base: str, target: StepPost, previous: Ste
                 return PullRequestOutcome(own, ran=False)
             runner(*own[1:])
             link, updated = mine.url, True
-        result = PullRequestOutcome(own, ran=exe is not None and not dry_run, url=link, updated=updated)
+        result = PullRequestOutcome(own, ran=exe is not None and not dry_run, url=link, updated=updated,
+                                    warning=warning)
         if target.judged:
             _statuses(runner, target, run, slug)
             result.judged.append(target.step)

@@ -11,6 +11,7 @@ the subset of gh that git-hermit uses, the way gh does:
   when an open pull request for H exists ("a pull request for branch ... already exists")
 - ``pr edit SEL [--title] [--body-file|--body] [--base] [--add-label L,..] [--remove-label L,..]``:
   a label must exist in the repository (gh: "'x' not found")
+- ``pr comment SEL (--body-file F | --body B)`` (kept in the pull request's ``comments``)
 - ``label create NAME [--color] [--description] [--force]``
 - ``api [-X|--method M] repos/{owner}/{repo}/statuses/SHA -f state=.. -f context=.. -f description=..``
   (``{owner}/{repo}`` or the repository's own OWNER/REPO), and GET ``.../commits/SHA/statuses``
@@ -201,6 +202,11 @@ def _pr(state: dict[str, Any], args: list[str]) -> str:
         pr["labels"] = [n for n in pr["labels"] if n not in gone]
         pr["labels"] += [n for n in _labels(found, "add-label") if n not in pr["labels"]]
         return pr["url"] + "\n"
+    if sub == "comment":
+        pos, found = _opts(rest, {"--body-file": "body-file", "-F": "body-file", "--body": "body", "-b": "body"})
+        pr = _select(state, pos[0])
+        pr.setdefault("comments", []).append(_body(found) or "")
+        return f"{pr['url']}#issuecomment-{len(pr['comments'])}\n"
     raise _Fail(f"unknown command: pr {sub}")
 
 
