@@ -1,7 +1,7 @@
 """`git hermit report`: everything a step's pull request description says, read from refs and notes.
 
-A step N's pull request is ``hermit/<run>/step-NNNN`` against the branch the run was initialised
-on. Its changes are judged by step N+1's rollouts of H_N (the scores note on H_N and the verdict
+A step N's pull request is ``hermit/<run>/step-NNNN`` against step N−1's branch (the branch the
+run was initialised on for step 1: core/pullrequest.py stacks them). Its changes are judged by step N+1's rollouts of H_N (the scores note on H_N and the verdict
 notes on its commits), so a report written before that says "not evaluated yet". Nothing here
 reads ``.hermit/`` working files: a clone that fetched the run reports the same.
 """
