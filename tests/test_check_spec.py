@@ -18,7 +18,7 @@ from git_hermit.adapter.check_spec import (
 from git_hermit.adapter.templates import list_templates, load_template, write_seed
 from git_hermit.errors import InputError, SchemaError
 
-HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py", "hook_hosts.py")
+HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py")
 HOOKS_READY = all((resources.hooks_dir() / "agent" / n).is_file() for n in HOOK_FILES)
 
 

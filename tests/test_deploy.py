@@ -46,7 +46,7 @@ def test_codex_deployment_layout_and_record(tmp_path):
     assert {"AGENTS.md", ".codex/hooks.json", ".agents/skills/fix-tests/SKILL.md",
             ".agents/skills/fix-tests/scripts/run.sh", ".hermit-adapter/middleware.py",
             ".hermit-adapter/MEMORY.md", ".hermit-adapter/hook_runner.py",
-            ".hermit-adapter/hook_hosts.py", ".hermit-adapter/hermit_hooks.py",
+            ".hermit-adapter/hook_wire.py", ".hermit-adapter/hermit_hooks.py",
             ".hermit-adapter/hooks.json", ".hermit-adapter/scripts/check.py", RECORD_NAME} <= files_under(ws)
     assert not (ws / "CLAUDE.md").exists() and not (ws / ".claude").exists()
     assert (ws / "AGENTS.md").read_text().startswith("# Rules\n\nRun `scripts/check.py`.\n")
@@ -96,7 +96,7 @@ def test_interpreter_is_resolved_and_checked(tmp_path):
 def test_bytecode_is_precompiled_for_the_hook_interpreter(tmp_path):
     deploy(ahe_adapter(tmp_path), tmp_path / "ws", "codex")
     compiled = {p.name.split(".")[0] for p in (tmp_path / "ws/.hermit-adapter/__pycache__").iterdir()}
-    assert {"hook_runner", "hook_hosts", "hermit_hooks", "middleware"} <= compiled
+    assert {"hook_runner", "hook_wire", "hermit_hooks", "middleware"} <= compiled
 
 
 def test_redeploy_is_idempotent(tmp_path):

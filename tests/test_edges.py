@@ -76,14 +76,14 @@ def test_cli_takes_no_run_lock():
 
 def test_ahe_capability_notes_import_nothing_from_the_hooks(tmp_path):
     from git_hermit.evolvers.ahe.evolver import AHEEvolver
-    for name in ("hook_hosts", "hermit_hooks"):
+    for name in ("hook_wire", "hermit_hooks"):
         sys.modules.pop(name, None)
     path_before = list(sys.path)
     AHEEvolver._evolver_notes(tmp_path)
     text = (tmp_path / ".hermit" / "EVOLVER.md").read_text()
     assert "## codex" in text and "## claude-code" in text and "**before_tool**" in text
     assert sys.path == path_before
-    assert "hook_hosts" not in sys.modules and "hermit_hooks" not in sys.modules
+    assert "hook_wire" not in sys.modules and "hermit_hooks" not in sys.modules
 
 
 @pytest.mark.parametrize("name", ["VerdictNote", "JudgeVerdict", "BaselineCI", "PairedComparison"])

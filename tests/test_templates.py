@@ -23,7 +23,7 @@ from git_hermit.adapter.templates import (
 from git_hermit.errors import HermitError, InputError, SchemaError
 
 ALL = ["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]
-HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py", "hook_hosts.py")
+HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py")
 
 
 def hooks_installed() -> bool:

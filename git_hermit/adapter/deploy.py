@@ -36,11 +36,14 @@ from typing import Any
 from git_hermit import errors, resources
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import Host, Layout, SubAgent
+from git_hermit.hosts.wire import DEPLOYED_NAME, deployed_source
 
 RECORD_NAME = ".hermit-deploy.json"
 RUNTIME_DIR = ".hermit-adapter"
 RECORD_VERSION = 1
-RUNNER_FILES = ("hook_runner.py", "hermit_hooks.py", "hook_hosts.py", "hooks.json")
+RUNNER_FILES = ("hook_runner.py", "hermit_hooks.py", "hooks.json")
+# The host's wire, written at deploy time from its host module (never committed: not the adapter's).
+WIRE_FILE = DEPLOYED_NAME
 # The runner's own deadline; hooks.json gives the host 30 s, so the runner always answers first.
 HOOK_TIMEOUT_S = 20.0
 _SKIPPED_PARTS = {".git", "__pycache__"}
@@ -123,6 +126,8 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
         shipped = resources.hooks_dir() / "agent"
         for name in RUNNER_FILES:  # the fixed files, from the adapter or else as shipped
             plan.setdefault(f"{RUNTIME_DIR}/{name}", (shipped / name).read_bytes())
+        if impl.hook_wire is not None:
+            plan[f"{RUNTIME_DIR}/{WIRE_FILE}"] = deployed_source(impl.hook_wire).encode()
         rendered = render_hooks(plan[f"{RUNTIME_DIR}/hooks.json"], shlex.quote(python), shlex.quote(str(runtime)))
         hook_command = _command_template(rendered)
         if layout.hooks_config is not None:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import yaml
 
 from git_hermit import resources
+from git_hermit.adapter import runtime
 from git_hermit.errors import HermitError, InputError, SchemaError
 
 TEMPLATE_FILE = "template.yaml"
@@ -122,8 +123,10 @@ def is_learnable(template: Template, path: str) -> bool:
 
 
 def is_fixed(template: Template, path: str) -> bool:
-    """True when ``path`` is one of the files copied unchanged from the shipped hooks runtime."""
-    return _normalise(path) in template.fixed
+    """True when ``path`` is one of the files copied unchanged from the shipped hooks runtime (or
+    a file of an older runtime version, which an adapter committed with it still carries)."""
+    path = _normalise(path)
+    return path in template.fixed or path in runtime.runtime_paths(template.fixed)
 
 
 def glob_match(pattern: str, path: str) -> bool:
