@@ -1026,7 +1026,9 @@ def _command_docs() -> list[CommandDoc]:
 def _param_kind(param: click.Parameter) -> dict[str, Any]:
     """How completion offers a value of ``param``: its choices, a path kind, or a named source."""
     kind: dict[str, Any] = {}
-    if isinstance(param.type, click.Choice):
+    if isinstance(param.type, click.Choice) and list(param.type.choices) == list(registry.names()):
+        kind["source"] = "host"   # read from the host registry (a plugin's host too), not kept here
+    elif isinstance(param.type, click.Choice):
         kind["choices"] = [str(c) for c in param.type.choices]
     elif isinstance(param.type, click.Path):
         kind["path"] = "dir" if not param.type.file_okay else "file"
@@ -1069,8 +1071,13 @@ def completion_table() -> dict[str, Any]:
 
 def manpage_text() -> str:
     """git-hermit(1) as roff: shipped in the wheel as share/man/man1/git-hermit.1."""
+    from git_hermit.evolvers import registry as evolvers
     from git_hermit.render.manpage import render_manpage
-    return render_manpage(_command_docs(), version=__version__, date="")
+    hosts = [(h.name, f"{h.binary} ({h.package}); hooks: "
+                      + ("yes" if h.wire is not None else "run by hand" if h.hook_wire is not None else "none")
+                      + ("; runs learner sessions" if h.learner else "")) for h in registry.hosts()]
+    rows = [(s.name, f"{s.summary} (template {s.template})".strip()) for s in evolvers.specs()]
+    return render_manpage(_command_docs(), version=__version__, date="", hosts=hosts, evolvers=rows)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -181,7 +181,11 @@ def test_detect_template(tmp_path):
     assert detect_template(tmp_path).id == "evo-harness@1.0"
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "NOTES.md").write_text("# Notes\n")
-    assert detect_template(tmp_path) is None          # two layouts match equally: ambiguous
+    # as many markers each: the template that claims more of the files wins (no marker file needed)
+    assert detect_template(tmp_path).id == "continual-harness@1.0"
+    (tmp_path / "skills" / "verify").mkdir()
+    (tmp_path / "skills" / "verify" / "SKILL.md").write_text("x")
+    assert detect_template(tmp_path) is None          # as many markers and files each: ambiguous
     (tmp_path / "middleware.py").write_text("")
     (tmp_path / "MEMORY.md").write_text("")
     assert detect_template(tmp_path).id == "ahe@1.0"  # three markers beat two
