@@ -16,11 +16,12 @@ import pytest
 
 from git_hermit.hostkit import conformance
 from git_hermit.hosts.locate import cli_version, find_node
+from git_hermit.hosts import registry
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.rollouts.trajectories import summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
-HOSTS = ("codex", "claude-code")
+HOSTS = tuple(h.name for h in registry.hook_hosts())
 
 
 def require_cli(host: str) -> Path:

@@ -13,6 +13,7 @@ import pytest
 
 from git_hermit import errors
 from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, read_record
+from git_hermit.hosts import registry
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PostToolBatch", "Stop", "PreModelRequest")
@@ -215,7 +216,7 @@ def test_the_seed_template_deploys_for_every_host(tmp_path):
     seed = templates_dir() / "ahe"
     if not (seed / "middleware.py").is_file():
         pytest.skip("templates/ahe is not there yet")
-    for host in ("codex", "claude-code", "pi"):
+    for host in registry.names():
         record = deploy(seed, tmp_path / host, host)
         assert (tmp_path / host / record.context_file).is_file()
 
@@ -231,7 +232,7 @@ def test_sub_agents_and_memory_land_where_each_host_reads_them(tmp_path):
                       "memory/NOTES.md": "# Notes\n\n## Ports\n\n8123\n"}.items():
         (ch / rel).parent.mkdir(parents=True, exist_ok=True)
         (ch / rel).write_text(text)
-    for host in ("codex", "claude-code", "pi"):
+    for host in registry.names():
         ws = tmp_path / f"ws-{host}"
         deploy(ch, ws, host)
         assert (ws / "memory/NOTES.md").read_text() == "# Notes\n\n## Ports\n\n8123\n", host

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from git_hermit.adapter.deploy import deploy, read_record
+from git_hermit.hosts import registry
 from git_hermit.rollouts import deploy_cache
 from test_deploy import ahe_adapter
 
@@ -52,7 +53,7 @@ def adapters(tmp_path: Path) -> dict[str, Path]:
     return found
 
 
-@pytest.mark.parametrize("host", ["codex", "claude-code", "pi"])
+@pytest.mark.parametrize("host", registry.names())
 def test_a_cached_deploy_equals_a_fresh_one_for_every_host(tmp_path, host):
     for name, adapter in adapters(tmp_path).items():
         first, second = tmp_path / f"{name}-{host}-1", tmp_path / f"{name}-{host}-2"
@@ -105,7 +106,7 @@ def test_a_workspace_path_that_needs_quoting_gets_a_full_deploy(tmp_path):
     assert record == read_record(spaced)
 
 
-@pytest.mark.parametrize("host", ["codex", "claude-code", "pi"])
+@pytest.mark.parametrize("host", registry.names())
 def test_a_used_workspace_reset_to_the_plan_equals_a_fresh_deploy_and_keeps_its_inodes(tmp_path, host):
     """What a rollout may have done to its workspace is undone; files still holding the plan's
     bytes keep their inode (no file is made), and a file linked elsewhere is never written through."""

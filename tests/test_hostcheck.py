@@ -64,7 +64,7 @@ def test_codex_context_file_over_32_kib_is_an_error(tmp_path):
 
 def test_a_middleware_that_does_not_hand_the_memory_over(tmp_path):
     found = check_hosts(adapter(tmp_path, "def session_start(inp):\n    return HookResult(context='hi')\n"))
-    assert {("host-memory-handover", h) for h in ("codex", "claude-code", "pi")} <= rules(found, ERROR)
+    assert {("host-memory-handover", h) for h in registry.names()} <= rules(found, ERROR)
 
 
 def test_context_with_allow_is_a_codex_only_warning(tmp_path):

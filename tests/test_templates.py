@@ -22,7 +22,7 @@ from git_hermit.adapter.templates import (
 )
 from git_hermit.errors import HermitError, InputError, SchemaError
 
-ALL = ["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]
+ALL = list_templates()    # the installed templates: each evolver's (the tests run over them)
 HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py")
 
 
@@ -33,8 +33,10 @@ def hooks_installed() -> bool:
 needs_hooks = pytest.mark.skipif(not hooks_installed(), reason="hooks/agent/ runtime not written yet")
 
 
-def test_list_templates_is_the_three_seeds():
-    assert list_templates() == ALL
+def test_every_evolver_has_its_template_and_every_template_an_evolver():
+    from git_hermit.evolvers import registry
+    assert sorted({spec.template for spec in registry.specs()}) == list_templates()
+    assert {"ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"} <= set(ALL)
 
 
 @pytest.mark.parametrize("template_id", ALL)
