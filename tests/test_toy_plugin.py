@@ -108,7 +108,9 @@ def test_an_installed_package_adds_a_host_and_an_evolver_everywhere(venv, tmp_pa
 
     # doctor, the man page, completion
     r = run(venv, repo, "doctor", "--json")
-    assert "toy-host" in r.stdout, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert "toy-host" in [h["host"] for h in report["hosts"]], report
+    assert any("'broken-host'" in p and "skipped" in p for p in report["problems"]), report
     r = run(venv, repo, "help", "--man")
     hosts_section = r.stdout.split(".SH HOSTS", 1)[1].split(".SH EXIT STATUS", 1)[0]
     assert "toy\\-host" in hosts_section and "toy\\-evolver" in hosts_section.split(".SH EVOLVERS")[1]

@@ -128,15 +128,26 @@ _END_MARK = "# -- DEPLOYED PART ENDS"
 def deployed_source(wire: Wire) -> str:
     """hook_wire.py for ``wire``: this module's deployed part, the host's Wire subclasses (base
     first) and ``WIRE = <class>()``. Deterministic, so a redeploy writes the same bytes."""
+    wire_class = type(wire)
+    if wire_class not in _SOURCES:   # every rollout deploys: read the sources once per process
+        _SOURCES[wire_class] = _source_for(wire_class)
+    return _SOURCES[wire_class]
+
+
+_SOURCES: dict[type[Wire], str] = {}
+
+
+def _source_for(wire_class: type[Wire]) -> str:
     import inspect
     import sys
     import textwrap
 
     own = inspect.getsource(sys.modules[__name__])
     head = own[:own.index(_END_MARK)].rstrip() + "\n"
-    classes = [c for c in reversed(type(wire).__mro__) if issubclass(c, Wire) and c is not Wire]
-    parts = [head]
+    classes = [c for c in reversed(wire_class.__mro__) if issubclass(c, Wire) and c is not Wire]
+    parts = [f"# {DEPLOYED_NAME}: written by `git hermit deploy` from {wire_class.__module__} "
+             "(a redeploy rewrites it; do not edit)\n" + head]
     for cls in classes:
         parts.append(f"# -- {cls.__name__}, from {cls.__module__}\n\n" + textwrap.dedent(inspect.getsource(cls)))
-    parts.append(f"WIRE = {type(wire).__name__}()\n")
+    parts.append(f"WIRE = {wire_class.__name__}()\n")
     return "\n\n".join(p.rstrip() + "\n" for p in parts)
