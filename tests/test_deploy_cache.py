@@ -36,12 +36,12 @@ def tree(root: Path) -> dict[str, tuple[str, int, bytes | None]]:
 
 
 def adapters(tmp_path: Path) -> dict[str, Path]:
-    from git_hermit.resources import templates_dir
+    from git_hermit.adapter.templates import list_templates, load_template
     found = {"fixture": ahe_adapter(tmp_path / "fixture")}
-    for name in ("ahe", "continual-harness", "evo-harness"):
-        seed = templates_dir() / name
+    for template_id in list_templates():
+        seed = load_template(template_id).root
         if (seed / "AGENTS.md").is_file():
-            found[name] = seed
+            found[template_id.split("@")[0]] = seed
     ch = tmp_path / "ch"
     for rel, text in {"AGENTS.md": "# Policy\n\nRead `memory/NOTES.md` first.\n",
                       "sub_agents/planner/AGENT.md": "---\nname: planner\ndescription: Plans\n---\n\nList steps.\n",
