@@ -3,7 +3,7 @@
 Run after changing a runtime file (hook_runner.py, hermit_hooks.py, hooks.json) and bumping
 hook_runner.RUNTIME_VERSION; `--check` fails when the entry is not current (CI, tests).
 
-    python scripts/gen_runtimes.py [--check]
+    python scripts/gen_runtimes.py [--check] [--replace]
 """
 
 from __future__ import annotations
@@ -28,12 +28,18 @@ def main(argv: list[str]) -> int:
     entry = {name: hashlib.sha256((AGENT / name).read_bytes()).hexdigest() for name in FILES}
     version = found.group(1)
     older = {v: files for v, files in data["versions"].items() if v != version}
-    if any(files == entry for files in older.values()):
-        print("an older version has the same files: nothing changed", file=sys.stderr)
-    if entry in older.values() or data["versions"].get(version) == entry:
+    if data["versions"].get(version) == entry:
         return 0
+    if entry in older.values():
+        print(f"an older version has exactly these files: RUNTIME_VERSION {version} names no change", file=sys.stderr)
+        return 1
     if "--check" in argv:
         print(f"{path} is not current for runtime {version}: run python scripts/gen_runtimes.py", file=sys.stderr)
+        return 1
+    if version in data["versions"] and "--replace" not in argv:
+        # a released version's files are what adapters committed: changing them breaks their check
+        print(f"runtime {version} is already listed with other files: bump hook_runner.RUNTIME_VERSION "
+              "(or pass --replace while that version is unreleased)", file=sys.stderr)
         return 1
     data["versions"][version] = entry
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -15,7 +15,7 @@ from pathlib import Path
 from cli_helpers import hermit
 from conftest import git
 from step_support import RUN, change, env_for, make_run, memory_lines, plan
-from test_step import chain, rev, run_step, step_ref, trailers
+from test_step import chain, note, rev, run_step, step_ref, trailers
 
 from git_hermit import resources
 from git_hermit.adapter import runtime
@@ -110,6 +110,7 @@ def test_upgrade_runtime_commits_the_new_runtime_on_the_tip_and_the_step_measure
     plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"})},
          changes=[change("chg-1", ["MEMORY.md"], fixes=["t1"])])
     run_step(repo, control)
+    assert note(repo, "scores", upgraded)["pass_at_1"] is not None    # the upgraded tip was rolled out
     tip1 = rev(repo, step_ref(1))
     assert git(repo, "merge-base", "--is-ancestor", upgraded, tip1, check=False) == ""
     assert rev(repo, f"{tip1}:adapter/hook_hosts.py") == ""
