@@ -230,3 +230,40 @@ def test_the_runtime_names_no_host():
         text = (agent / name).read_text()
         for host in registry.names():
             assert f'"{host}"' not in text and f"'{host}'" not in text, (name, host)
+
+
+def test_a_wire_for_another_host_than_the_record_fails_open(tmp_path):
+    """hook_wire.py serves one host; a record naming another (a half-redone deployment) is logged
+    as an error and answered with nothing (the runner fails open), never served with the wrong wire."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "AGENTS.md").write_text("# Rules\n")
+    (adapter / "middleware.py").write_text(
+        "from hermit_hooks import HookResult\n"
+        "def session_start(inp):\n    return HookResult(context='memory')\n")
+    dest = tmp_path / "ws"
+    record = deploy(adapter, dest, "codex")
+    path = dest / ".hermit-deploy.json"
+    path.write_text(path.read_text().replace('"host": "codex"', '"host": "claude-code"'))
+    done = subprocess.run(record.command_for("SessionStart"), shell=True, cwd=dest, capture_output=True, text=True,
+                          input=json.dumps({"session_id": "s", "hook_event_name": "SessionStart"}), timeout=60)
+    assert done.returncode == 0 and done.stdout == ""
+    [line] = (dest / ".hermit-hooks" / "hook-calls.jsonl").read_text().splitlines()
+    error = json.loads(line)["error"]
+    assert "hook_wire.py serves 'codex'" in error and "'claude-code'" in error, error
+
+
+def test_a_wire_defined_outside_a_file_is_an_installation_error_not_a_traceback(tmp_path):
+    from git_hermit import errors
+    from git_hermit.adapter.deploy import wire_source
+    from git_hermit.hosts.codex import Codex
+    from git_hermit.hosts.wire import Wire
+
+    namespace: dict = {"Wire": Wire}
+    exec("class Nowhere(Wire):\n    name = 'nowhere'\n", namespace)
+
+    class Odd(Codex):
+        hook_wire = namespace["Nowhere"]()
+
+    with pytest.raises(errors.HermitError, match="cannot read the source"):
+        wire_source(Odd())

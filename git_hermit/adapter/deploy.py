@@ -127,7 +127,7 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
         for name in RUNNER_FILES:  # the fixed files, from the adapter or else as shipped
             plan.setdefault(f"{RUNTIME_DIR}/{name}", (shipped / name).read_bytes())
         if impl.hook_wire is not None:
-            plan[f"{RUNTIME_DIR}/{WIRE_FILE}"] = deployed_source(impl.hook_wire).encode()
+            plan[f"{RUNTIME_DIR}/{WIRE_FILE}"] = wire_source(impl).encode()
         rendered = render_hooks(plan[f"{RUNTIME_DIR}/hooks.json"], shlex.quote(python), shlex.quote(str(runtime)))
         hook_command = _command_template(rendered)
         if layout.hooks_config is not None:
@@ -168,6 +168,18 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+def wire_source(host: Host) -> str:
+    """The host's hook_wire.py; a wire whose source cannot be read (defined outside a file) is an
+    installation error, not a traceback."""
+    assert host.hook_wire is not None
+    try:
+        return deployed_source(host.hook_wire)
+    except (OSError, TypeError) as exc:
+        raise errors.HermitError(f"cannot read the source of host {host.name!r}'s hook wire "
+                                 f"{type(host.hook_wire).__name__} ({exc})",
+                                 hint="define the host's Wire subclass in a module file (see docs/extending.md)") from None
+
 
 def _adapter_files(adapter_dir: Path) -> dict[str, Path]:
     files = {}

@@ -22,9 +22,9 @@ from typing import ClassVar
 from git_hermit import errors, resources
 from git_hermit.adapter.components import HOOKS_FILE, Inventory
 from git_hermit.hosts import registry
-from git_hermit.hosts.wire import deployed_source
 # the hook runner's record (it looks beside adapter/ for it), as a deployment writes it
-from git_hermit.adapter.deploy import HOOK_TIMEOUT_S, RECORD_NAME, RECORD_VERSION, RUNNER_FILES, WIRE_FILE, render_hooks
+from git_hermit.adapter.deploy import (HOOK_TIMEOUT_S, RECORD_NAME, RECORD_VERSION, RUNNER_FILES, WIRE_FILE, render_hooks,
+                                       wire_source)
 
 ADAPTER_DIR = "adapter"          # the adapter as committed, inside the plugin
 CARD_FILE = "CARD.md"
@@ -116,9 +116,9 @@ def copy_adapter(inv: Inventory, adapter: Path, dest: Path, host: str) -> None:
         for name in RUNNER_FILES:
             if not (dest / name).is_file():
                 shutil.copyfile(shipped / name, dest / name)
-        wire = registry.get(host).hook_wire
-        if wire is not None:
-            (dest / WIRE_FILE).write_text(deployed_source(wire), encoding="utf-8")
+        impl = registry.get(host)
+        if impl.hook_wire is not None:
+            (dest / WIRE_FILE).write_text(wire_source(impl), encoding="utf-8")
 
 
 def copy_skills(inv: Inventory, adapter: Path, dest: Path) -> list[str]:
