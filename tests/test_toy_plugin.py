@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -39,8 +40,10 @@ def venv(tmp_path_factory) -> Path:
     ours = sysconfig.get_paths()["purelib"]
     Path(site, "git_hermit_dev.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
     build = tmp_path_factory.mktemp("toy-build")
+    source = build / "toy_plugin"   # a copy: building writes build/ and *.egg-info beside the sources
+    shutil.copytree(TOY, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index",
-                           "--no-deps", "--no-cache-dir", str(TOY)], capture_output=True, text=True,
+                           "--no-deps", "--no-cache-dir", str(source)], capture_output=True, text=True,
                           cwd=build, env={**os.environ, "PIP_NO_INPUT": "1", "TMPDIR": str(build)})
     assert done.returncode == 0, done.stdout + done.stderr
     return python
@@ -57,7 +60,10 @@ def test_the_toy_is_not_seen_where_it_is_not_installed():
 
 
 def test_an_installed_package_adds_a_host_and_an_evolver_everywhere(venv, tmp_path):
-    before = git(PACKAGE, "status", "--porcelain", "--", "git_hermit", "hooks", "templates", "schemas", "man")
+    def touched() -> tuple[str, str]:
+        return (git(PACKAGE, "status", "--porcelain", "--", "git_hermit", "hooks", "templates", "schemas", "man"),
+                git(PACKAGE, "status", "--porcelain", "--ignored", "--", "tests/fixtures/toy_plugin"))
+    before = touched()
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
@@ -121,4 +127,4 @@ def test_an_installed_package_adds_a_host_and_an_evolver_everywhere(venv, tmp_pa
                              "COMP_CWORD": "3"})
     assert "toy@1.0" in r.stdout, r.stdout + r.stderr
     # ... and no file of git-hermit was touched
-    assert git(PACKAGE, "status", "--porcelain", "--", "git_hermit", "hooks", "templates", "schemas", "man") == before
+    assert touched() == before
