@@ -54,6 +54,28 @@ def run(venv: Path, cwd: Path, *args: str, env: dict | None = None) -> subproces
                           env={**os.environ, **(env or {})}, timeout=300)
 
 
+PROBE = """
+import importlib.metadata as m, json, sys
+from git_hermit import plugins
+groups = sys.argv[1:]
+print(json.dumps({g: [sorted(map(list, plugins.entry_points(g))),
+                      sorted([e.name, e.value] for e in m.entry_points(group=g))] for g in groups}))
+"""
+
+
+@pytest.mark.parametrize("where", ["here", "toy venv"])
+def test_the_entry_point_scan_answers_as_importlib_metadata(where, request):
+    """plugins.entry_points reads entry_points.txt itself (importing importlib.metadata costs every
+    command more than the scan): it must find what importlib.metadata finds."""
+    python = sys.executable if where == "here" else str(request.getfixturevalue("venv"))
+    done = subprocess.run([python, "-c", PROBE, "console_scripts", "pytest11", "git_hermit.hosts",
+                           "git_hermit.evolvers"], capture_output=True, text=True, check=True)
+    for group, (ours, theirs) in json.loads(done.stdout).items():
+        assert ours == theirs, group
+    if where == "toy venv":
+        assert ["toy-host", "toy_plugin.host:HOST"] in json.loads(done.stdout)["git_hermit.hosts"][0]
+
+
 def test_the_toy_is_not_seen_where_it_is_not_installed():
     assert "toy-host" not in hosts.names() and "toy-evolver" not in evolvers.names()
     assert not (PACKAGE / "templates" / "toy").exists()
