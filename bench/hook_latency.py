@@ -128,7 +128,7 @@ def import_costs(argv: list[str], body: bytes, cwd: Path) -> str:
     costs = {}
     for line in stderr.splitlines():
         parts = [p.strip() for p in line.split("|")]
-        if len(parts) == 3 and parts[2] in ("hook_runner", "hook_hosts", "hermit_hooks", "middleware"):
+        if len(parts) == 3 and parts[2] in ("hook_runner", "hook_wire", "hermit_hooks", "middleware"):
             costs[parts[2]] = int(parts[1])
     return ", ".join(f"{name} {us / 1000:.2f} ms" for name, us in costs.items())
 

@@ -8,10 +8,10 @@ TABLE = {'arguments': [],
                                               'path': 'file',
                                               'takes_value': True},
                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
-                                    '--host': {'choices': ['codex', 'claude-code', 'pi'],
-                                               'help': 'The host the adapter is deployed for (default: the '
+                                    '--host': {'help': 'The host the adapter is deployed for (default: the '
                                                        "run's host:); what other hosts lack by design is not "
                                                        'reported.',
+                                               'source': 'host',
                                                'takes_value': True},
                                     '--json': {'help': 'Machine-readable output.', 'takes_value': False},
                                     '--manifest': {'help': 'Also check a change manifest (evolvers that '
@@ -69,9 +69,9 @@ TABLE = {'arguments': [],
                                       '--run': {'help': 'Run (default: the only one).',
                                                 'source': 'run',
                                                 'takes_value': True},
-                                      '--target': {'choices': ['codex', 'claude-code', 'pi'],
-                                                   'help': 'The host whose plugin (or package) format to '
+                                      '--target': {'help': 'The host whose plugin (or package) format to '
                                                            'write.',
+                                                   'source': 'host',
                                                    'takes_value': True},
                                       '-h': {'help': 'Show this message and exit.', 'takes_value': False},
                                       '-o': {'help': 'A new or empty directory to write it into (default: '
@@ -89,8 +89,8 @@ TABLE = {'arguments': [],
                          'options': {'--force': {'help': 'Overwrite files this deployment did not write.',
                                                  'takes_value': False},
                                      '--help': {'help': 'Show this message and exit.', 'takes_value': False},
-                                     '--host': {'choices': ['codex', 'claude-code', 'pi'],
-                                                'help': 'The host to deploy for.',
+                                     '--host': {'help': 'The host to deploy for.',
+                                                'source': 'host',
                                                 'takes_value': True},
                                      '--rev': {'help': 'Deploy the adapter at this revision (default: the '
                                                        "run's adapter in the work tree).",
@@ -181,8 +181,7 @@ TABLE = {'arguments': [],
                                              'takes_value': False},
                                    '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},
               'hosts': {'arguments': [],
-                        'commands': {'install': {'arguments': [{'choices': ['codex', 'claude-code', 'pi'],
-                                                                'many': True}],
+                        'commands': {'install': {'arguments': [{'many': True, 'source': 'host'}],
                                                  'help': 'Install the pinned host CLIs (default: all of '
                                                          'them) with npm where git-hermit finds them.',
                                                  'options': {'--help': {'help': 'Show this message and exit.',
@@ -353,7 +352,21 @@ TABLE = {'arguments': [],
                                     '--wait': {'help': "If another git-hermit process holds the run's lock, "
                                                        'wait for it instead of exiting 6.',
                                                'takes_value': False},
-                                    '-h': {'help': 'Show this message and exit.', 'takes_value': False}}}},
+                                    '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},
+              'upgrade-runtime': {'arguments': [],
+                                  'help': "Commit the hook runtime this git-hermit ships on the run's tip "
+                                          '(one reviewable commit).',
+                                  'options': {'--help': {'help': 'Show this message and exit.',
+                                                         'takes_value': False},
+                                              '--run': {'help': 'Run (default: the only one).',
+                                                        'source': 'run',
+                                                        'takes_value': True},
+                                              '--wait': {'help': 'If another git-hermit process holds the '
+                                                                 "run's lock, wait for it instead of exiting "
+                                                                 '6.',
+                                                         'takes_value': False},
+                                              '-h': {'help': 'Show this message and exit.',
+                                                     'takes_value': False}}}},
  'help': "git hermit — evolve a coding agent's adapter in a closed, git-native loop.",
  'options': {'--debug': {'help': 'Print each git command with its duration, and tracebacks.',
                          'takes_value': False},

@@ -229,10 +229,15 @@ def check(rev: str | None, directory: Path | None, run: str | None, template: st
                     "violations": [{"path": v.path, "line": v.line, "rule": v.rule, "message": v.message,
                                     "severity": v.severity} for v in report.violations],
                     "preflight": [{"what": p.what, "where": p.where, "hint": p.hint, "kind": p.kind}
-                                  for p in (flight.problems if flight else ())]})
+                                  for p in (flight.problems if flight else ())],
+                    "runtime": None if report.runtime is None else {
+                        "version": report.runtime.version, "current": report.runtime.current,
+                        "outdated": report.runtime.outdated}})
         return 1 if report.errors else (error.exit_code if error else 0)
     for v in report.violations:
         _echo(f"{v}" + ("" if v.severity == "error" else f" ({v.severity})"))
+    if report.runtime is not None:
+        _echo(report.runtime.describe())
     status = "ok" if not report.errors else f"{len(report.errors)} rule(s) broken"
     _echo(f"check {report.target} against {report.template}: {status}", err=bool(report.errors))
     if error is not None and not report.errors:
@@ -447,6 +452,25 @@ def rollback(target: str, reason: str, force: bool, run: str | None, wait: bool)
         _echo(f"    {path}")
     for sha in result.removed_lines_of:
         _echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
+
+
+@cli.command(name="upgrade-runtime", context_settings=CONTEXT)
+@click.option("--run", shell_complete=_complete_run, help="Run (default: the only one).")
+@_WAIT
+def upgrade_runtime(run: str | None, wait: bool) -> None:
+    """Commit the hook runtime this git-hermit ships on the run's tip (one reviewable commit).
+
+    An adapter committed with an older runtime keeps working (`check` says which it has); this
+    replaces its fixed hook files with the newest, checked before the step branch moves."""
+    from git_hermit.core.upgrade import upgrade_runtime as do_upgrade
+    result = do_upgrade(_repo(), run, wait=wait, on_wait=_say_on_stderr)
+    if result.commit is None:
+        _echo(f"hook runtime {result.old} on step-{result.step:04d} is the newest: nothing to do")
+        return
+    _echo(f"hook runtime {result.old} -> {result.new}: {len(result.files)} file(s) changed in "
+          f"{result.commit[:12]} on step-{result.step:04d}")
+    for path in result.files:
+        _echo(f"    {path}")
 
 
 def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:
@@ -1024,7 +1048,9 @@ def _command_docs() -> list[CommandDoc]:
 def _param_kind(param: click.Parameter) -> dict[str, Any]:
     """How completion offers a value of ``param``: its choices, a path kind, or a named source."""
     kind: dict[str, Any] = {}
-    if isinstance(param.type, click.Choice):
+    if isinstance(param.type, click.Choice) and list(param.type.choices) == list(registry.names()):
+        kind["source"] = "host"   # read from the host registry (a plugin's host too), not kept here
+    elif isinstance(param.type, click.Choice):
         kind["choices"] = [str(c) for c in param.type.choices]
     elif isinstance(param.type, click.Path):
         kind["path"] = "dir" if not param.type.file_okay else "file"
@@ -1067,8 +1093,13 @@ def completion_table() -> dict[str, Any]:
 
 def manpage_text() -> str:
     """git-hermit(1) as roff: shipped in the wheel as share/man/man1/git-hermit.1."""
+    from git_hermit.evolvers import registry as evolvers
     from git_hermit.render.manpage import render_manpage
-    return render_manpage(_command_docs(), version=__version__, date="")
+    hosts = [(h.name, f"{h.binary} ({h.package}); hooks: "
+                      + ("yes" if h.wire is not None else "run by hand" if h.hook_wire is not None else "none")
+                      + ("; runs learner sessions" if h.learner else "")) for h in registry.hosts()]
+    rows = [(s.name, f"{s.summary} (template {s.template})".strip()) for s in evolvers.specs()]
+    return render_manpage(_command_docs(), version=__version__, date="", hosts=hosts, evolvers=rows)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -75,6 +75,9 @@ def _values(kind: dict[str, Any], incomplete: str, given: dict[str, str], table:
     if source == "template":     # read from the installed templates, not a list kept here
         from git_hermit.adapter.templates import list_templates
         return [Candidate(t) for t in list_templates() if t.startswith(incomplete)]
+    if source == "host":         # the registry's, an installed plugin's host too
+        from git_hermit.hosts.registry import names
+        return [Candidate(h) for h in names() if h.startswith(incomplete)]
     if source == "command":
         return [Candidate(name) for name in sorted(table["commands"]) if name.startswith(incomplete)]
     if kind.get("path") in ("file", "dir"):

@@ -380,7 +380,6 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
     """The commented hermit.yaml that ``init`` writes (valid as written; edit to taste)."""
     depth = config_path.count("/")
     schema_ref = "../" * depth + SCHEMA_LINK
-    evolver = template.split("@")[0]
     evolver_name = RunConfig(run=run, template=template, adapter=adapter).evolver_name
     hosts = " | ".join(registry.names())
     learners = " | ".join(h.name for h in registry.learner_hosts())
@@ -407,7 +406,7 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         "  train: rows/train.txt        # the rows every step rolls out",
         f"  {'' if example else '# '}test: rows/test.txt        # held-out split for `git hermit eval --split test`",
         "evolver:",
-        f"  name: {evolver}",
+        f"  name: {evolver_name}",
         f"  params: {_flow(init_params(evolver_name))}   # every parameter and its default: docs/evolvers/",
         f"  base: {registry.DEFAULT:<23}# the learners' backend: {learners} | llm | scripted",
         "  model: {name: gpt-5.6-luna, effort: medium}",

@@ -40,7 +40,7 @@ def hook_wire_module(name: str) -> ModuleType:
     """Import one stdlib module of the shipped hooks/agent/ wire from its file.
 
     Loaded by path, never by adding hooks/agent/ to sys.path, so none of its file names can
-    shadow an import elsewhere. Its sibling imports (hook_hosts imports hermit_hooks) are
+    shadow an import elsewhere. Its sibling imports (hook_runner's of hermit_hooks) are
     loaded the same way first.
     """
     if name in sys.modules:

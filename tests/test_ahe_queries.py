@@ -119,7 +119,7 @@ def test_start_prompt_is_filled_and_names_the_deliverable():
     assert text.count('"iteration": 4') >= 2
     assert "./check_spec" in text and "state/change_manifest.json" in text
     for name in ("AGENTS.md", "scripts/*.py", "middleware.py", ".agents/skills/", "agents/*.md",
-                 "MEMORY.md", "hooks.json", "hook_runner.py", "hermit_hooks.py", "hook_hosts.py"):
+                 "MEMORY.md", "hooks.json", "hook_runner.py", "hermit_hooks.py"):
         assert name in text
     manifest = json.loads(re.search(r"```json\n(.*?)```", text, re.DOTALL).group(1))
     assert manifest["iteration"] == 4

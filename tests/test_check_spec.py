@@ -18,7 +18,7 @@ from git_hermit.adapter.check_spec import (
 from git_hermit.adapter.templates import list_templates, load_template, write_seed
 from git_hermit.errors import InputError, SchemaError
 
-HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py", "hook_hosts.py")
+HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py")
 HOOKS_READY = all((resources.hooks_dir() / "agent" / n).is_file() for n in HOOK_FILES)
 
 
@@ -315,7 +315,7 @@ def test_rule_accepts_valid_variants(tmp_path, template_id, rule, change):
     assert of_rule(run(adapter, template_id), rule) == []
 
 
-@pytest.mark.parametrize("template_id", ["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"])
+@pytest.mark.parametrize("template_id", list_templates())
 def test_the_seed_passes_every_rule(tmp_path, template_id):
     assert run(seed(tmp_path, template_id), template_id) == []
 

@@ -16,11 +16,12 @@ import pytest
 
 from git_hermit.hostkit import conformance
 from git_hermit.hosts.locate import cli_version, find_node
+from git_hermit.hosts import registry
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.rollouts.trajectories import summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
-HOSTS = ("codex", "claude-code")
+HOSTS = tuple(h.name for h in registry.hook_hosts())
 
 
 def require_cli(host: str) -> Path:
@@ -184,18 +185,15 @@ def test_seed_list_through_the_deployed_adapter(host, tmp_path):
 # -- replaying the recorded payloads through the hook runtime's wires -----------------------
 @pytest.fixture(scope="module")
 def wires():
-    from git_hermit.resources import hooks_dir
+    """(the hosts' wires by name, as the host modules define them; hermit_hooks)."""
+    from types import SimpleNamespace
 
-    agent = hooks_dir() / "agent"
-    if not (agent / "hook_hosts.py").is_file():
-        pytest.skip("hooks/agent/hook_hosts.py is not there yet")
-    sys.path.insert(0, str(agent))
-    try:
-        import hermit_hooks
-        import hook_hosts
-    finally:
-        sys.path.remove(str(agent))
-    return hook_hosts, hermit_hooks
+    from git_hermit.hosts import registry
+    from git_hermit.resources import hook_wire_module
+
+    hermit_hooks = hook_wire_module("hermit_hooks")
+    wires = {h.name: h.hook_wire for h in registry.hosts() if h.hook_wire is not None}
+    return SimpleNamespace(WIRES=wires), hermit_hooks
 
 
 def replay(wires, host: str, event: str) -> list:

@@ -44,9 +44,12 @@ def test_claude_code_plugin_carries_every_component_of_the_final_adapter(demo, t
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())
     final = git(demo, "rev-parse", FINAL).strip()
     assert manifest["name"] == "demo" and final[:12] in manifest["version"]
-    # the adapter as committed at the final tag, byte for byte, runner files included
+    # the adapter as committed at the final tag, byte for byte, runner files included, and the
+    # host's wire (written from its host module, as deploy does)
     adapter = _adapter_at(demo, FINAL)
-    assert files_under(plugin / "adapter") == adapter
+    carried = files_under(plugin / "adapter")
+    assert b"WIRE = ClaudeCodeWire()" in carried.pop("hook_wire.py")
+    assert carried == adapter
     # skills and sub-agents where Claude Code looks for them
     for skill in ("csv-column-total", "debug-failing-test", "unit-conversion"):
         assert (plugin / "skills" / skill / "SKILL.md").read_bytes() == adapter[f".agents/skills/{skill}/SKILL.md"]
@@ -84,7 +87,9 @@ def test_convert_takes_any_revision_of_the_run_and_json_says_what_it_wrote(demo,
     assert data["name"] == "seed-adapter" and data["dropped"] == []
     assert set(data["carried"]) == {"context", "skills", "sub-agents", "hooks", "memory", "scripts"}
     plugin = Path(data["plugin"])
-    assert files_under(plugin / "adapter") == _adapter_at(demo, "hermit/demo/step-0000")
+    carried = files_under(plugin / "adapter")
+    carried.pop("hook_wire.py", None)
+    assert carried == _adapter_at(demo, "hermit/demo/step-0000")
     assert not (plugin / "skills" / "csv-column-total").exists()      # learned later, not in the seed
 
 

@@ -11,6 +11,8 @@ import pytest
 from cli_helpers import hermit
 from conftest import git, snapshot_state
 
+from git_hermit.adapter.templates import list_templates
+
 
 def test_init_in_empty_repo_creates_seed_branch_and_config(repo):
     r = hermit(repo, "init", "--run", "demo")
@@ -57,7 +59,7 @@ def test_second_run_gets_its_own_config_and_adapter(repo):
     assert "hermit/b/step-NNNN" in hermit(repo, "log", "--run", "b").out
 
 
-@pytest.mark.parametrize("template", ["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"])
+@pytest.mark.parametrize("template", list_templates())
 def test_check_seed_passes_for_every_template(repo, template):
     assert hermit(repo, "init", "--template", template).code == 0
     r = hermit(repo, "check", "--static", "--no-preflight")   # the seed config names no tasks yet

@@ -115,7 +115,8 @@ def test_k_default_is_written_once():
     """`k` (rollouts per task) defaults to "inferred from the rows" in one place: no evolver schema
     and no command spells its own default."""
     from git_hermit.evolvers.params import param_defaults
-    for name in ("ahe", "continual-harness", "evo-harness"):
+    from git_hermit.evolvers import registry
+    for name in registry.names():
         assert param_defaults(name)["k"] is None
     own = [p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.schema.json")
            if "k" in json.loads(p.read_text()).get("properties", {})]

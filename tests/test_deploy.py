@@ -13,6 +13,7 @@ import pytest
 
 from git_hermit import errors
 from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, read_record
+from git_hermit.hosts import registry
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PostToolBatch", "Stop", "PreModelRequest")
@@ -46,7 +47,7 @@ def test_codex_deployment_layout_and_record(tmp_path):
     assert {"AGENTS.md", ".codex/hooks.json", ".agents/skills/fix-tests/SKILL.md",
             ".agents/skills/fix-tests/scripts/run.sh", ".hermit-adapter/middleware.py",
             ".hermit-adapter/MEMORY.md", ".hermit-adapter/hook_runner.py",
-            ".hermit-adapter/hook_hosts.py", ".hermit-adapter/hermit_hooks.py",
+            ".hermit-adapter/hook_wire.py", ".hermit-adapter/hermit_hooks.py",
             ".hermit-adapter/hooks.json", ".hermit-adapter/scripts/check.py", RECORD_NAME} <= files_under(ws)
     assert not (ws / "CLAUDE.md").exists() and not (ws / ".claude").exists()
     assert (ws / "AGENTS.md").read_text().startswith("# Rules\n\nRun `scripts/check.py`.\n")
@@ -96,7 +97,7 @@ def test_interpreter_is_resolved_and_checked(tmp_path):
 def test_bytecode_is_precompiled_for_the_hook_interpreter(tmp_path):
     deploy(ahe_adapter(tmp_path), tmp_path / "ws", "codex")
     compiled = {p.name.split(".")[0] for p in (tmp_path / "ws/.hermit-adapter/__pycache__").iterdir()}
-    assert {"hook_runner", "hook_hosts", "hermit_hooks", "middleware"} <= compiled
+    assert {"hook_runner", "hook_wire", "hermit_hooks", "middleware"} <= compiled
 
 
 def test_redeploy_is_idempotent(tmp_path):
@@ -215,7 +216,7 @@ def test_the_seed_template_deploys_for_every_host(tmp_path):
     seed = templates_dir() / "ahe"
     if not (seed / "middleware.py").is_file():
         pytest.skip("templates/ahe is not there yet")
-    for host in ("codex", "claude-code", "pi"):
+    for host in registry.names():
         record = deploy(seed, tmp_path / host, host)
         assert (tmp_path / host / record.context_file).is_file()
 
@@ -231,7 +232,7 @@ def test_sub_agents_and_memory_land_where_each_host_reads_them(tmp_path):
                       "memory/NOTES.md": "# Notes\n\n## Ports\n\n8123\n"}.items():
         (ch / rel).parent.mkdir(parents=True, exist_ok=True)
         (ch / rel).write_text(text)
-    for host in ("codex", "claude-code", "pi"):
+    for host in registry.names():
         ws = tmp_path / f"ws-{host}"
         deploy(ch, ws, host)
         assert (ws / "memory/NOTES.md").read_text() == "# Notes\n\n## Ports\n\n8123\n", host

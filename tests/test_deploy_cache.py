@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from git_hermit.adapter.deploy import deploy, read_record
+from git_hermit.hosts import registry
 from git_hermit.rollouts import deploy_cache
 from test_deploy import ahe_adapter
 
@@ -35,12 +36,12 @@ def tree(root: Path) -> dict[str, tuple[str, int, bytes | None]]:
 
 
 def adapters(tmp_path: Path) -> dict[str, Path]:
-    from git_hermit.resources import templates_dir
+    from git_hermit.adapter.templates import list_templates, load_template
     found = {"fixture": ahe_adapter(tmp_path / "fixture")}
-    for name in ("ahe", "continual-harness", "evo-harness"):
-        seed = templates_dir() / name
+    for template_id in list_templates():
+        seed = load_template(template_id).root
         if (seed / "AGENTS.md").is_file():
-            found[name] = seed
+            found[template_id.split("@")[0]] = seed
     ch = tmp_path / "ch"
     for rel, text in {"AGENTS.md": "# Policy\n\nRead `memory/NOTES.md` first.\n",
                       "sub_agents/planner/AGENT.md": "---\nname: planner\ndescription: Plans\n---\n\nList steps.\n",
@@ -52,7 +53,7 @@ def adapters(tmp_path: Path) -> dict[str, Path]:
     return found
 
 
-@pytest.mark.parametrize("host", ["codex", "claude-code", "pi"])
+@pytest.mark.parametrize("host", registry.names())
 def test_a_cached_deploy_equals_a_fresh_one_for_every_host(tmp_path, host):
     for name, adapter in adapters(tmp_path).items():
         first, second = tmp_path / f"{name}-{host}-1", tmp_path / f"{name}-{host}-2"
@@ -105,7 +106,7 @@ def test_a_workspace_path_that_needs_quoting_gets_a_full_deploy(tmp_path):
     assert record == read_record(spaced)
 
 
-@pytest.mark.parametrize("host", ["codex", "claude-code", "pi"])
+@pytest.mark.parametrize("host", registry.names())
 def test_a_used_workspace_reset_to_the_plan_equals_a_fresh_deploy_and_keeps_its_inodes(tmp_path, host):
     """What a rollout may have done to its workspace is undone; files still holding the plan's
     bytes keep their inode (no file is made), and a file linked elsewhere is never written through."""

@@ -59,13 +59,26 @@ def test_scripted_agent_names_no_package_module_by_string():
     assert not hidden, f"rollouts/agents/scripted.py loads {hidden} by name (a hidden edge to demo)"
 
 
+def _is_sys_path(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys")
+
+
 def test_no_module_changes_sys_path():
+    """No module changes sys.path (plugins.py reads it, to find the installed entry points)."""
     found = []
     for path in _modules():
         for node in ast.walk(_tree(path)):
-            if (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
-                    and node.value.id == "sys"):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            changed = any(_is_sys_path(t) or (isinstance(t, ast.Subscript) and _is_sys_path(t.value))
+                          for t in targets)
+            changed |= (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and _is_sys_path(node.func.value))          # sys.path.insert(...), .append(...)
+            if changed:
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+            elif _is_sys_path(node) and path.name != "plugins.py":
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} (read)")
     assert not found, f"sys.path used at run time: {found}"
 
 
@@ -76,14 +89,14 @@ def test_cli_takes_no_run_lock():
 
 def test_ahe_capability_notes_import_nothing_from_the_hooks(tmp_path):
     from git_hermit.evolvers.ahe.evolver import AHEEvolver
-    for name in ("hook_hosts", "hermit_hooks"):
+    for name in ("hook_wire", "hermit_hooks"):
         sys.modules.pop(name, None)
     path_before = list(sys.path)
     AHEEvolver._evolver_notes(tmp_path)
     text = (tmp_path / ".hermit" / "EVOLVER.md").read_text()
     assert "## codex" in text and "## claude-code" in text and "**before_tool**" in text
     assert sys.path == path_before
-    assert "hook_hosts" not in sys.modules and "hermit_hooks" not in sys.modules
+    assert "hook_wire" not in sys.modules and "hermit_hooks" not in sys.modules
 
 
 @pytest.mark.parametrize("name", ["VerdictNote", "JudgeVerdict", "BaselineCI", "PairedComparison"])

@@ -168,7 +168,7 @@ def test_runner_imports_no_heavy_modules(tmp_path):
                           "tool_response": {"stdout": "x", "stderr": ""}})
     done = subprocess.run(command, shell=True, input=payload, capture_output=True, text=True, cwd=dest)
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    assert "hook_runner" in imported and "hook_hosts" in imported
+    assert "hook_runner" in imported and "hook_wire" in imported
     assert not imported & {"json", "re", "dataclasses", "typing", "pathlib", "threading", "inspect"}
 
 

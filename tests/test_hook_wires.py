@@ -13,13 +13,17 @@ import pytest
 
 from git_hermit import resources
 from git_hermit.adapter.deploy import deploy
+from git_hermit.hosts import registry
+from git_hermit.hosts.wire import HOST_EVENTS, deployed_source
 
 sys.path.insert(0, str(resources.hooks_dir() / "agent"))
 from hermit_hooks import EVENTS, HookResult  # noqa: E402
-from hook_hosts import CAPABILITIES, HOST_EVENTS, WIRES  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
-HOOK_HOSTS = ("codex", "claude-code")
+# Each host's wire is its host module's; the tests run over the registry, not a list of names.
+WIRES = {h.name: h.hook_wire for h in registry.hosts() if h.hook_wire is not None}
+CAPABILITIES = {h.name: dict(h.capability_notes) for h in registry.hosts()}
+HOOK_HOSTS = tuple(h.name for h in registry.hook_hosts())
 
 
 def paths(output: dict) -> set[str]:
@@ -52,8 +56,9 @@ def test_render_emits_only_fields_the_host_reads(host):
 
 
 def test_every_registered_event_is_known_to_a_host_and_capabilities_cover_the_table():
-    handled = set(WIRES["codex"].CALLS) | set(WIRES["claude-code"].CALLS)
-    assert handled == set(HOST_EVENTS)
+    handled = set().union(*(WIRES[host].CALLS for host in HOOK_HOSTS))
+    assert handled <= set(HOST_EVENTS)
+    assert set(WIRES["codex"].CALLS) | set(WIRES["claude-code"].CALLS) == set(HOST_EVENTS)
     assert "PreModelRequest" not in WIRES["claude-code"].CALLS  # Claude Code has none
     rows = set(EVENTS) | {"queued_context", "stop_session", "system_message", "tool_kind",
                           "cwd_model_turn"}
@@ -189,3 +194,76 @@ def test_recorded_payloads_replay_through_the_wire(tmp_path, host):
         assert paths(out) <= wire.READS[event], (event, out)
     errors = [json.loads(l) for l in (tmp_path / "ws/.hermit-hooks/hook-calls.jsonl").read_text().splitlines()]
     assert not [e for e in errors if e["error"]], errors
+
+
+@pytest.mark.parametrize("host", sorted(WIRES))
+def test_the_deployed_wire_is_the_host_modules_and_stdlib_only(tmp_path, host):
+    """hook_wire.py (what deploy writes from the host module) runs on its own, beside the
+    shipped hermit_hooks only, and behaves as the host module's wire."""
+    (tmp_path / "hook_wire.py").write_text(deployed_source(WIRES[host]))
+    agent = resources.hooks_dir() / "agent"
+    probe = (
+        "import sys, json; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "before = set(sys.modules)\n"
+        "from hook_wire import WIRE\n"
+        "from hermit_hooks import HookResult\n"
+        "new = sorted(m for m in set(sys.modules) - before if not m.startswith('_'))\n"
+        "out = {e: WIRE.render(e, HookResult(context='c', block=True, reason='r')) for e in WIRE.READS}\n"
+        "print(json.dumps({'name': WIRE.name, 'new': new, 'out': out}))\n")
+    done = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path), str(agent)],
+                          capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout)
+    assert seen["name"] == host
+    assert set(seen["new"]) <= {"hook_wire", "hermit_hooks", "json", "json.decoder", "json.scanner",
+                                "json.encoder", "re", "enum", "functools", "operator", "keyword",
+                                "collections", "itertools", "reprlib", "types", "copyreg"} | set(sys.builtin_module_names)
+    assert "git_hermit" not in " ".join(seen["new"])
+    expected = {e: WIRES[host].render(e, HookResult(context="c", block=True, reason="r")) for e in WIRES[host].READS}
+    assert seen["out"] == json.loads(json.dumps(expected))
+
+
+def test_the_runtime_names_no_host():
+    """hook_runner.py and hermit_hooks.py work from the deployed wire, never from a host's name."""
+    agent = resources.hooks_dir() / "agent"
+    assert not (agent / "hook_hosts.py").exists()
+    for name in ("hook_runner.py", "hermit_hooks.py"):
+        text = (agent / name).read_text()
+        for host in registry.names():
+            assert f'"{host}"' not in text and f"'{host}'" not in text, (name, host)
+
+
+def test_a_wire_for_another_host_than_the_record_fails_open(tmp_path):
+    """hook_wire.py serves one host; a record naming another (a half-redone deployment) is logged
+    as an error and answered with nothing (the runner fails open), never served with the wrong wire."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "AGENTS.md").write_text("# Rules\n")
+    (adapter / "middleware.py").write_text(
+        "from hermit_hooks import HookResult\n"
+        "def session_start(inp):\n    return HookResult(context='memory')\n")
+    dest = tmp_path / "ws"
+    record = deploy(adapter, dest, "codex")
+    path = dest / ".hermit-deploy.json"
+    path.write_text(path.read_text().replace('"host": "codex"', '"host": "claude-code"'))
+    done = subprocess.run(record.command_for("SessionStart"), shell=True, cwd=dest, capture_output=True, text=True,
+                          input=json.dumps({"session_id": "s", "hook_event_name": "SessionStart"}), timeout=60)
+    assert done.returncode == 0 and done.stdout == ""
+    [line] = (dest / ".hermit-hooks" / "hook-calls.jsonl").read_text().splitlines()
+    error = json.loads(line)["error"]
+    assert "hook_wire.py serves 'codex'" in error and "'claude-code'" in error, error
+
+
+def test_a_wire_defined_outside_a_file_is_an_installation_error_not_a_traceback(tmp_path):
+    from git_hermit import errors
+    from git_hermit.adapter.deploy import wire_source
+    from git_hermit.hosts.codex import Codex
+    from git_hermit.hosts.wire import Wire
+
+    namespace: dict = {"Wire": Wire}
+    exec("class Nowhere(Wire):\n    name = 'nowhere'\n", namespace)
+
+    class Odd(Codex):
+        hook_wire = namespace["Nowhere"]()
+
+    with pytest.raises(errors.HermitError, match="cannot read the source"):
+        wire_source(Odd())

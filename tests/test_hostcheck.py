@@ -64,7 +64,7 @@ def test_codex_context_file_over_32_kib_is_an_error(tmp_path):
 
 def test_a_middleware_that_does_not_hand_the_memory_over(tmp_path):
     found = check_hosts(adapter(tmp_path, "def session_start(inp):\n    return HookResult(context='hi')\n"))
-    assert {("host-memory-handover", h) for h in ("codex", "claude-code", "pi")} <= rules(found, ERROR)
+    assert {("host-memory-handover", h) for h in registry.names()} <= rules(found, ERROR)
 
 
 def test_context_with_allow_is_a_codex_only_warning(tmp_path):
@@ -81,15 +81,16 @@ def test_a_raising_middleware_is_reported_per_host(tmp_path):
 
 
 def test_an_output_field_the_host_does_not_read_is_an_error(tmp_path):
-    """A tampered wire (hook_hosts.py is a fixed file) that adds systemMessage on Codex."""
+    """A tampered runner (hook_runner.py is a fixed file) that adds systemMessage to every output."""
     root = adapter(tmp_path)
-    shipped = (resources.hooks_dir() / "agent" / "hook_hosts.py").read_text()
-    (root / "hook_hosts.py").write_text(shipped + (
-        "\n_render = CodexWire.render\n"
-        "def _loud(self, event, result):\n"
-        "    out = _render(self, event, result)\n"
-        "    return {**out, 'systemMessage': 'hi'} if out else out\n"
-        "CodexWire.render = _loud\n"))
+    shipped = (resources.hooks_dir() / "agent" / "hook_runner.py").read_text()
+    main_guard = 'if __name__ == "__main__":'
+    (root / "hook_runner.py").write_text(shipped.replace(main_guard, (
+        "_handle = handle\n"
+        "def handle(*args):\n"
+        "    out = _handle(*args)\n"
+        "    return out[:-1] + ', \"systemMessage\": \"hi\"}' if out.startswith('{') else out\n\n\n")
+        + main_guard))
     found = check_hosts(root)
     assert ("host-output-fields", "codex") in rules(found, ERROR)
     assert ("host-output-fields", "claude-code") not in rules(found)

@@ -16,6 +16,8 @@ from cli_helpers import hermit
 from conftest import git
 from step_support import RUN, calls, env_for, make_run, memory_lines
 
+from git_hermit.hosts import registry
+
 MISSING_KEY = "HERMIT_TEST_NOT_SET_KEY"
 
 
@@ -131,7 +133,7 @@ def test_doctor_fails_on_a_missing_learner_and_shows_pi(repo, tmp_path):
     assert r.code == 12, r.out + r.err
     assert "evolver.model.bin" in r.out and "all good" not in r.out
     data = json.loads(hermit(repo, "doctor", "--json", env=run_env(control)).out)
-    assert [h["host"] for h in data["hosts"]] == ["codex", "claude-code", "pi"]
+    assert [h["host"] for h in data["hosts"]] == list(registry.names())
     assert not data["ok"] and any("evolver.model.bin" in p for p in data["problems"])
 
 

@@ -22,8 +22,8 @@ from git_hermit.adapter.templates import (
 )
 from git_hermit.errors import HermitError, InputError, SchemaError
 
-ALL = ["ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"]
-HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py", "hook_hosts.py")
+ALL = list_templates()    # the installed templates: each evolver's (the tests run over them)
+HOOK_FILES = ("hooks.json", "hook_runner.py", "hermit_hooks.py")
 
 
 def hooks_installed() -> bool:
@@ -33,8 +33,10 @@ def hooks_installed() -> bool:
 needs_hooks = pytest.mark.skipif(not hooks_installed(), reason="hooks/agent/ runtime not written yet")
 
 
-def test_list_templates_is_the_three_seeds():
-    assert list_templates() == ALL
+def test_every_evolver_has_its_template_and_every_template_an_evolver():
+    from git_hermit.evolvers import registry
+    assert sorted({spec.template for spec in registry.specs()}) == list_templates()
+    assert {"ahe@1.0", "continual-harness@1.0", "evo-harness@1.0"} <= set(ALL)
 
 
 @pytest.mark.parametrize("template_id", ALL)
@@ -181,7 +183,11 @@ def test_detect_template(tmp_path):
     assert detect_template(tmp_path).id == "evo-harness@1.0"
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "NOTES.md").write_text("# Notes\n")
-    assert detect_template(tmp_path) is None          # two layouts match equally: ambiguous
+    # as many markers each: the template that claims more of the files wins (no marker file needed)
+    assert detect_template(tmp_path).id == "continual-harness@1.0"
+    (tmp_path / "skills" / "verify").mkdir()
+    (tmp_path / "skills" / "verify" / "SKILL.md").write_text("x")
+    assert detect_template(tmp_path) is None          # as many markers and files each: ambiguous
     (tmp_path / "middleware.py").write_text("")
     (tmp_path / "MEMORY.md").write_text("")
     assert detect_template(tmp_path).id == "ahe@1.0"  # three markers beat two

@@ -36,11 +36,14 @@ from typing import Any
 from git_hermit import errors, resources
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import Host, Layout, SubAgent
+from git_hermit.hosts.wire import DEPLOYED_NAME, deployed_source
 
 RECORD_NAME = ".hermit-deploy.json"
 RUNTIME_DIR = ".hermit-adapter"
 RECORD_VERSION = 1
-RUNNER_FILES = ("hook_runner.py", "hermit_hooks.py", "hook_hosts.py", "hooks.json")
+RUNNER_FILES = ("hook_runner.py", "hermit_hooks.py", "hooks.json")
+# The host's wire, written at deploy time from its host module (never committed: not the adapter's).
+WIRE_FILE = DEPLOYED_NAME
 # The runner's own deadline; hooks.json gives the host 30 s, so the runner always answers first.
 HOOK_TIMEOUT_S = 20.0
 _SKIPPED_PARTS = {".git", "__pycache__"}
@@ -123,6 +126,8 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
         shipped = resources.hooks_dir() / "agent"
         for name in RUNNER_FILES:  # the fixed files, from the adapter or else as shipped
             plan.setdefault(f"{RUNTIME_DIR}/{name}", (shipped / name).read_bytes())
+        if impl.hook_wire is not None:
+            plan[f"{RUNTIME_DIR}/{WIRE_FILE}"] = wire_source(impl).encode()
         rendered = render_hooks(plan[f"{RUNTIME_DIR}/hooks.json"], shlex.quote(python), shlex.quote(str(runtime)))
         hook_command = _command_template(rendered)
         if layout.hooks_config is not None:
@@ -163,6 +168,18 @@ def deploy(adapter_dir: Path, dest: Path, host: str, *, force: bool = False,
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+def wire_source(host: Host) -> str:
+    """The host's hook_wire.py; a wire whose source cannot be read (defined outside a file) is an
+    installation error, not a traceback."""
+    assert host.hook_wire is not None
+    try:
+        return deployed_source(host.hook_wire)
+    except (OSError, TypeError) as exc:
+        raise errors.HermitError(f"cannot read the source of host {host.name!r}'s hook wire "
+                                 f"{type(host.hook_wire).__name__} ({exc})",
+                                 hint="define the host's Wire subclass in a module file (see docs/extending.md)") from None
+
 
 def _adapter_files(adapter_dir: Path) -> dict[str, Path]:
     files = {}

@@ -93,8 +93,9 @@ def _context_size(host: Host, dest: Path, record: DeployRecord) -> list[Violatio
 
 @cache
 def _shipped_wires() -> dict[str, Any]:
-    """The shipped hook_hosts.WIRES: the reference for which fields each host reads."""
-    return resources.hook_wire_module("hook_hosts").WIRES
+    """Each hook host's wire (its host module's): the reference for which fields each host reads."""
+    resources.hook_wire_module("hermit_hooks")   # the wires build hermit_hooks' HookInput
+    return {h.name: h.hook_wire for h in registry.hosts() if h.hook_wire is not None}
 
 
 def output_paths(output: dict[str, Any]) -> set[str]:

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 import yaml
 
-from git_hermit import resources
+from git_hermit import plugins, resources
+from git_hermit.adapter import runtime
 from git_hermit.errors import HermitError, InputError, SchemaError
 
 TEMPLATE_FILE = "template.yaml"
@@ -101,18 +102,27 @@ def write_seed(template: Template, dest: Path) -> list[str]:
 def detect_template(adapter_dir: Path) -> Template | None:
     """The template whose layout markers all exist in ``adapter_dir`` (most markers wins).
 
-    None when no template matches, or when two match equally well (the caller then asks for
-    the template by name).
+    Between templates with as many markers, the one that claims more of the adapter's files
+    (learnable, fixed or seed) wins, so a new template needs no marker file of its own; None when
+    none matches or they still tie (the caller then asks for the template by name).
     """
     adapter_dir = Path(adapter_dir)
     matches = [t for t in _all_templates().values()
                if t.detect and all((adapter_dir / marker).exists() for marker in t.detect)]
     if not matches:
         return None
-    matches.sort(key=lambda t: len(t.detect), reverse=True)
-    if len(matches) > 1 and len(matches[0].detect) == len(matches[1].detect):
+    files = [p.relative_to(adapter_dir).as_posix() for p in adapter_dir.rglob("*")
+             if p.is_file() and not _NOT_SEED.search(p.relative_to(adapter_dir).as_posix())
+             and ".git" not in p.relative_to(adapter_dir).parts]
+
+    def claimed(t: Template) -> int:
+        seed = set(t.seed_files())
+        return sum(1 for rel in files if rel in seed or is_learnable(t, rel) or is_fixed(t, rel))
+
+    ranked = sorted(((len(t.detect), claimed(t), t.id) for t in matches), reverse=True)
+    if len(ranked) > 1 and ranked[0][:2] == ranked[1][:2]:
         return None
-    return matches[0]
+    return _all_templates()[ranked[0][2]]
 
 
 def is_learnable(template: Template, path: str) -> bool:
@@ -122,8 +132,10 @@ def is_learnable(template: Template, path: str) -> bool:
 
 
 def is_fixed(template: Template, path: str) -> bool:
-    """True when ``path`` is one of the files copied unchanged from the shipped hooks runtime."""
-    return _normalise(path) in template.fixed
+    """True when ``path`` is one of the files copied unchanged from the shipped hooks runtime (or
+    a file of an older runtime version, which an adapter committed with it still carries)."""
+    path = _normalise(path)
+    return path in template.fixed or path in runtime.runtime_paths(template.fixed)
 
 
 def glob_match(pattern: str, path: str) -> bool:
@@ -166,13 +178,15 @@ def _seed_files(root: Path) -> list[str]:
 
 
 def _all_templates() -> dict[str, Template]:
-    return _load_all(resources.templates_dir())
+    return _load_all(resources.templates_dir(), plugins.template_roots())
 
 
 @cache
-def _load_all(templates_root: Path) -> dict[str, Template]:
+def _load_all(templates_root: Path, plugin_roots: tuple[Path, ...] = ()) -> dict[str, Template]:
+    """The shipped templates (templates/<dir>/) and those installed evolver plugins ship."""
     templates: dict[str, Template] = {}
-    for spec_file in sorted(templates_root.glob(f"*/{TEMPLATE_FILE}")):
+    spec_files = sorted(templates_root.glob(f"*/{TEMPLATE_FILE}")) + [r / TEMPLATE_FILE for r in plugin_roots]
+    for spec_file in spec_files:
         template = _parse(spec_file)
         if template.id in templates:
             raise SchemaError(f"template {template.id!r} is declared twice ({spec_file})",

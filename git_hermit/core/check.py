@@ -6,6 +6,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from git_hermit.adapter import runtime
 from git_hermit.adapter.check_spec import Violation, check_adapter
 from git_hermit.adapter.templates import Template, detect_template, list_templates, load_template
 from git_hermit.config import load_config
@@ -19,6 +20,7 @@ class CheckReport:
     target: str
     template: str
     violations: tuple[Violation, ...]
+    runtime: runtime.RuntimeStatus | None = None   # the hook runtime it carries (None: the template has none)
 
     @property
     def errors(self) -> list[Violation]:
@@ -58,7 +60,14 @@ def run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run
                               + ", ".join(s.template for s in registry.specs() if s.manifest_check))
     found = tuple(Violation(str(manifest), 1, "manifest-overlap", message)
                   for message in registry.load_function(spec.manifest_check)(manifest))
-    return CheckReport(report.target, report.template, report.violations + found)
+    return CheckReport(report.target, report.template, report.violations + found, report.runtime)
+
+
+def _runtime_of(directory: Path, tmpl: Template) -> runtime.RuntimeStatus | None:
+    def read(rel: str) -> bytes | None:
+        path = directory / rel
+        return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return runtime.identify(read, tmpl.fixed)
 
 
 def _run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, run: str | None,
@@ -68,7 +77,8 @@ def _run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, ru
             raise InputError(f"{directory} is not a directory", hint="pass the adapter's directory to --dir")
         tmpl = _template_for(directory, repo, run, template)
         return CheckReport(str(directory), tmpl.id,
-                           tuple(check_adapter(directory, tmpl, hosts=hosts, run_host=run_host)))
+                           tuple(check_adapter(directory, tmpl, hosts=hosts, run_host=run_host)),
+                           _runtime_of(directory, tmpl))
     if repo is None:
         raise InputError("not in a git repository and no --dir given", hint="pass --dir DIR")
     config = load_config(repo.work_tree, run)
@@ -76,11 +86,13 @@ def _run_check(*, repo: Repo | None, rev: str | None, directory: Path | None, ru
     if rev is None:
         path = repo.work_tree / config.adapter
         return CheckReport(f"{config.adapter}/ (work tree)", tmpl.id,
-                           tuple(check_adapter(path, tmpl, hosts=hosts, run_host=run_host or config.host)))
+                           tuple(check_adapter(path, tmpl, hosts=hosts, run_host=run_host or config.host)),
+                           _runtime_of(path, tmpl))
     commit = repo.resolve_commit(rev)
     with tempfile.TemporaryDirectory(prefix="hermit-check-") as tmp:
         if repo.materialise(commit, config.adapter, Path(tmp)) == 0:
             raise InputError(f"{rev} has no {config.adapter}/ directory", hint="check the revision and the run")
         found = check_adapter(Path(tmp), tmpl, hosts=hosts, run_host=run_host or config.host)
+        status = _runtime_of(Path(tmp), tmpl)
     # Paths in the report are relative to the adapter; prefix them so they point into the repo.
-    return CheckReport(f"{config.adapter}/ at {commit[:12]}", tmpl.id, tuple(found))
+    return CheckReport(f"{config.adapter}/ at {commit[:12]}", tmpl.id, tuple(found), status)

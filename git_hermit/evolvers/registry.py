@@ -3,7 +3,8 @@
 Each evolver is a folder (a package) that declares itself once, in its ``__init__.py``, as
 ``SPEC = EvolverSpec(...)``; it owns there its params schema (``params.schema.json``), its
 evolver class, its scripted learners, its template's id and its traits. Adding an evolver is
-that folder plus one line in ``BUILTIN`` (or ``register("my.package")`` at run time).
+that folder plus one line in ``BUILTIN`` (or ``register("my.package")`` at run time), or, from an
+installed package, a ``git_hermit.evolvers`` entry point naming its folder (git_hermit/plugins.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from git_hermit import plugins
 from git_hermit.errors import ConfigError
 
 # One line per evolver: the package of its folder.
@@ -73,6 +75,11 @@ class _Registry:
             self.loaded = True
             for package in BUILTIN:
                 self.add(package)
+            for name, package in plugins.evolver_packages():
+                try:
+                    self.add(package)
+                except Exception as exc:   # a broken plugin is skipped (doctor names it)
+                    plugins.failed(plugins.EVOLVERS, name, exc)
         return self.specs
 
     def add(self, package: str) -> EvolverSpec:

@@ -149,6 +149,11 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
             broken = [c["row"] for c in status.conformance["checks"] if not c["holds"]]
             problems.append(f"{status.host} {status.version} departs from the host table: "
                             + ", ".join(broken + list(status.conformance["errors"])))
+    from git_hermit import plugins
+    from git_hermit.evolvers import registry as evolvers
+    evolvers.names()   # loads the evolver plugins, so a broken one is known here too
+    for group, name, error in dict.fromkeys(plugins.FAILURES):
+        problems.append(f"plugin {name!r} ({group} entry point) could not be loaded and is skipped: {error[:300]}")
     if node is None and any(s.installed for s in hosts):
         problems.append("node is not on PATH; the host CLIs' launchers need it")
     from git_hermit.rollouts.sandbox import probe   # lazy: doctor must start even without it

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 from git_hermit.hosts import locate
+from git_hermit.hosts.wire import Wire
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,11 @@ class Host(ABC):
     home_env: ClassVar[tuple[str, ...]] = ()   # variables naming its private config dir (agent.env may not)
     layout: ClassVar[Layout]
     wire: ClassVar[HookWire | None] = None   # None: runs no hooks
+    # How its hook payloads are read and answered: deployed as the adapter runtime's hook_wire.py
+    # (None: the runtime cannot serve it; a host without hooks that runs them by hand has one too).
+    hook_wire: ClassVar[Wire | None] = None
+    # seed 000's capability table, this host's rows as text (what the ahe learner is told)
+    capability_notes: ClassVar[Mapping[str, str]] = {}
     login: ClassVar[Login]
     learner: ClassVar[bool] = False       # may run a learner session (evolver.base)
     context_limit: ClassVar[ContextLimit | None] = None

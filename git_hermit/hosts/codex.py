@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from git_hermit.errors import ConfigError
 from git_hermit.hosts.base import (ContextLimit, Fire, HookWire, Host, Layout, Login, SessionSpec, SubAgent,
                                    denied)
+from git_hermit.hosts.wire import Wire, _join, _text
+
+if TYPE_CHECKING:
+    from hermit_hooks import HookResult
 
 EXEC_FLAGS = ("exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
               "--dangerously-bypass-approvals-and-sandbox",
@@ -26,6 +30,87 @@ HOOK_ARGS = ("--dangerously-bypass-hook-trust", "-c", "features.hooks=true")
 def _toml_str(value: str) -> str:
     # a JSON string is a TOML basic string, but for DEL, which TOML wants escaped
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+class CodexWire(Wire):
+    name = "codex"
+    CALLS = {
+        "SessionStart": "session_start", "UserPromptSubmit": None, "PreToolUse": "before_tool",
+        "PostToolUse": "after_tool", "Stop": "stop", "PreModelRequest": "before_model",
+    }
+    DELIVERS_QUEUE = frozenset(("UserPromptSubmit", "PostToolUse", "Stop"))
+    READS = {
+        "SessionStart": frozenset((
+            "hookSpecificOutput.hookEventName", "hookSpecificOutput.additionalContext",
+            "continue", "stopReason")),
+        "UserPromptSubmit": frozenset((
+            "hookSpecificOutput.hookEventName", "hookSpecificOutput.additionalContext")),
+        "PreToolUse": frozenset((
+            "hookSpecificOutput.hookEventName", "hookSpecificOutput.permissionDecision",
+            "hookSpecificOutput.permissionDecisionReason", "hookSpecificOutput.updatedInput",
+            "hookSpecificOutput.additionalContext")),
+        "PostToolUse": frozenset((
+            "decision", "reason", "hookSpecificOutput.hookEventName",
+            "hookSpecificOutput.additionalContext", "continue", "stopReason")),
+        "Stop": frozenset(("decision", "reason")),
+        "PreModelRequest": frozenset(),
+    }
+    _TOOL_KINDS = {"Bash": "shell", "exec_command": "shell", "apply_patch": "patch"}
+
+    def fields(self, host_event: str, payload: dict[str, Any], *, task: str, workspace: str) -> dict[str, Any]:
+        fields = self._common(host_event, payload, task, workspace)
+        fields.update(model=payload.get("model"), turn_id=payload.get("turn_id"))
+        if host_event == "PostToolUse":
+            # Codex reports no exit status to hooks: a failed command is a PostToolUse too.
+            fields.update(output_text=_text(payload.get("tool_response")), failed=None)
+        return fields
+
+    def render(self, host_event: str, result: HookResult | None) -> dict[str, Any]:
+        if result is None:
+            return {}
+        out: dict[str, Any] = {}
+        specific: dict[str, Any] = {}
+        if host_event in ("SessionStart", "UserPromptSubmit"):
+            if result.context:
+                specific["additionalContext"] = result.context
+            if host_event == "SessionStart" and result.stop_session:
+                out.update({"continue": False, "stopReason": result.reason or "stopped by middleware"})
+        elif host_event == "PreToolUse":
+            if result.deny:
+                specific["permissionDecision"] = "deny"
+                specific["permissionDecisionReason"] = result.reason or "denied by middleware"
+            elif result.updated_input is not None:
+                specific["permissionDecision"] = "allow"
+                specific["updatedInput"] = result.updated_input
+            # Codex drops a context given with allow and no updated_input (CAPABILITIES).
+            dropped = result.allow and not result.deny and result.updated_input is None
+            if result.context and not dropped:
+                specific["additionalContext"] = result.context
+        elif host_event == "PostToolUse":
+            if result.block:
+                out.update({"decision": "block", "reason": result.reason or "blocked by middleware"})
+            if result.context:
+                specific["additionalContext"] = result.context
+            if result.stop_session:
+                out.update({"continue": False, "stopReason": result.reason or "stopped by middleware"})
+        elif host_event == "Stop":
+            if result.block:
+                # Codex's Stop reads no context: a blocked stop's context rides with the reason.
+                reason = _join(result.reason or "not done yet", result.context)
+                out.update({"decision": "block", "reason": reason})
+        if specific:
+            out["hookSpecificOutput"] = {"hookEventName": host_event, **specific}
+        return out
+
+    def dropped(self, host_event: str, result: HookResult | None) -> list[str]:
+        if result is None or not result.context:
+            return []
+        if (host_event == "PreToolUse" and result.allow and not result.deny
+                and result.updated_input is None):
+            return ["context (given with allow and no updated_input)"]
+        if host_event == "Stop" and not result.block:
+            return ["context (a Stop context goes out only with a block)"]
+        return []
 
 
 class Codex(Host):
@@ -53,6 +138,32 @@ class Codex(Host):
             "stop_session_after_call_ends": False, "stop_session_at_start_ends": True,
             "stop_session_before_tool_ends_after_call": None,
         })
+    hook_wire = CodexWire()
+    # seed 000's Codex-vs-Claude-Code table, this host's rows (the ahe learner reads them)
+    capability_notes = {
+        "session_start": "SessionStart, before the prompt (again on a resumed session: inp.source); "
+        "context is read before the first model request",
+        "before_tool": "PreToolUse (none for a write_stdin poll): deny (not run; the model reads reason), "
+        "allow, updated_input (run instead); context is read with the call's result, but dropped when "
+        "given with allow and no updated_input",
+        "after_tool": "PostToolUse after a call that ran, a failed command too (no exit code: failed is "
+        "None); output_text may be the command's last output chunk only (always for one that outlives "
+        "its first wait: its polls fire nothing); none after a denied call, a failed apply_patch or one "
+        "run through the shell; block: the model reads reason instead of the output; context: beside "
+        "it. With a code-mode model a block or a deny reaches the model as an error in its script",
+        "stop": "Stop: block once per turn, the model going on with reason; a blocked stop's context "
+        "and the queue go with the reason",
+        "before_model": "PreModelRequest, before every model request; its output is ignored: only its "
+        "context is queued",
+        "queued_context": "handed over with the next prompt or tool result, or a blocked stop; a stop "
+        "that goes through leaves it for the session's next prompt (a resumed session)",
+        "stop_session": "ends the session at session_start only; elsewhere the session goes on (with a "
+        "classic, not code-mode, model a stop at after_tool replaces the output with reason)",
+        "system_message": "shown nowhere",
+        "tool_kind": "shell (Bash: a code-mode script's exec_command too), patch (apply_patch), mcp, other",
+        "cwd_model_turn": "inp.cwd: the session's directory (inp.workspace), even for a command run in "
+        "another workdir; inp.model: the model; inp.turn_id: the turn",
+    }
     login = Login(".codex", ("auth.json",), value="chatgpt", command="codex login")
     learner = True
     # Codex reads at most this many bytes of AGENTS.md (project_doc_max_bytes); the rest is cut.

@@ -8,14 +8,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from git_hermit.errors import ConfigError
 from git_hermit.hosts.base import Host, Layout, Login, SessionSpec
+from git_hermit.hosts.wire import Wire, _join
+
+if TYPE_CHECKING:
+    from hermit_hooks import HookResult
 
 # Pi's models.json ``api`` for each agent.provider.wire_api (unset: Anthropic Messages).
 APIS = {None: "anthropic-messages", "messages": "anthropic-messages", "chat": "openai-completions",
         "responses": "openai-responses"}
+
+
+class PiWire(Wire):
+    """Pi runs no shell hooks: the agent runs the command by hand, without a payload."""
+
+    name = "pi"
+    reads_stdin = False
+    prints_field = "context"   # the agent reads what the command prints
+    CALLS = {"SessionStart": "session_start"}
+    READS = {"SessionStart": frozenset(("context",))}
+
+    def render(self, host_event: str, result: HookResult | None) -> dict[str, Any]:
+        if result is None or host_event != "SessionStart":
+            return {}
+        text = _join(result.context, result.system_message)
+        return {"context": text} if text else {}
 
 
 class Pi(Host):
@@ -37,6 +57,21 @@ class Pi(Host):
     default_endpoint = "https://api.anthropic.com"
     home_env = ("PI_CODING_AGENT_DIR",)
     layout = Layout(context_file="AGENTS.md", skills_dir=".agents/skills")
+    hook_wire = PiWire()
+    # seed 000's Codex-vs-Claude-Code table, this host's rows (the ahe learner reads them)
+    capability_notes = {
+        "session_start": "no hooks: the context file lists the hook commands; run by hand without a "
+        "payload, session_start hands the memory over (its context is printed)",
+        "before_tool": "not run (no payload)",
+        "after_tool": "not run (no payload)",
+        "stop": "not run (no payload)",
+        "before_model": "not run (no payload)",
+        "queued_context": "none",
+        "stop_session": "ignored",
+        "system_message": "printed with the context",
+        "tool_kind": "none",
+        "cwd_model_turn": "inp.cwd: the shell's directory; no model, no turn",
+    }
     login = Login(".pi/agent", ("auth.json",), value="pi", command="pi /login")
     # Pi exits 0 even when the model could not be reached (three retries, then an assistant
     # message with stopReason "error"); only its stream says so.

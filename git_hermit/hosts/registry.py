@@ -1,4 +1,5 @@
-"""The one table of hosts: name → Host. Adding a host is one module and one line here.
+"""The one table of hosts: name → Host. Adding a host is one module and one line here, or, from
+an installed package, a ``git_hermit.hosts`` entry point (git_hermit/plugins.py).
 
 Everything that lists hosts (the CLI's choices, the config's allowed values, doctor, the
 sandbox's default endpoints, the trajectory formats) asks this table.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from git_hermit import plugins
 from git_hermit.hosts.base import Host
 
 _HOSTS: dict[str, Host] = {}
@@ -85,5 +87,21 @@ def _register_builtin() -> None:
     register(pi.HOST)
 
 
+def _register_plugins() -> None:
+    """Hosts of installed packages; one that fails to load is skipped (doctor names it)."""
+    for name, value in plugins.entry_points(plugins.HOSTS):
+        try:
+            host = plugins.load(value)
+            host = host() if isinstance(host, type) else host
+            if not isinstance(host, Host):
+                raise TypeError(f"{value} is not a git_hermit.hosts.base.Host")
+            if known(host.name):
+                raise ValueError(f"its host name {host.name!r} is already registered")
+            register(host)
+        except Exception as exc:   # a plugin's bug must not take the CLI down
+            plugins.failed(plugins.HOSTS, name, exc)
+
+
 _register_builtin()
+_register_plugins()
 DEFAULT: str = names()[0]     # hermit.yaml's host and agent.backend when unset

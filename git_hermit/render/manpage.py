@@ -8,6 +8,7 @@ uses and a few examples. ``git help hermit`` and ``git hermit --help`` show the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from git_hermit.errors import EXIT_CODES
 
@@ -61,8 +62,11 @@ def _options(options: tuple[OptionDoc, ...]) -> list[str]:
     return out
 
 
-def render_manpage(commands: list[CommandDoc], *, version: str, date: str) -> str:
-    """The whole page: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, COMMANDS, EXIT STATUS, FILES, EXAMPLES."""
+def render_manpage(commands: list[CommandDoc], *, version: str, date: str,
+                   hosts: Sequence[tuple[str, str]] = (), evolvers: Sequence[tuple[str, str]] = ()) -> str:
+    """The whole page: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, COMMANDS, HOSTS, EVOLVERS, EXIT
+    STATUS, FILES, EXAMPLES. ``hosts`` and ``evolvers`` are (name, description) rows read from the
+    registries, so an installed plugin's host or evolver is on the page too."""
     top = next(c for c in commands if not c.name)
     subs = sorted((c for c in commands if c.name), key=lambda c: c.name)
     lines = [f'.TH GIT\\-HERMIT 1 "{date}" "git-hermit {version}" "Git Manual"', ".SH NAME",
@@ -78,6 +82,11 @@ def render_manpage(commands: list[CommandDoc], *, version: str, date: str) -> st
             lines += [".PP", _escape(para)]
         if cmd.options:
             lines += [".RS", *_options(cmd.options), ".RE"]
+    for title, rows in (("HOSTS", hosts), ("EVOLVERS", evolvers)):
+        if rows:
+            lines.append(".SH " + title)
+            for name, meaning in rows:
+                lines += [".TP", f"\\fB{_escape(name)}\\fR", _escape(meaning)]
     lines.append(".SH EXIT STATUS")
     for code, meaning in sorted(EXIT_CODES.items()):
         lines += [".TP", f"\\fB{code}\\fR", _escape(meaning)]

@@ -62,7 +62,7 @@ class _Frozen:
 
 
 class HookInput(_Frozen):
-    """One host event, the same shape on every host (hook_hosts.CAPABILITIES says what differs).
+    """One host event, the same shape on every host (each host module's capability_notes say what differs).
 
     event        one of EVENTS: the middleware function being called
     task         the task text: the workspace's task.md, else the session's first prompt

@@ -1,5 +1,7 @@
-"""The hook runner: the host starts it on every lifecycle event, payload on stdin. It reads the host from .hermit-deploy.json, turns the payload into
-a HookInput through that host's wire, calls the middleware, prints exactly the fields the host
+"""The hook runner: the host starts it on every lifecycle event, payload on stdin. It turns the
+payload into a HookInput through the host's wire (hook_wire.py beside it, which deploy writes from
+the host's module: this runtime names no host), checks it against .hermit-deploy.json's host,
+calls the middleware, prints exactly the fields the host
 reads, fails open on any error, and logs every call to .hermit-hooks/hook-calls.jsonl.
 
 Start-up cost is paid on every tool call of every rollout, so this file imports only builtin
@@ -30,6 +32,11 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from hermit_hooks import HookInput, HookResult
+
+# The runtime's version: hooks/agent/runtimes.json lists each version's files by hash, so an
+# adapter committed with an older runtime still checks, and `git hermit upgrade-runtime`
+# commits the newer one. Bump it (and add its entry there) whenever a runtime file changes.
+RUNTIME_VERSION = 2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_NAME = ".hermit-deploy.json"
@@ -124,6 +131,17 @@ def find_deployment() -> tuple[str, dict[str, Any]] | None:
                 raise ValueError(f"{path} is not a JSON object")
             return root, record
     return None
+
+
+def load_wire(record: dict[str, Any]) -> Any:
+    """The host's wire deployed beside this file (hook_wire.WIRE), which must be the host the
+    record names (a deployment redone for another host rewrites both)."""
+    from hook_wire import WIRE  # type: ignore[import-not-found]  # written by deploy
+
+    if record.get("host") != WIRE.name:
+        raise ValueError(f"hook_wire.py serves {WIRE.name!r}, but {RECORD_NAME} names host "
+                         f"{record.get('host')!r}: redeploy the adapter")
+    return WIRE
 
 
 def _state_path(root: str, session_id: object) -> str:
@@ -319,12 +337,8 @@ def _join(*parts: str | None) -> str | None:
 def handle(host_event: str, payload: dict[str, Any], root: str, record: dict[str, Any],
            log: dict[str, Any]) -> str:
     """One host event end to end; returns what to print. Raises on any error (fail open above)."""
-    from hook_hosts import WIRES
-
-    host = record.get("host")
-    wire = WIRES.get(host) if isinstance(host, str) else None
-    if wire is None:
-        raise ValueError(f"unknown host {host!r} in {RECORD_NAME}")
+    wire = load_wire(record)
+    host = wire.name
     if host_event not in wire.CALLS and host_event not in wire.BEFORE_MODEL_AFTER:
         raise ValueError(f"unknown event {host_event!r} for host {host}")
     # A sub-agent's queue is its own (Claude Code tags its events with agent_id).
@@ -379,8 +393,8 @@ def handle(host_event: str, payload: dict[str, Any], root: str, record: dict[str
     log["output"] = _short_tree(output)
     if dumps(state) != before:
         save_state(root, session_id, state)
-    if wire.name == "pi":
-        return output.get("context", "")
+    if wire.prints_field:
+        return output.get(wire.prints_field, "")
     return dumps(output) if output else NOOP
 
 
@@ -405,7 +419,8 @@ def read_payload(reads_stdin: bool) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     started = time.perf_counter()
     host_event = argv[1] if len(argv) > 1 else ""
-    log: dict[str, Any] = {"ts": round(time.time(), 3), "event": host_event, "host": None, "input": None,
+    log: dict[str, Any] = {"ts": round(time.time(), 3), "event": host_event, "host": None,
+                           "runtime": RUNTIME_VERSION, "input": None,
                  "calls": [], "output": None, "error": None}
     # The host reads our fd 1; the middleware (and anything it spawns) must never write there.
     host_out = os.dup(1)
@@ -458,11 +473,8 @@ def main(argv: list[str]) -> None:
         if not env_timeout and record.get("hook_timeout_s"):
             where["timeout_s"] = float(record["hook_timeout_s"])
             where["deadline"] = time.monotonic() + where["timeout_s"]
-        from hook_hosts import WIRES
-
-        host = record.get("host")
-        wire = WIRES.get(host) if isinstance(host, str) else None
-        payload = read_payload(wire.reads_stdin if wire is not None else True)
+        wire = load_wire(record)
+        payload = read_payload(wire.reads_stdin)
         if not host_event:
             host_event = str(payload.get("hook_event_name") or "")
             log["event"] = host_event

@@ -21,8 +21,10 @@ from typing import ClassVar
 
 from git_hermit import errors, resources
 from git_hermit.adapter.components import HOOKS_FILE, Inventory
+from git_hermit.hosts import registry
 # the hook runner's record (it looks beside adapter/ for it), as a deployment writes it
-from git_hermit.adapter.deploy import HOOK_TIMEOUT_S, RECORD_NAME, RECORD_VERSION, RUNNER_FILES, render_hooks
+from git_hermit.adapter.deploy import (HOOK_TIMEOUT_S, RECORD_NAME, RECORD_VERSION, RUNNER_FILES, WIRE_FILE, render_hooks,
+                                       wire_source)
 
 ADAPTER_DIR = "adapter"          # the adapter as committed, inside the plugin
 CARD_FILE = "CARD.md"
@@ -97,9 +99,9 @@ def unlisted_scripts(inv: Inventory, hooks_run: bool) -> list[Dropped]:
     return []
 
 
-def copy_adapter(inv: Inventory, adapter: Path, dest: Path) -> None:
+def copy_adapter(inv: Inventory, adapter: Path, dest: Path, host: str) -> None:
     """The adapter's files (regular files only) under ``dest``, with their modes; the fixed
-    hook-runtime files from this installation where the adapter lacks them."""
+    hook-runtime files from this installation where the adapter lacks them, and ``host``'s wire."""
     for rel in inv.files:
         source = adapter / rel
         if source.is_symlink() or not source.is_file():
@@ -114,6 +116,9 @@ def copy_adapter(inv: Inventory, adapter: Path, dest: Path) -> None:
         for name in RUNNER_FILES:
             if not (dest / name).is_file():
                 shutil.copyfile(shipped / name, dest / name)
+        impl = registry.get(host)
+        if impl.hook_wire is not None:
+            (dest / WIRE_FILE).write_text(wire_source(impl), encoding="utf-8")
 
 
 def copy_skills(inv: Inventory, adapter: Path, dest: Path) -> list[str]:

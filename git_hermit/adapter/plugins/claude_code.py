@@ -52,7 +52,7 @@ class ClaudeCodePlugin(PluginFormat):
         write_json(plugin / ".claude-plugin" / "plugin.json", {
             "name": spec.name, "version": spec.version, "description": spec.description,
             "author": {"name": "git-hermit"}})
-        copy_adapter(inv, adapter, plugin / ADAPTER_DIR)
+        copy_adapter(inv, adapter, plugin / ADAPTER_DIR, HOST)
         carried: list[Carried] = []
         if inv.context:
             style = f"output-styles/{spec.name}.md"

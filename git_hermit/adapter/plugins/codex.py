@@ -49,7 +49,7 @@ class CodexPlugin(PluginFormat):
             "name": market, "interface": {"displayName": f"{spec.name} (git-hermit)"},
             "plugins": [{"name": spec.name, "source": {"source": "local", "path": f"./{rel}"}}]})
         manifest: dict[str, object] = {"name": spec.name, "version": spec.version, "description": spec.description}
-        copy_adapter(inv, adapter, plugin / ADAPTER_DIR)
+        copy_adapter(inv, adapter, plugin / ADAPTER_DIR, HOST)
         carried: list[Carried] = []
         if inv.skills:
             names = copy_skills(inv, adapter, plugin / "skills")

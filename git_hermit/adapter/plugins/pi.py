@@ -38,7 +38,7 @@ class PiPackage(PluginFormat):
         return lost + unlisted_scripts(inv, hooks_run=True)
 
     def write(self, inv: Inventory, adapter: Path, out: Path, spec: PluginSpec) -> Written:
-        copy_adapter(inv, adapter, out / ADAPTER_DIR)
+        copy_adapter(inv, adapter, out / ADAPTER_DIR, HOST)
         carried: list[Carried] = []
         manifest: dict[str, object] = {"extensions": [f"./{EXTENSION.split('/')[0]}"]}
         if inv.context:

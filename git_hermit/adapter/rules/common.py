@@ -11,6 +11,7 @@ from typing import Iterator
 from git_hermit.adapter.deploy import context_room
 from git_hermit.adapter.front_matter import (DESCRIPTION_MAX, NAME_MAX, NAME_PATTERN, FrontMatterError,
                                              parse_front_matter)
+from git_hermit.adapter import runtime
 from git_hermit.adapter.rules.view import IGNORED, AdapterView, RuleSet
 from git_hermit.adapter.templates import is_fixed, is_learnable
 from git_hermit.adapter.violations import WARNING, Violation
@@ -141,6 +142,12 @@ def _front_matter(a: AdapterView) -> Iterator[Violation]:
 
 @RULES.rule("fixed-file", "the fixed hook-runtime files are identical to the installed ones")
 def _fixed_file(a: AdapterView) -> Iterator[Violation]:
+    def read(rel: str) -> bytes | None:   # a link is never followed (it is no runtime file)
+        path = a.root / rel
+        return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    status = runtime.identify(read, a.template.fixed)
+    if status is not None and status.outdated:
+        return   # an older runtime, whole and unchanged: it keeps working (`check` says so)
     for rel, source in sorted(a.template.fixed.items()):
         if not source.is_file():
             yield Violation(rel, 1, "fixed-file",

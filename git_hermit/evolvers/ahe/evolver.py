@@ -7,7 +7,6 @@ Classify and diff the rollouts, verdicts, best-ever and the target stop, ``rollb
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -31,7 +30,7 @@ from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
-from git_hermit.resources import hooks_dir
+from git_hermit.hosts import registry as hosts_registry
 from git_hermit.rollouts.stats import exact_pass_at_1_of
 from git_hermit.rollouts.trajectories import explode
 
@@ -438,7 +437,7 @@ class AHEEvolver:
     @staticmethod
     def _evolver_notes(workspace: Path) -> None:
         """.hermit/EVOLVER.md: what middleware can do on each host (the seed's table, as
-        hook_hosts.CAPABILITIES[host][row] ships it)."""
+        each host module's capability_notes state it)."""
         capabilities = _shipped_capabilities()
         lines = ["# What the middleware can do on each host", ""]
         for host, rows in capabilities.items():
@@ -686,12 +685,6 @@ def _rollback_body(ctx: StepContext, evaluation: attribution.ChangeEvaluation, g
 
 
 def _shipped_capabilities() -> dict[str, dict[str, str]]:
-    """hook_hosts.CAPABILITIES read as data from the shipped hooks/agent/hook_hosts.py: that file is
-    the stdlib wire deployed into adapters (it imports its sibling by name), not a package module,
-    so it is parsed here, never imported (no sys.path edit, nothing of it executed)."""
-    path = hooks_dir() / "agent" / "hook_hosts.py"
-    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CAPABILITIES"
-                                                for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise RuntimeError(f"{path} defines no CAPABILITIES table")
+    """Each hook host's rows of seed 000's capability table, as its host module states them."""
+    return {h.name: dict(h.capability_notes) for h in hosts_registry.hosts()
+            if h.hook_wire is not None and h.capability_notes}
