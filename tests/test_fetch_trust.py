@@ -232,3 +232,52 @@ def test_a_remote_record_over_the_size_bound_is_refused_before_it_enters_our_ref
     _refused(result, "step 9", "steps/0009/learner/history.md", "4,194,304 bytes")
     assert _refs(origin) == before
     assert hermit(origin, "log").code == 0
+
+
+def test_a_second_fetch_revalidates_nothing_it_holds_and_still_refuses_a_forged_record(shared, tmp_path,
+                                                                                        monkeypatch):
+    """Only what is new is validated (a note's blob id, a step directory's tree): a fetch of a run this
+    repository already holds checks nothing again; a record the remote forged since is new, so it is
+    checked and refused."""
+    import git_hermit.model.records as model_records
+    from git_hermit.core import share
+    from git_hermit.gitio import Repo
+    origin, remote, attacker = shared
+    assert hermit(origin, "fetch").code == 0
+    validated: list[bytes] = []
+    listed: list[list[int]] = []
+    read_note, check_steps = model_records.note_data, share._record_problems
+
+    def counting_note_data(kind, raw):
+        validated.append(raw if isinstance(raw, bytes) else raw.encode())
+        return read_note(kind, raw)
+
+    def counting_problems(repo, commit, steps, *args, **kwargs):
+        listed.append(list(steps))
+        return check_steps(repo, commit, steps, *args, **kwargs)
+    monkeypatch.setattr(model_records, "note_data", counting_note_data)
+    monkeypatch.setattr(share, "_record_problems", counting_problems)
+
+    def fetch() -> share.FetchOutcome:
+        with Repo.discover(origin) as repo:
+            return share.fetch_runs(repo)
+    again = fetch()
+    assert not again.refused and validated == [] and [s for s in listed if s] == []
+    # the attacker flips a verdict and rewrites step 2's step.json, and publishes both
+    target, verdict = next((t, v) for t, v in _notes(attacker, "verdicts").items() if v["verdict"] == "HARMFUL")
+    forged_note = json.dumps({**verdict, "verdict": "EFFECTIVE"}, indent=2, sort_keys=True)
+    _set_note(attacker, "verdicts", target, forged_note)
+    _publish_notes(attacker, "verdicts")
+    record = json.loads(git(attacker, "show", f"refs/hermit/{RUN}/records:steps/0002/step.json"))
+    _push_forged_records(attacker, tmp_path, {"steps/0002/step.json": ("100644", json.dumps({**record, "rollouts": 0}).encode())})
+    before = _refs(origin)
+    forged = fetch()
+    assert {r.kind for r in forged.refused} == {"record"} and len(forged.refused) == 2, forged.refused
+    assert any(target[:12] in r.what and "verdict" in r.what for r in forged.refused)
+    assert any("the records of step 2" in r.what for r in forged.refused)
+    # only the forged note was read and checked, only the forged step directory listed
+    assert validated and all(b"EFFECTIVE" in raw for raw in validated), len(validated)
+    assert [s for s in listed if s] == [[2]]
+    assert _refs(origin) == before
+    _refused(hermit(origin, "fetch"), target[:12], "verdict")
+    assert _refs(origin) == before
