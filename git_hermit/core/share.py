@@ -514,8 +514,24 @@ def fetch_runs(repo: Repo, remote: str = "origin", *, accept_remote: bool = Fals
     _review_records(repo, remote_refs, remote, review, steps, traces=traces)
     _review_pending(repo, remote_refs, review)
     repo.update_refs(review.updates, message=f"git hermit fetch {remote}")
+    if review.updates:
+        _warm_log(repo)
     return FetchOutcome(remote, tuple(review.moves), tuple(review.warnings), tuple(review.found),
                         tuple(review.refused), tuple(review.accepted))
+
+
+def _warm_log(repo: Repo) -> None:
+    """Read the default run's history as `git hermit log` does, so the first `log` after a fetch
+    checks nothing again: the notes were validated into its caches above, this keeps its
+    integrity checks of the refs as they are now and the run's parsed config too. Best effort: a
+    run `log` could not open (no config checked out, several runs) is left for `log` to name."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.errors import HermitError
+    try:
+        load_history(open_run(repo, None, with_refs=True))
+    except HermitError:
+        pass
 
 
 # ------------------------------------------------------------------------------------------ push
