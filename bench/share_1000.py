@@ -7,7 +7,11 @@ scores notes, 20 tasks × k=2) with each step's records (``refs/hermit/bench/rec
 ledger.json, 40 rollout results with their hook audit, the learner's files). Every repeat pushes to
 a fresh bare repository and fetches into a fresh clone of it, on the same disk; the plain git
 references move exactly the refs git-hermit moves (`git push --atomic` of them; `git fetch` of the
-same refspecs). Figures are medians of CPU seconds (the process's and its git children's user +
+same refspecs). The clone is made with ``git clone --no-local``, so it holds what a clone over the
+network holds (the branches and tags' objects) and both fetches bring the notes and records; a
+second pair fetches into a plain local clone, which hardlinks every object of the bare repository
+(the notes' and records' too), so neither fetch transfers an object: git's is only its ref
+negotiation and connectivity check, git-hermit's that plus every check of the remote's records. Figures are medians of CPU seconds (the process's and its git children's user +
 system) with wall time beside, each paired with its reference in the same repeat.
 
     python bench/share_1000.py [--steps 1000] [--repeat 3]
@@ -113,7 +117,8 @@ def main() -> None:
         print(f"built a {args.steps:,}-step run in {time.perf_counter() - start:.1f} s: {len(refs):,} refs "
               f"(+ {base}, which holds hermit.yaml)")
         figures: dict[str, list[tuple[float, float]]] = {k: [] for k in
-                                                         ("push", "git push", "fetch", "git fetch", "log", "--help")}
+                                                         ("push", "git push", "fetch", "git fetch", "log", "--help",
+                                                          "fetch (hardlinked clone)", "git fetch (hardlinked clone)")}
         for i in range(args.repeat):
             for name, argv in (("push", [*exe, "push"]),
                                ("git push", ["git", "push", "--quiet", "--atomic", "origin", base,
@@ -125,12 +130,14 @@ def main() -> None:
                 sh("git", "remote", "add", "origin", str(bare), cwd=origin)
                 figures[name].append(timed(argv, origin))
             served = root / f"push-{i}.git"          # what `git hermit push` made: both fetch from it
-            for name, argv in (("fetch", [*exe, "fetch"]),
-                               ("git fetch", ["git", "fetch", "--quiet", "origin", *(f"+{s}:{s}" for s in REFSPECS)])):
-                clone = root / f"{name.replace(' ', '-')}-clone-{i}"
-                sh("git", "clone", "-q", str(served), str(clone), cwd=root)
-                figures[name].append(timed(argv, clone))
-            fetched = root / f"fetch-clone-{i}"
+            for clone_how, suffix in (("--no-local", ""), ("--local", " (hardlinked clone)")):
+                for name, argv in (("fetch", [*exe, "fetch"]),
+                                   ("git fetch", ["git", "fetch", "--quiet", "origin",
+                                                  *(f"+{s}:{s}" for s in REFSPECS)])):
+                    clone = root / f"{name.replace(' ', '-')}-clone{clone_how}-{i}"
+                    sh("git", "clone", "-q", clone_how, str(served), str(clone), cwd=root)
+                    figures[name + suffix].append(timed(argv, clone))
+            fetched = root / f"fetch-clone--no-local-{i}"
             figures["log"].append(timed([*exe, "log"], fetched))     # its first log: what fetch left
             figures["--help"].append(timed([*exe, "--help"], fetched))
         print(f"medians of {args.repeat} repeats, CPU seconds (user + system, git included) and wall; "
@@ -138,7 +145,8 @@ def main() -> None:
 
         def med(name: str, which: int) -> float:
             return statistics.median(f[which] for f in figures[name])
-        for mine, ref, target in (("push", "git push", 3), ("fetch", "git fetch", 3), ("log", "--help", 2.5)):
+        for mine, ref, target in (("push", "git push", 3), ("fetch", "git fetch", 3),
+                                  ("fetch (hardlinked clone)", "git fetch (hardlinked clone)", 3), ("log", "--help", 2.5)):
             what = "the first log of the fresh clone `git hermit fetch` made" if mine == "log" else f"git hermit {mine}"
             print(f"{what}: cpu {med(mine, 1):.3f} s wall {med(mine, 0):.3f} s; reference "
                   f"{'git-hermit --help (the CLI start-up)' if ref == '--help' else 'one plain ' + ref + ' of the same refs'}"

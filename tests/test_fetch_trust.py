@@ -10,6 +10,7 @@ cannot forward it. `--accept-remote` takes a remote's records on purpose; `--kee
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -232,3 +233,110 @@ def test_a_remote_record_over_the_size_bound_is_refused_before_it_enters_our_ref
     _refused(result, "step 9", "steps/0009/learner/history.md", "4,194,304 bytes")
     assert _refs(origin) == before
     assert hermit(origin, "log").code == 0
+
+
+def test_a_second_fetch_revalidates_nothing_it_holds_and_still_refuses_a_forged_record(shared, tmp_path,
+                                                                                        monkeypatch):
+    """Only what is new is validated (a note's blob id, a step directory's tree): a fetch of a run this
+    repository already holds checks nothing again; a record the remote forged since is new, so it is
+    checked and refused."""
+    import git_hermit.model.records as model_records
+    from git_hermit.core import share
+    from git_hermit.gitio import Repo
+    origin, remote, attacker = shared
+    assert hermit(origin, "fetch").code == 0
+    validated: list[bytes] = []
+    listed: list[list[int]] = []
+    read_note, check_steps = model_records.note_data, share._record_problems
+
+    def counting_note_data(kind, raw):
+        validated.append(raw if isinstance(raw, bytes) else raw.encode())
+        return read_note(kind, raw)
+
+    def counting_problems(repo, commit, steps, *args, **kwargs):
+        listed.append(list(steps))
+        return check_steps(repo, commit, steps, *args, **kwargs)
+    monkeypatch.setattr(model_records, "note_data", counting_note_data)
+    monkeypatch.setattr(share, "_record_problems", counting_problems)
+
+    def fetch() -> share.FetchOutcome:
+        with Repo.discover(origin) as repo:
+            return share.fetch_runs(repo)
+    again = fetch()
+    assert not again.refused and validated == [] and [s for s in listed if s] == []
+    # the attacker flips a verdict and rewrites step 2's step.json, and publishes both
+    target, verdict = next((t, v) for t, v in _notes(attacker, "verdicts").items() if v["verdict"] == "HARMFUL")
+    forged_note = json.dumps({**verdict, "verdict": "EFFECTIVE"}, indent=2, sort_keys=True)
+    _set_note(attacker, "verdicts", target, forged_note)
+    _publish_notes(attacker, "verdicts")
+    record = json.loads(git(attacker, "show", f"refs/hermit/{RUN}/records:steps/0002/step.json"))
+    _push_forged_records(attacker, tmp_path, {"steps/0002/step.json": ("100644", json.dumps({**record, "rollouts": 0}).encode())})
+    before = _refs(origin)
+    forged = fetch()
+    assert {r.kind for r in forged.refused} == {"record"} and len(forged.refused) == 2, forged.refused
+    assert any(target[:12] in r.what and "verdict" in r.what for r in forged.refused)
+    assert any("the records of step 2" in r.what for r in forged.refused)
+    # only the forged note was read and checked, only the forged step directory listed
+    assert validated and all(b"EFFECTIVE" in raw for raw in validated), len(validated)
+    assert [s for s in listed if s] == [[2]]
+    assert _refs(origin) == before
+    _refused(hermit(origin, "fetch"), target[:12], "verdict")
+    assert _refs(origin) == before
+
+
+def _push_forged_step(attacker, step: int, entries: list[tuple[str, str, str, bytes]]) -> None:
+    """Publish a records commit whose ``steps/NNNN`` is a tree made by hand (``git mktree``, which
+    takes names an index refuses: a ``.git`` component, a control character): ``entries`` are
+    (mode, type, name, content or a nested tree's mktree input)."""
+    ref = f"refs/hermit/{RUN}/records"
+
+    def fed(args: list[str], data: bytes) -> str:
+        proc = subprocess.run(["git", *args], cwd=attacker, input=data, capture_output=True, check=True)
+        return proc.stdout.decode().strip()
+
+    def mktree(lines: list[str]) -> str:
+        return fed(["mktree", "-z"], "".join(line + "\0" for line in lines).encode())
+
+    def blob(content: bytes) -> str:
+        return fed(["hash-object", "-w", "--stdin"], content)
+    lines = []
+    for mode, kind, name, content in entries:
+        sha = mktree([f"100644 blob {blob(content)}\tconfig"]) if kind == "tree" else blob(content)
+        lines.append(f"{mode} {kind} {sha}\t{name}")
+    step_tree = mktree(lines)
+    steps = [line for line in git(attacker, "ls-tree", "-z", f"{ref}:steps").split("\0") if line]
+    steps = [line for line in steps if not line.endswith(f"\t{step:04d}")] + [f"040000 tree {step_tree}\t{step:04d}"]
+    root = [line for line in git(attacker, "ls-tree", "-z", ref).split("\0") if line and not line.endswith("\tsteps")]
+    tree = mktree(root + [f"040000 tree {mktree(steps)}\tsteps"])
+    commit = git(attacker, "commit-tree", tree, "-p", ref, "-m", "forged records").strip()
+    git(attacker, "push", "-q", "origin", f"{commit}:{ref}")
+
+
+@pytest.mark.parametrize("listing", ["by path", "whole steps/"])
+@pytest.mark.parametrize("planted, why", [
+    (("100755", "blob", "run.sh", b"#!/bin/sh\n"), "is not a plain file"),
+    (("040000", "tree", ".git", b""), "is not a safe path"),
+    (("100644", "blob", "..", b"x"), "is not a safe path"),
+    (("100644", "blob", "a\x01b.json", b"{}"), "is not a safe path"),
+    (("100644", "blob", "extra.md", b"x"), "holds 3 files (at most 2)"),
+])
+def test_a_remote_step_directory_breaking_a_rule_is_refused_however_it_is_listed(shared, monkeypatch, planted, why,
+                                                                                  listing):
+    """Every rule on a remote's record directory (plain files only, safe names, the file count) holds
+    whether the new steps are listed by their paths or the whole ``steps/`` is (more than a few are
+    new), and past each rule's fast test over the listing."""
+    from git_hermit.core import share
+    from git_hermit.gitio import Repo
+    origin, remote, attacker = shared
+    monkeypatch.setattr(share, "MAX_RECORD_FILES", 2)
+    if listing == "whole steps/":
+        monkeypatch.setattr(share, "_LISTED_BY_PATH", 0)
+    step = json.dumps({"v": 1, "run": RUN, "step": 9, "evolver": "ahe"}).encode()
+    _push_forged_step(attacker, 9, [("100644", "blob", "step.json", step), ("100644", "blob", "ledger.json", b"{}"),
+                                    planted])
+    before = _refs(origin)
+    with Repo.discover(origin) as repo:
+        outcome = share.fetch_runs(repo)
+    refused = [r.what for r in outcome.refused]
+    assert len(refused) == 1 and "step 9" in refused[0] and why in refused[0], refused
+    assert _refs(origin) == before

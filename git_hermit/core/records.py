@@ -18,7 +18,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NoReturn
 
 from git_hermit.errors import DamagedRecord, GitStateError
 from git_hermit.gitio import NOTES_REFS, RefUpdate, Repo, ZERO_SHA
@@ -127,13 +127,13 @@ class RunRecords:
 
     def steps_of(self, steps: Iterable[int]) -> dict[int, StepRecord]:
         wanted = [n for n in steps if n in self.step_trees]
-        found = self.repo.read_objects([f"{self.step_trees[n]}:{STEP_FILE}" for n in wanted])
+        found = self._bounded(wanted, STEP_FILE)
         return {n: StepRecord.from_json(f[2], f"{step_path(n)}/{STEP_FILE}") for n, f in zip(wanted, found) if f}
 
     def ledgers(self, steps: Iterable[int]) -> dict[int, dict[str, Any]]:
         """{step: its ledger.json} of the recorded ones among ``steps``, in one batch read."""
         wanted = [n for n in steps if n in self.step_trees]
-        found = self.repo.read_objects([f"{self.step_trees[n]}:{LEDGER_FILE}" for n in wanted])
+        found = self._bounded(wanted, LEDGER_FILE)
         out = {}
         for n, blob in zip(wanted, found):
             if blob is None:
@@ -145,6 +145,22 @@ class RunRecords:
             if isinstance(data, dict):
                 out[n] = data
         return out
+
+    def _bounded(self, steps: list[int], name: str) -> list[tuple[str, str, bytes] | None]:
+        """Each step's file ``name`` (None: absent), its size checked before it is read (one
+        ``--batch-check``): a record over ``limit`` is damage (DamagedRecord), never read into memory."""
+        names = [f"{self.step_trees[n]}:{name}" for n in steps]
+        if self.limit is not None and names:
+            for n, size in zip(steps, self.repo.object_sizes(names)):
+                if size is not None and size > self.limit:
+                    self._over(f"{step_path(n)}/{name}", size)
+        return self.repo.read_objects(names)
+
+    def _over(self, where: str, size: int) -> NoReturn:
+        raise DamagedRecord(f"the record {where} of run {self.run!r} is {size:,} bytes, over the "
+                            f"{self.limit:,} a record may hold",
+                            hint=f"git-hermit writes no such record: `git log {self.ref}` shows the commit that "
+                                 f"added it; move the ref back before it (`git update-ref {self.ref} <commit>`)")
 
     def files(self, n: int, under: str = "") -> dict[str, bytes]:
         """Every file below ``steps/NNNN/<under>`` (keys relative to it), in one batch read."""
@@ -163,11 +179,7 @@ class RunRecords:
         sizes = self.repo.object_sizes([sha for _, _, sha in flat]) if self.limit is not None else []
         for (n, path, _), size in zip(flat, sizes):
             if size is not None and self.limit is not None and size > self.limit:
-                where = "/".join(part.strip("/") for part in (step_path(n), wanted[n], path) if part)
-                raise DamagedRecord(f"the record {where} of run {self.run!r} is {size:,} bytes, over the "
-                                    f"{self.limit:,} a record may hold",
-                                    hint=f"git-hermit writes no such record: `git log {self.ref}` shows the commit that "
-                                         f"added it; move the ref back before it (`git update-ref {self.ref} <commit>`)")
+                self._over("/".join(part.strip("/") for part in (step_path(n), wanted[n], path) if part), size)
         out: dict[int, dict[str, bytes]] = {n: {} for n in listed}
         for (n, path, _), blob in zip(flat, self.repo.read_objects([sha for _, _, sha in flat])):
             if blob is not None:

@@ -20,7 +20,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from git_hermit.core.history import check_note_blobs
 from git_hermit.core.records import (MAX_RECORD_BYTES, RunRecords, STEP_FILE, STEPS, pending_ref, read_pending,
@@ -188,31 +188,49 @@ _NOT_PLAIN = re.compile(r"^(?!100644 )\S+ \S+ (\S.*)$", re.MULTILINE)     # a li
 _UNSAFE = re.compile(r'^\S+ \S+ ((?:.*/)?(?:\.\.?|\.git)(?:/.*)?|".*)$', re.MULTILINE)
 _LARGE = re.compile(r"^\S+ (\d{7,}) (.*)$", re.MULTILINE)                   # 1,000,000 bytes or more
 _STEP_LINE = re.compile(r"^\S+ \S+ steps/(\d+)/", re.MULTILINE)
-_STEP_FILE_LINE = re.compile(r"^\S+ \S+ steps/(\d+)/step\.json$", re.MULTILINE)
+_SEVEN_DIGITS = re.compile(r" \d{7}")      # a size of 1,000,000 bytes or more somewhere
+# at most this many new steps are listed by their own paths; more, the whole steps/ (one process either way)
+_LISTED_BY_PATH = 64
 
 
 def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, records: bool,
-                     root: str | None = None) -> dict[int, str]:
+                     root: str | None = None, trees: Mapping[int, str] | None = None) -> dict[int, str]:
     """Why each of a remote's step directories at ``commit`` cannot be taken ({step: why}; absent: it
     can): only plain files (no link, executable or submodule) at sane paths, records of at most
     MAX_RECORD_BYTES each (the bound core/records.py holds a read to, so a record that could not be
     read never enters our refs), at most MAX_RECORD_FILES of them, and for records a step.json naming
-    this run and step. One ``ls-tree -r`` (sizes from the object headers) scanned as text and one
-    batch read, whatever the number of steps (``root``: the whole tree is one step's, e.g. a pending ref's)."""
+    this run and step (read through ``trees``, {step: its directory's tree}). One ``ls-tree -r`` of
+    those steps only (sizes from the object headers) scanned as text and one batch read, whatever the
+    number of steps (``root``: the whole tree is one step's, e.g. a pending ref's).
+
+    Each rule has a fast test over the whole listing first (a count or a substring search, in C): a
+    fresh clone's fetch lists 84,000 files of 1,000 steps, and only a listing that could break a rule
+    is scanned line by line for it."""
     if not steps:
         return {}
-    text = repo.ls_tree_text(commit, [f"{STEPS}/"] if root is None else None)
+    paths = None if root is not None else ([f"{step_path(n)}/" for n in steps] if len(steps) <= _LISTED_BY_PATH
+                                           else [f"{STEPS}/"])
+    text = repo.ls_tree_text(commit, paths)
     wanted = set(steps)
+    lines = text.count("\n")
 
     def step_of(path: str) -> int | None:
         if root is not None:
             return steps[0]
         parts = path.strip('"').split("/", 2)
         return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() and int(parts[1]) in wanted else None
+    maybe = {   # False: no line can match the rule's pattern
+        _NOT_PLAIN: text.count("\n100644 ") + text.startswith("100644 ") != lines,
+        # a "."/".."/".git" component starts with "." after "/" or after the size's space; git quotes with '"'
+        _UNSAFE: "/." in text or " ." in text or '"' in text,
+        _LARGE: records and _SEVEN_DIGITS.search(text) is not None,
+    }
     problems: dict[int, str] = {}
     for pattern, why in ((_NOT_PLAIN, "is not a plain file: records are plain files"),
                          (_UNSAFE, "is not a safe path"),
                          (_LARGE, f"is over the {MAX_RECORD_BYTES:,} bytes a record may hold")):
+        if not maybe[pattern]:
+            continue
         for match in pattern.finditer(text):
             if pattern is _LARGE and (not records or int(match.group(1)) <= MAX_RECORD_BYTES):
                 continue          # a trajectory (traces) may be larger: it is read unbounded, as a trace
@@ -220,22 +238,22 @@ def _record_problems(repo: Repo, commit: str, steps: list[int], run: str, *, rec
             n = step_of(path)
             if n is not None and n not in problems:
                 problems[n] = f"holds {json.dumps(path)}, which {why}"
-    if root is None:      # files per step, and which steps have a step.json: regex scans, not a loop a line
-        counts = {int(n): count for n, count in Counter(_STEP_LINE.findall(text)).items()   # counted in C
-                  if n == f"{int(n):04d}"}
-        step_files = {int(n): f"{STEPS}/{n}/{STEP_FILE}" for n in _STEP_FILE_LINE.findall(text) if n == f"{int(n):04d}"}
+    if root is None and lines > MAX_RECORD_FILES:      # files per step: one regex scan, counted in C
+        counts = {int(n): count for n, count in Counter(_STEP_LINE.findall(text)).items() if n == f"{int(n):04d}"}
     else:
-        counts = Counter({steps[0]: text.count("\n")})
-        step_files = {steps[0]: STEP_FILE} if re.search(rf"^\S+ \S+ {re.escape(STEP_FILE)}$", text, re.M) else {}
+        counts = {n: lines for n in steps[:1]} if root is not None else {}
     for n, count in counts.items():
         if n in wanted and count > MAX_RECORD_FILES and n not in problems:
             problems[n] = f"holds {count:,} files (at most {MAX_RECORD_FILES:,})"
     if records:
+        # by the step's own tree (a few entries), not ``<commit>:steps/NNNN/step.json``: that makes git
+        # search the 1,000-entry steps tree once per step
         checked = [n for n in steps if n not in problems]
-        blobs = repo.read_objects([f"{commit}:{step_files[n]}" if n in step_files else ZERO_SHA for n in checked])
+        blobs = repo.read_objects([f"{trees[n]}:{STEP_FILE}" if trees is not None and n in trees
+                                   else f"{commit}:{step_path(n)}/{STEP_FILE}" for n in checked])
         for n, found in zip(checked, blobs):
             try:
-                meta = json.loads(found[2]) if found else None
+                meta = json.loads(found[2]) if found and found[1] == "blob" else None
             except ValueError:
                 meta = None
             if not isinstance(meta, dict) or meta.get("run") != run or meta.get("step") != n:
@@ -262,7 +280,7 @@ def _merge_record_ref(repo: Repo, run: str, ref: str, theirs: str | None, review
     refused = False
     new = [n for n, tree in sorted(other.items()) if mine.get(n) != tree and not (n in mine and was.get(n) == tree)
            and n not in skipped_steps]
-    problems = _record_problems(repo, theirs, new, run, records=records)
+    problems = _record_problems(repo, theirs, new, run, records=records, trees=other)
     for n, tree in sorted(other.items()):
         if mine.get(n) == tree:
             continue
@@ -496,8 +514,24 @@ def fetch_runs(repo: Repo, remote: str = "origin", *, accept_remote: bool = Fals
     _review_records(repo, remote_refs, remote, review, steps, traces=traces)
     _review_pending(repo, remote_refs, review)
     repo.update_refs(review.updates, message=f"git hermit fetch {remote}")
+    if review.updates:
+        _warm_log(repo)
     return FetchOutcome(remote, tuple(review.moves), tuple(review.warnings), tuple(review.found),
                         tuple(review.refused), tuple(review.accepted))
+
+
+def _warm_log(repo: Repo) -> None:
+    """Read the default run's history as `git hermit log` does, so the first `log` after a fetch
+    checks nothing again: the notes were validated into its caches above, this keeps its
+    integrity checks of the refs as they are now and the run's parsed config too. Best effort: a
+    run `log` could not open (no config checked out, several runs) is left for `log` to name."""
+    from git_hermit.core.history import load_history
+    from git_hermit.core.runs import open_run
+    from git_hermit.errors import HermitError
+    try:
+        load_history(open_run(repo, None, with_refs=True))
+    except HermitError:
+        pass
 
 
 # ------------------------------------------------------------------------------------------ push

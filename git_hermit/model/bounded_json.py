@@ -35,11 +35,14 @@ def load_bounded(raw: bytes | str, *, max_depth: int, max_bytes: int | None = No
         data = json.loads(text)
     except RecursionError:      # the C scanner's own guard: far past any limit worth having
         raise TooDeep(max_depth) from None
-    stack = [(data, 1)]
-    while stack:                                       # iterative: the check itself cannot recurse
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > max_depth:
-                raise TooDeep(max_depth)
-            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    # level by level, only the containers kept (iterative: the check itself cannot recurse; a list
+    # comprehension a level, not a Python step per value: a fetch checks thousands of notes)
+    level = [data] if isinstance(data, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            raise TooDeep(max_depth)
+        level = [v for value in level for v in (value.values() if isinstance(value, dict) else value)
+                 if isinstance(v, (dict, list))]
     return data
