@@ -427,6 +427,29 @@ def rollback(target: str, reason: str, force: bool, run: str | None, wait: bool)
         _echo(f"  also removed the edits of {sha[:12]} to these files (--force)")
 
 
+@cli.command(context_settings=CONTEXT)
+@click.option("--event", "event_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The webhook payload (in Actions: $GITHUB_EVENT_PATH).")
+@click.option("--event-name", envvar="GITHUB_EVENT_NAME", show_envvar=True,
+              help="issue_comment, pull_request_review or pull_request_review_comment "
+                   "(default: $GITHUB_EVENT_NAME, else the payload's shape).")
+def review(event_path: Path, event_name: str | None) -> None:
+    """Apply a reviewer's /hermit commands from a GitHub comment or review on a step's pull request:
+    `/hermit rollback CHANGE [reason]`, `/hermit keep CHANGE [reason]` (the automatic rollback leaves
+    it), `/hermit note TEXT` (the next learner session reads it). Only OWNER, MEMBER or COLLABORATOR
+    act; anyone else, a bot, an edited comment or a pull request of no step branch does nothing
+    (exit 0, saying why). CHANGE: chg-1 (the pull request's step's), step-2:chg-1, or a commit."""
+    from git_hermit.core.review import read_event, review as do_review
+    outcome = do_review(_repo(), read_event(event_path, event_name or None))
+    if outcome.ignored is not None:
+        _echo(f"ignored {outcome.event}: {outcome.ignored}")
+        return
+    for line in outcome.applied:
+        _echo(line)
+    for line in outcome.skipped:
+        _echo(f"skipped {line}")
+
+
 def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:
     from git_hermit.render.views import disagreement_line
     for row in found:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.learners import Learner
 from git_hermit.model.files import FileChange
-from git_hermit.model.records import Change, Manifest, Provenance, Scores, VerdictNote
+from git_hermit.model.records import Change, Manifest, Provenance, ReviewEntry, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.ledger import Ledger
 
@@ -95,6 +95,10 @@ class StepContext:
     # {step: {path: bytes}}: what each earlier step's StepResult.records held, read from the run's
     # records in git (the same in every clone that fetched the run; never from `.hermit/`)
     past_records: Callable[[], dict[int, dict[str, bytes]]] = lambda: {}
+    # what reviewers decided on the run's pull requests (`git hermit review`), oldest first: a
+    # ``keep`` entry's commit is left by the automatic rollback, a ``note`` entry's text is evidence
+    # for the learners (untrusted: already redacted and bounded, to be fenced where it is shown)
+    reviews: tuple[ReviewEntry, ...] = ()
 
 
 @dataclass(frozen=True)

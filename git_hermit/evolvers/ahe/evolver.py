@@ -195,7 +195,8 @@ class AHEEvolver:
             ctx.step, stats, step_diff, overview_body=overview.overview_body(overview_text),
             scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
             rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
-            rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()})
+            rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()},
+            reviews=ctx.reviews, kept=result.analysis.get("rollbacks_kept", {}))
         # seed 000's queries/: the Evolve Agent's input, kept with the step's other state files
         write_text_atomic(state / "queries" / f"{queries.step_dir(ctx.step)}.md", query)
         workspace = self._evolve(ctx, base_dir, state, query)
@@ -253,8 +254,17 @@ class AHEEvolver:
         commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
         kept: list[_Rollback] = []
         done_marker = ctx.step_dir / "evolve" / "base.done"
+        # a reviewer's `/hermit keep` (git hermit review) on a change, or any change of its group
+        kept_by = {e.commit: e for e in ctx.reviews if e.command == "keep" and e.commit}
         for cv in evaluation.changes:
             if cv.verdict not in wanted:
+                continue
+            keep = kept_by.get(commit_of[cv.change_id])
+            if keep is not None:
+                result.analysis.setdefault("rollbacks_kept", {})[cv.change_id] = (
+                    f"kept by @{keep.reviewer} on pull request #{keep.pr}")
+                ctx.say(f"rollback of {cv.change_id} ({cv.verdict}) skipped: @{keep.reviewer} keeps it "
+                        f"(/hermit keep on pull request #{keep.pr})")
                 continue
             files = ctx.revert_files(commit_of[cv.change_id])
             rollback = _Rollback(cv.change_id, commit_of[cv.change_id], cv.verdict, files)
