@@ -19,6 +19,7 @@ from git_hermit.config import (CONFIG_FILE, RUNS_DIR, SCHEMA_LINK, config_paths,
 from git_hermit.core.commits import step_message
 from git_hermit.core.example_benchmark import example_files
 from git_hermit.core.runs import BASE_TRAILER, check_run_name, list_runs, step_ref
+from git_hermit.core.workflow import WORKFLOW_PATH, workflow_text
 from git_hermit.errors import CheckFailed, InputError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
@@ -68,7 +69,7 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
                          hint="run `git hermit init` without --example, or move those files away first")
     extra[SCHEMA_LINK] = config_schema_text()   # committed: the config's $schema line resolves in every clone
     config_text = render_default_config(run=run, template=template.id, adapter=adapter_rel, config_path=config_rel,
-                                        example=example)
+                                        example=example, github=github)
     parse_config(config_text, source=config_rel)   # the file we write must load
     with tempfile.TemporaryDirectory(prefix="hermit-seed-") as tmp:
         seed = Path(tmp) / "adapter"
@@ -90,7 +91,7 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
         if github:
             if (repo.work_tree / WORKFLOW_PATH).exists() or (head and repo.read_blob(head, WORKFLOW_PATH)):
                 raise InputError(f"{WORKFLOW_PATH} already exists", hint="remove it or run init without --github")
-            workflow = workflow_text()
+            workflow = workflow_text(host=parse_config(config_text, source=config_rel).host)
             changes[WORKFLOW_PATH] = FileChange(workflow.encode())
             extra[WORKFLOW_PATH] = workflow
         # the branch the run starts from: its step pull requests are opened against it
@@ -155,13 +156,3 @@ def _worktree_matches(repo: Repo, head: str | None, path: str) -> bool:
         return committed is None
     return committed is not None and full.read_bytes() == committed
 
-
-WORKFLOW_PATH = ".github/workflows/hermit-step.yml"
-
-
-def workflow_text() -> str:
-    """The GitHub Actions workflow of templates/github/, pinned to this git-hermit version."""
-    from git_hermit import __version__
-    from git_hermit.resources import templates_dir
-    text = (templates_dir() / "github" / "hermit-step.yml").read_text()
-    return text.replace("@GIT_HERMIT_VERSION@", __version__)
