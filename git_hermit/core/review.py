@@ -186,7 +186,8 @@ def _why_ignored(event: ReviewEvent, commands: list[Command]) -> str | None:
     if not commands:
         return f"the {what} holds no /hermit command"
     if event.action not in ("created", "submitted"):
-        return (f"an {event.action} {what} does nothing: only a newly written one acts "
+        article = "an" if event.action[:1] in ("a", "e", "i", "o", "u") else "a"
+        return (f"{article} {event.action} {what} does nothing: only a newly written one acts "
                 "(write the command in a new comment)") if event.action else f"the payload names no action"
     if not _LOGIN.match(event.login):
         return "the payload names no GitHub login: nothing acts"
