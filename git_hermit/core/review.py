@@ -279,7 +279,7 @@ def review(repo: Repo, event: ReviewEvent, *, gh: str = "gh") -> ReviewOutcome:
                             text=text)
         if command.verb == "rollback":
             reason = text or f"requested by @{event.login} on pull request #{event.pr}"
-            result = rollback(repo, run, commit, reason, wait=True, reviewed=(
+            result = rollback(repo, run, commit, reason, reviewed=(
                 ("Hermit-Reviewed-By", event.login), ("Hermit-Review-URL", event.url or key)),
                 footer=f"Requested by @{event.login} ({event.association}) on pull request #{event.pr}"
                        + (f": {event.url}" if event.url else "") + f" ({event.at}).")
