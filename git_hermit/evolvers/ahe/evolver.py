@@ -254,17 +254,24 @@ class AHEEvolver:
         commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
         kept: list[_Rollback] = []
         done_marker = ctx.step_dir / "evolve" / "base.done"
-        # a reviewer's `/hermit keep` (git hermit review) on a change, or any change of its group
-        kept_by = {e.commit: e for e in ctx.reviews if e.command == "keep" and e.commit}
+        # a reviewer's `/hermit keep` (git hermit review) on a change, or any change of its group; a
+        # resumed step keeps the decision it made (its base already holds the reverts it chose)
+        if done_marker.exists():
+            reviewer_kept: dict[str, str] = dict(
+                (self._read_json(ctx.step_dir / "evolve" / "rollbacks.json") or {}).get("reviewer_kept", {}))
+        else:
+            keeps = {e.commit: e for e in ctx.reviews if e.command == "keep" and e.commit}
+            reviewer_kept = {cv.change_id: f"kept by @{keeps[commit_of[cv.change_id]].reviewer} on pull request "
+                                           f"#{keeps[commit_of[cv.change_id]].pr}"
+                             for cv in evaluation.changes if cv.verdict in wanted and commit_of[cv.change_id] in keeps}
+        if reviewer_kept:
+            result.analysis["rollbacks_kept"] = reviewer_kept
         for cv in evaluation.changes:
             if cv.verdict not in wanted:
                 continue
-            keep = kept_by.get(commit_of[cv.change_id])
-            if keep is not None:
-                result.analysis.setdefault("rollbacks_kept", {})[cv.change_id] = (
-                    f"kept by @{keep.reviewer} on pull request #{keep.pr}")
-                ctx.say(f"rollback of {cv.change_id} ({cv.verdict}) skipped: @{keep.reviewer} keeps it "
-                        f"(/hermit keep on pull request #{keep.pr})")
+            if cv.change_id in reviewer_kept:
+                ctx.say(f"rollback of {cv.change_id} ({cv.verdict}) skipped: {reviewer_kept[cv.change_id]} "
+                        "(/hermit keep)")
                 continue
             files = ctx.revert_files(commit_of[cv.change_id])
             rollback = _Rollback(cv.change_id, commit_of[cv.change_id], cv.verdict, files)
@@ -278,7 +285,8 @@ class AHEEvolver:
                     continue
             kept.append(rollback)
         if not done_marker.exists():
-            decision = {"kept": [r.change_id for r in kept], "undone": undone}
+            decision = {"kept": [r.change_id for r in kept], "undone": undone,
+                        **({"reviewer_kept": reviewer_kept} if reviewer_kept else {})}
             write_json_atomic(ctx.step_dir / "evolve" / "rollbacks.json", decision)
             write_json_atomic(ctx.run_dir / "state" / "rollbacks" / f"{queries.step_dir(ctx.step)}.json",
                               {**decision, "commits": {r.change_id: r.commit for r in kept}})
