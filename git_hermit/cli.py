@@ -178,6 +178,10 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
                    "are committed there); `git switch -c NAME` keeps working on a branch", err=True)
     if result.workflow:
         _echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
+        if result.install_variable:
+            _echo(f"note: git-hermit runs from a local checkout here, which a runner cannot install: set the repository "
+                  f"variable {result.install_variable} to a pip requirement (see docs/review.md#the-workflow)",
+                  err=True)
     if example:
         _echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
         _echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "

@@ -45,7 +45,7 @@ def initialised(repo_with_history):
 
 def test_init_github_commits_the_workflow_in_the_seed(initialised):
     path = initialised / ".github" / "workflows" / "hermit-step.yml"
-    assert path.is_file() and "@GIT_HERMIT_VERSION@" not in path.read_text()
+    assert path.is_file() and not re.search(r"@[A-Z_]+@", path.read_text())     # every placeholder filled
     assert ".github/workflows/hermit-step.yml" in git(initialised, "show", "--name-only", "--format=", "hermit/r/step-0000")
     assert git(initialised, "status", "--porcelain").strip() == ""
 
@@ -142,7 +142,13 @@ def test_the_install_step_installs_this_same_git_hermit():
     assert not any("npm install" in s.get("run", "") for s in steps)
 
 
-def test_init_github_names_the_secret_in_the_env_keys(initialised):
+def test_init_github_names_the_secret_in_the_env_keys(repo_with_history):
+    result = hermit(repo_with_history, "init", "--run", "r", "--github")
+    assert result.code == 0, result.err
+    initialised = repo_with_history
+    from git_hermit.core.workflow import this_installation
+    if this_installation().requirement is None:     # a local checkout here: init says what to set
+        assert "set the repository variable HERMIT_INSTALL" in result.err
     config = yaml.safe_load((initialised / "hermit.yaml").read_text())
     assert config["agent"]["provider"] == {"env_key": "OPENAI_API_KEY"}
     assert config["evolver"]["model"]["provider"] == {"env_key": "OPENAI_API_KEY"}
