@@ -39,6 +39,7 @@ GH_TIMEOUT_S = 60.0
 _COMMAND = re.compile(r"^\s*/hermit(?:\s+(\S+))?(.*)$")
 _CHANGE = re.compile(r"^chg-\w[\w.-]*$")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")   # GitHub's logins (and apps')
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$")
 _URL = re.compile(r"^https://[^\s<>\"'`]+$")
 
 
@@ -125,12 +126,13 @@ def parse_event(data: dict[str, Any], name: str | None = None) -> ReviewEvent:
         number = _get(data, "pull_request", "number")
         pr = number if isinstance(number, int) else None
         head = _text(_get(data, "pull_request", "head", "ref")) or None
-    at = _text(item.get("submitted_at") or item.get("created_at")) or datetime.now(timezone.utc).isoformat(
-        timespec="seconds")
+    at = _text(item.get("submitted_at") or item.get("created_at"))
+    if not _TIME.match(at):     # it reaches a commit body and a prompt: a timestamp or none of it
+        at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return ReviewEvent(name=name, action=_text(data.get("action")), body=_text(item.get("body")),
                        login=_text(_get(item, "user", "login")), user_type=_text(_get(item, "user", "type")),
                        association=_text(item.get("author_association")), url=_url(item.get("html_url")),
-                       at=at[:40], pr=pr, head_ref=head, key=f"{name}:{item.get('id', '')}")
+                       at=at, pr=pr, head_ref=head, key=f"{name}:{item.get('id', '')}")
 
 
 def _url(value: Any) -> str:
@@ -225,7 +227,9 @@ def _head_ref(repo: Repo, pr: int, gh: str) -> str:
 
 
 def review(repo: Repo, event: ReviewEvent, *, gh: str = "gh") -> ReviewOutcome:
-    """Apply the event's commands (all checked first: a bad one changes nothing), or say why none acts."""
+    """Apply the event's commands, or say why none acts. All are checked first (a command naming no
+    change, or no known command, applies none); a rollback that cannot be made (a conflict, a broken
+    check_spec) stops there, the commands before it staying applied and recorded."""
     commands = parse_commands(event.body)
     outcome = ReviewOutcome(event=event.name)
     outcome.ignored = _why_ignored(event, commands)
