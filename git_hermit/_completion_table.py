@@ -258,6 +258,20 @@ TABLE = {'arguments': [],
                                      '-o': {'help': 'Write to FILE instead of stdout.',
                                             'path': 'file',
                                             'takes_value': True}}},
+              'review': {'arguments': [],
+                         'help': "Apply a reviewer's /hermit commands from a GitHub comment or review on a "
+                                 "step's pull request:",
+                         'options': {'--event': {'help': 'The webhook payload (in Actions: '
+                                                         '$GITHUB_EVENT_PATH).',
+                                                 'path': 'file',
+                                                 'takes_value': True},
+                                     '--event-name': {'help': 'issue_comment, pull_request_review or '
+                                                              'pull_request_review_comment (default: '
+                                                              "$GITHUB_EVENT_NAME, else the payload's "
+                                                              'shape).',
+                                                      'takes_value': True},
+                                     '--help': {'help': 'Show this message and exit.', 'takes_value': False},
+                                     '-h': {'help': 'Show this message and exit.', 'takes_value': False}}},
               'rollback': {'arguments': [{'many': False}],
                            'help': 'Revert one change (three-way, keeping later work) as a new commit on the '
                                    "run's tip.",

@@ -178,6 +178,10 @@ def init(template_id: str | None, run: str | None, adapter_dir: str | None, exam
                    "are committed there); `git switch -c NAME` keeps working on a branch", err=True)
     if result.workflow:
         _echo(f"GitHub Actions workflow {result.workflow}: see its header for the secrets and settings it needs")
+        if result.install_variable:
+            _echo(f"note: git-hermit runs from a local checkout here, which a runner cannot install: set the repository "
+                  f"variable {result.install_variable} to a pip requirement (see docs/review.md#the-workflow)",
+                  err=True)
     if example:
         _echo("starter benchmark: tasks.jsonl, data/expenses.csv, rows/train.txt (4 tasks x k=2), rows/test.txt")
         _echo("next: `git hermit check`, then `git hermit rollout` (set agent.login: chatgpt, or a provider with env_key, "
@@ -471,6 +475,29 @@ def upgrade_runtime(run: str | None, wait: bool) -> None:
           f"{result.commit[:12]} on step-{result.step:04d}")
     for path in result.files:
         _echo(f"    {path}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--event", "event_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The webhook payload (in Actions: $GITHUB_EVENT_PATH).")
+@click.option("--event-name", envvar="GITHUB_EVENT_NAME", show_envvar=True,
+              help="issue_comment, pull_request_review or pull_request_review_comment "
+                   "(default: $GITHUB_EVENT_NAME, else the payload's shape).")
+def review(event_path: Path, event_name: str | None) -> None:
+    """Apply a reviewer's /hermit commands from a GitHub comment or review on a step's pull request:
+    `/hermit rollback CHANGE [reason]`, `/hermit keep CHANGE [reason]` (the automatic rollback leaves
+    it), `/hermit note TEXT` (the next learner session reads it). Only OWNER, MEMBER or COLLABORATOR
+    act; anyone else, a bot, an edited comment or a pull request of no step branch does nothing
+    (exit 0, saying why). CHANGE: chg-1 (the pull request's step's), step-2:chg-1, or a commit."""
+    from git_hermit.core.review import read_event, review as do_review
+    outcome = do_review(_repo(), read_event(event_path, event_name or None))
+    if outcome.ignored is not None:
+        _echo(f"ignored {outcome.event}: {outcome.ignored}")
+        return
+    for line in outcome.applied:
+        _echo(line)
+    for line in outcome.skipped:
+        _echo(f"skipped {line}")
 
 
 def _echo_disagreements(found: Sequence[RowDisagreement], remote: str) -> None:

@@ -376,8 +376,10 @@ def config_schema_text() -> str:
 
 
 def render_default_config(*, run: str, template: str, adapter: str, config_path: str = CONFIG_FILE,
-                          example: bool = False) -> str:
-    """The commented hermit.yaml that ``init`` writes (valid as written; edit to taste)."""
+                          example: bool = False, github: bool = False) -> str:
+    """The commented hermit.yaml that ``init`` writes (valid as written; edit to taste). ``github``
+    (init --github): the agent's and the learners' ``provider.env_key`` name the key the workflow's
+    OPENAI_API_KEY secret fills, so the secret reaches the sessions (a key no env_key names does not)."""
     depth = config_path.count("/")
     schema_ref = "../" * depth + SCHEMA_LINK
     evolver_name = RunConfig(run=run, template=template, adapter=adapter).evolver_name
@@ -394,7 +396,8 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         f"  backend: {registry.DEFAULT:<20}# {hosts} | command | scripted",
         "  model: gpt-5.6-luna",
         "  timeout_s: 1800              # wall clock per rollout; a timeout is an exception typed …Timeout",
-        "  # provider: {base_url: http://127.0.0.1:8000/v1, env_key: OPENAI_API_KEY, wire_api: responses}",
+        ("  provider: {env_key: OPENAI_API_KEY}   # the workflow's OPENAI_API_KEY secret (init --github)" if github else
+         "  # provider: {base_url: http://127.0.0.1:8000/v1, env_key: OPENAI_API_KEY, wire_api: responses}"),
         "  # login: chatgpt             # use your own Codex/Claude login instead of an API key",
         "  # env: {MY_SETTING: value}   # set for the agent; pass_env: [NAME] hands your own NAME through",
         "# Tasks: one JSON object per line (or CSV with a header), e.g.",
@@ -409,7 +412,8 @@ def render_default_config(*, run: str, template: str, adapter: str, config_path:
         f"  name: {evolver_name}",
         f"  params: {_flow(init_params(evolver_name))}   # every parameter and its default: docs/evolvers/",
         f"  base: {registry.DEFAULT:<23}# the learners' backend: {learners} | llm | scripted",
-        "  model: {name: gpt-5.6-luna, effort: medium}",
+        ("  model: {name: gpt-5.6-luna, effort: medium, provider: {env_key: OPENAI_API_KEY}}   # the workflow's secret"
+         if github else "  model: {name: gpt-5.6-luna, effort: medium}"),
         "trainer: {epochs: 10, allow_early_stop: true, concurrency: 4}",
         "executor: {kind: local}        # or {kind: dask, address: tcp://scheduler:8786 | local}",
         "# prices: {gpt-5.6-luna: {input: 1.25, cached_input: 0.125, output: 10.0}}   # USD per 1M tokens",

@@ -339,4 +339,35 @@ def test_a_remote_step_directory_breaking_a_rule_is_refused_however_it_is_listed
         outcome = share.fetch_runs(repo)
     refused = [r.what for r in outcome.refused]
     assert len(refused) == 1 and "step 9" in refused[0] and why in refused[0], refused
+
+
+def _review_entry(commit: str, reviewer: str, association: str = "COLLABORATOR") -> dict:
+    return {"command": "keep", "run": RUN, "step": 2, "reviewer": reviewer, "association": association, "pr": 3,
+            "url": "https://github.com/o/r/pull/3#issuecomment-1", "at": "2026-12-02T06:30:00Z", "commit": commit}
+
+
+def test_a_remote_cannot_forge_or_rewrite_a_reviewers_decision(shared):
+    """A review note (`git hermit review`) travels like the others: a new valid entry merges by union,
+    an entry naming no write access fails its schema and a changed entry we hold is a rewrite: refused."""
+    origin, remote, attacker = shared
+    target = git(attacker, "rev-parse", f"hermit/{RUN}/step-0001").strip()
+    mine = {"v": 1, "entries": {"issue_comment:1:0": _review_entry(target, "alice")}}
+    _set_note(origin, "reviews", target, json.dumps(mine))
+    assert hermit(origin, "push").code == 0
+    assert hermit(attacker, "fetch").code == 0
+    theirs = {"v": 1, "entries": {**mine["entries"], "issue_comment:2:0": _review_entry(target, "bob", "MEMBER")}}
+    _set_note(attacker, "reviews", target, json.dumps(theirs))
+    _publish_notes(attacker, "reviews")
+    assert hermit(origin, "fetch").code == 0                    # a new entry: merged
+    assert set(_notes(origin, "reviews")[target]["entries"]) == {"issue_comment:1:0", "issue_comment:2:0"}
+    before = _refs(origin)
+    forged = {"v": 1, "entries": {**theirs["entries"], "issue_comment:3:0": _review_entry(target, "mallory", "NONE")}}
+    _set_note(attacker, "reviews", target, json.dumps(forged))
+    _publish_notes(attacker, "reviews")
+    _refused(hermit(origin, "fetch", "--accept-remote"), target[:12], "schema")
+    assert _refs(origin) == before
+    rewritten = {"v": 1, "entries": {**theirs["entries"], "issue_comment:1:0": _review_entry(target, "mallory")}}
+    _set_note(attacker, "reviews", target, json.dumps(rewritten))
+    git(attacker, "push", "-q", "-f", "origin", "refs/notes/hermit/reviews:refs/notes/hermit/reviews")
+    _refused(hermit(origin, "fetch"), target[:12], "reviewer")
     assert _refs(origin) == before

@@ -19,6 +19,7 @@ from git_hermit.config import (CONFIG_FILE, RUNS_DIR, SCHEMA_LINK, config_paths,
 from git_hermit.core.commits import step_message
 from git_hermit.core.example_benchmark import example_files
 from git_hermit.core.runs import BASE_TRAILER, check_run_name, list_runs, step_ref
+from git_hermit.core.workflow import INSTALL_VARIABLE, WORKFLOW_PATH, this_installation, workflow_text
 from git_hermit.errors import CheckFailed, InputError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import FileChange, RefUpdate, Repo, ZERO_SHA, configure_notes_rewrite, files_in_directory
@@ -34,6 +35,7 @@ class InitResult:
     files: tuple[str, ...]
     branch: str | None          # the user's branch that received the seed commit, if any
     workflow: str | None = None # the GitHub Actions workflow written (--github)
+    install_variable: str | None = None   # the repository variable the workflow installs git-hermit from
     detached: bool = False      # HEAD was detached: it moved to the seed commit itself, no branch did
 
 
@@ -68,7 +70,7 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
                          hint="run `git hermit init` without --example, or move those files away first")
     extra[SCHEMA_LINK] = config_schema_text()   # committed: the config's $schema line resolves in every clone
     config_text = render_default_config(run=run, template=template.id, adapter=adapter_rel, config_path=config_rel,
-                                        example=example)
+                                        example=example, github=github)
     parse_config(config_text, source=config_rel)   # the file we write must load
     with tempfile.TemporaryDirectory(prefix="hermit-seed-") as tmp:
         seed = Path(tmp) / "adapter"
@@ -87,10 +89,12 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
         if attributes is not None:
             changes[GITATTRIBUTES] = FileChange(attributes.encode())
         workflow = None
+        source = None
         if github:
             if (repo.work_tree / WORKFLOW_PATH).exists() or (head and repo.read_blob(head, WORKFLOW_PATH)):
                 raise InputError(f"{WORKFLOW_PATH} already exists", hint="remove it or run init without --github")
-            workflow = workflow_text()
+            source = this_installation()
+            workflow = workflow_text(host=parse_config(config_text, source=config_rel).host, source=source)
             changes[WORKFLOW_PATH] = FileChange(workflow.encode())
             extra[WORKFLOW_PATH] = workflow
         # the branch the run starts from: its step pull requests are opened against it
@@ -126,7 +130,8 @@ def init_run(repo: Repo, *, template_id: str | None = None, run: str | None = No
     repo.info_exclude_add("/.hermit/")
     return InitResult(run=run, template=template.id, commit=commit, config_path=config_rel,
                       adapter_dir=adapter_rel, files=tuple(written), branch=branch,
-                      workflow=WORKFLOW_PATH if workflow is not None else None, detached=branch is None and bool(head))
+                      workflow=WORKFLOW_PATH if workflow is not None else None, detached=branch is None and bool(head),
+                      install_variable=INSTALL_VARIABLE if source is not None and source.requirement is None else None)
 
 
 GITATTRIBUTES = ".gitattributes"
@@ -155,13 +160,3 @@ def _worktree_matches(repo: Repo, head: str | None, path: str) -> bool:
         return committed is None
     return committed is not None and full.read_bytes() == committed
 
-
-WORKFLOW_PATH = ".github/workflows/hermit-step.yml"
-
-
-def workflow_text() -> str:
-    """The GitHub Actions workflow of templates/github/, pinned to this git-hermit version."""
-    from git_hermit import __version__
-    from git_hermit.resources import templates_dir
-    text = (templates_dir() / "github" / "hermit-step.yml").read_text()
-    return text.replace("@GIT_HERMIT_VERSION@", __version__)

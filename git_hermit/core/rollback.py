@@ -119,15 +119,19 @@ def find_change_commit(ctx: RunContext, target: str) -> tuple[str, tuple[str, ..
 
 
 def rollback(repo: Repo, run: str | None, target: str, reason: str, *, force: bool = False,
-             wait: bool = False, on_wait: Callable[[str], None] | None = None) -> RollbackResult:
+             wait: bool = False, on_wait: Callable[[str], None] | None = None,
+             reviewed: tuple[tuple[str, str], ...] = (), footer: str = "") -> RollbackResult:
     """`git hermit rollback`: under the run lock (like `step`), re-reading the run once it is held.
-    With ``wait``, a lock another process holds is waited for instead of refused."""
+    With ``wait``, a lock another process holds is waited for instead of refused. ``reviewed``:
+    trailers naming the reviewer who asked for it (`git hermit review`), ``footer`` a last body line."""
     ctx = open_run(repo, run)
     with RunLock(repo, ctx.run, "git hermit rollback", wait=wait, on_wait=on_wait):
-        return _rollback_locked(open_run(repo, ctx.run), target, reason, force=force)
+        return _rollback_locked(open_run(repo, ctx.run), target, reason, force=force, reviewed=reviewed,
+                                footer=footer)
 
 
-def _rollback_locked(ctx: RunContext, target: str, reason: str, *, force: bool = False) -> RollbackResult:
+def _rollback_locked(ctx: RunContext, target: str, reason: str, *, force: bool = False,
+                     reviewed: tuple[tuple[str, str], ...] = (), footer: str = "") -> RollbackResult:
     repo = ctx.repo
     if not reason.strip():
         raise InputError("a rollback needs a reason", hint="pass --reason TEXT")
@@ -169,6 +173,9 @@ def _rollback_locked(ctx: RunContext, target: str, reason: str, *, force: bool =
         body += "\n\n--force: a file-wise restore of the change's files" + (
             "; it also removes the edits of " + ", ".join(_commit_label(c) for c in reversed(removed))
             + " to them." if removed else ".")
+    if footer:
+        body += "\n\n" + footer
+    trailers += list(reviewed)
     summary = f"rollback {', '.join(change_ids) or change_commit[:12]}"
     message = step_message(run=ctx.run, step=step, evolver=ctx.config.evolver_name,
                            summary=summary, body=body, extra=trailers)

@@ -156,7 +156,7 @@ def check_note(kind: str, text: str, where: str) -> tuple[dict[str, Any] | None,
         return None, f"is not JSON ({exc})"
     except RecursionError:
         return None, "is nested too deeply to read"
-    if kind in ("scores", "manifest", "verdicts", "provenance", "analysis"):
+    if kind in ("scores", "manifest", "verdicts", "provenance", "analysis", "reviews"):
         try:
             loads(kind, text, where=where)
         except SchemaError as exc:

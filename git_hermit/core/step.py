@@ -25,6 +25,7 @@ from git_hermit.core.failures import check_exception_rate
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.records import (FINAL_FILE, RunRecords, StepRecord, StepRecords, add_file, missing_records,
                                      pending_ref, publish_pending, records_ref, restore_pending, rollout_parts)
+from git_hermit.core.review import run_reviews
 from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import BudgetReached, ConfigError, GitStateError, RecordsMissing, RefConflict
 from git_hermit.evolvers import registry
@@ -322,7 +323,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
         screen=lambda files, before, directory: screen(files, template=template, limits=limits, before=before,
                                                        directory=directory),
         say=say, prev_rollbacks=prev_rollbacks,
-        past_records=lambda: RunRecords(repo, ctx.run).learner_files(n))
+        past_records=lambda: RunRecords(repo, ctx.run).learner_files(n), reviews=run_reviews(repo, ctx.run))
     try:
         result = evolver.learn(step_ctx)
     except BudgetReached:

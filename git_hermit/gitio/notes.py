@@ -27,6 +27,7 @@ NOTES_REFS: dict[str, str] = {
     "verdicts": "refs/notes/hermit/verdicts",
     "provenance": "refs/notes/hermit/provenance",
     "analysis": "refs/notes/hermit/analysis",
+    "reviews": "refs/notes/hermit/reviews",      # reviewers' /hermit commands (git hermit review)
 }
 
 _MAX_ATTEMPTS = 12

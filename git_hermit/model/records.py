@@ -434,6 +434,50 @@ class Analysis:
         return cls(run=data["run"], step=data["step"], evolver=data["evolver"], body=body, v=data["v"])
 
 
+@dataclass(frozen=True)
+class ReviewEntry:
+    """One reviewer command applied by `git hermit review` (/hermit rollback, keep or note)."""
+
+    command: Literal["rollback", "keep", "note"]
+    run: str
+    step: int                      # the step of the pull request's head branch
+    reviewer: str                  # the GitHub login
+    association: str               # OWNER | MEMBER | COLLABORATOR (no one else acts)
+    pr: int
+    url: str                       # the comment's or review's html_url
+    at: str                        # when the reviewer wrote it
+    event: str | None = None       # issue_comment | pull_request_review | pull_request_review_comment
+    target: str | None = None      # rollback, keep: the change as named (step-2:chg-1)
+    change_ids: tuple[str, ...] = ()
+    commit: str | None = None      # the commit the note is on (the change's, or the step's tip)
+    text: str | None = None        # the reason or the note: redacted, bounded
+    rollback_commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _fields_of(self)
+        data["change_ids"] = list(self.change_ids) or None
+        return _drop_none(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ReviewEntry":
+        return cls(**{**data, "change_ids": tuple(data.get("change_ids", ()))})
+
+
+@dataclass(frozen=True)
+class ReviewNote:
+    """The review note on a commit: its entries keyed by comment and command (merges by union)."""
+
+    entries: dict[str, ReviewEntry] = field(default_factory=dict)
+    v: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": self.v, "entries": {key: e.to_dict() for key, e in sorted(self.entries.items())}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ReviewNote":
+        return cls(entries={key: ReviewEntry.from_dict(e) for key, e in data["entries"].items()}, v=data["v"])
+
+
 class _NoteRecord(Protocol):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any: ...
@@ -446,6 +490,7 @@ RECORD_KINDS: dict[str, tuple[str, type[_NoteRecord]]] = {
     "scores": ("scores", Scores),
     "provenance": ("provenance", Provenance),
     "analysis": ("analysis", Analysis),
+    "reviews": ("review", ReviewNote),
 }
 
 def dumps(kind: str, record: Any) -> str:

@@ -194,7 +194,8 @@ class AHEEvolver:
             ctx.step, stats, step_diff, overview_body=overview.overview_body(overview_text),
             scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
             rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
-            rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()})
+            rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()},
+            reviews=ctx.reviews, kept=result.analysis.get("rollbacks_kept", {}))
         # seed 000's queries/: the Evolve Agent's input, kept with the step's other state files
         write_text_atomic(state / "queries" / f"{queries.step_dir(ctx.step)}.md", query)
         workspace = self._evolve(ctx, base_dir, state, query)
@@ -252,8 +253,24 @@ class AHEEvolver:
         commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
         kept: list[_Rollback] = []
         done_marker = ctx.step_dir / "evolve" / "base.done"
+        # a reviewer's `/hermit keep` (git hermit review) on a change, or any change of its group; a
+        # resumed step keeps the decision it made (its base already holds the reverts it chose)
+        if done_marker.exists():
+            reviewer_kept: dict[str, str] = dict(
+                (self._read_json(ctx.step_dir / "evolve" / "rollbacks.json") or {}).get("reviewer_kept", {}))
+        else:
+            keeps = {e.commit: e for e in ctx.reviews if e.command == "keep" and e.commit}
+            reviewer_kept = {cv.change_id: f"kept by @{keeps[commit_of[cv.change_id]].reviewer} on pull request "
+                                           f"#{keeps[commit_of[cv.change_id]].pr}"
+                             for cv in evaluation.changes if cv.verdict in wanted and commit_of[cv.change_id] in keeps}
+        if reviewer_kept:
+            result.analysis["rollbacks_kept"] = reviewer_kept
         for cv in evaluation.changes:
             if cv.verdict not in wanted:
+                continue
+            if cv.change_id in reviewer_kept:
+                ctx.say(f"rollback of {cv.change_id} ({cv.verdict}) skipped: {reviewer_kept[cv.change_id]} "
+                        "(/hermit keep)")
                 continue
             files = ctx.revert_files(commit_of[cv.change_id])
             rollback = _Rollback(cv.change_id, commit_of[cv.change_id], cv.verdict, files)
@@ -267,7 +284,8 @@ class AHEEvolver:
                     continue
             kept.append(rollback)
         if not done_marker.exists():
-            decision = {"kept": [r.change_id for r in kept], "undone": undone}
+            decision = {"kept": [r.change_id for r in kept], "undone": undone,
+                        **({"reviewer_kept": reviewer_kept} if reviewer_kept else {})}
             write_json_atomic(ctx.step_dir / "evolve" / "rollbacks.json", decision)
             write_json_atomic(ctx.run_dir / "state" / "rollbacks" / f"{queries.step_dir(ctx.step)}.json",
                               {**decision, "commits": {r.change_id: r.commit for r in kept}})

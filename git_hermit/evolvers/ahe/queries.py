@@ -13,6 +13,8 @@ from typing import Any, Literal
 from git_hermit.evolvers.ahe.analysis import StepDiff, StepStats
 from git_hermit.evolvers.ahe.attribution import SUGGESTED_ACTIONS, ChangeEvaluation
 from git_hermit.evolvers.ahe.records import diff_bucket_lines, pct, regression_lines
+from git_hermit.evolvers.base import reviewer_notes
+from git_hermit.model.records import ReviewEntry
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 STATE = "state"
@@ -208,6 +210,16 @@ def _attribution(evaluation: ChangeEvaluation, rollback: str, rolled_back: Seque
     return lines
 
 
+def _reviewers(reviews: Sequence[ReviewEntry], kept: Mapping[str, str]) -> list[str]:
+    """What reviewers said on the run's pull requests (`/hermit note`), newest last, and the changes
+    they kept from the automatic rollback (`/hermit keep`)."""
+    lines = reviewer_notes(reviews) or ["## Reviewer Feedback (from the run's pull requests)"]
+    for change_id, why in kept.items():
+        lines += ["", f"- {change_id} was judged for rollback but a reviewer keeps it ({why}); "
+                      "it was not rolled back."]
+    return lines
+
+
 def _instructions(step: int, stats: StepStats, buckets: Mapping[str, Sequence[str]] | None) -> list[str]:
     lines = ["## Execution Instructions", "",
              "1. Analyse: read the overview above, then the detail reports of the tasks that matter.",
@@ -237,7 +249,9 @@ def build_evolution_query(step: int, stats: StepStats, diff: StepDiff | None, *,
                           rollback: Literal["auto", "agent"] = "auto",
                           rolled_back: Sequence[str] = (),
                           rollback_undone: Mapping[str, str] | None = None,
-                          before: Mapping[str, str] | None = None) -> str:
+                          before: Mapping[str, str] | None = None,
+                          reviews: Sequence[ReviewEntry] = (),
+                          kept: Mapping[str, str] | None = None) -> str:
     """The query the Evolve Agent reads on stdin after START.md, sections in §8.4's order.
 
     ``scores`` are the earlier steps' score entries (this step's not yet among them);
@@ -261,5 +275,7 @@ def build_evolution_query(step: int, stats: StepStats, diff: StepDiff | None, *,
         sections.append(_stability(stability))
     if evaluation is not None and evaluation.changes:
         sections.append(_attribution(evaluation, rollback, rolled_back, rollback_undone or {}, before or {}))
+    if any(e.command == "note" for e in reviews) or kept:
+        sections.append(_reviewers(reviews, kept or {}))
     sections.append(_instructions(step, stats, stability))
     return "\n\n".join("\n".join(section) for section in sections) + "\n"

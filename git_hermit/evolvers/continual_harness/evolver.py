@@ -22,7 +22,7 @@ from typing import Any
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
 from git_hermit.adapter.templates import load_template
 from git_hermit.errors import ConfigError
-from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
+from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, reviewer_notes, window
 from git_hermit.evolvers.continual_harness import deltas, evidence
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout, OverLimit
 from git_hermit.evolvers.params import param_defaults
@@ -248,6 +248,9 @@ class ContinualHarnessEvolver:
     def _pass(self, ctx: StepContext, name: str, p: dict[str, Any], layout: HarnessLayout, common: dict[str, Any],
               current: Path, work: Path, result: StepResult) -> tuple[PassOutcome, Path]:
         prompt = redact(render_prompt(name, {**common, **self._values(name, p, layout, current)}))
+        feedback = reviewer_notes(ctx.reviews)      # already redacted and bounded by `git hermit review`
+        if feedback:
+            prompt = prompt.rstrip("\n") + "\n\n" + "\n".join(feedback) + "\n"
         answer = self._converse(ctx, name, prompt, layout, current, work, p)
         if not answer.ok:
             return PassOutcome(name, "dropped", reason=answer.problem, asks=answer.asks), current

@@ -21,7 +21,7 @@ from git_hermit.adapter.screen import scrub
 from git_hermit.adapter.templates import Template, load_template
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.evolvers.files import write_json_atomic, write_text_atomic
-from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, window
+from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, reviewer_notes, window
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.params import EvoParams
 from git_hermit.evolvers.evo_harness.validate import LevelVerdict, changed_files, validate_level
@@ -263,6 +263,9 @@ class EvoHarnessEvolver:
             prompt = _prompt(f"{level.upper()}_CURATOR.md", key=template.settings.get("provenance_key", "flashrsi"),
                              algorithm=template.settings.get("provenance_algorithm", "evo_harness"),
                              tasks=", ".join(sorted(supported)), experiences=text, **p.limits())
+            feedback = reviewer_notes(ctx.reviews)   # already redacted and bounded by `git hermit review`
+            if feedback:
+                prompt = prompt.rstrip("\n") + "\n\n" + "\n".join(feedback) + "\n"
             role = f"{level}_curator"
             ctx.say(f"{level} curator: one session on {len(experiences)} experience(s)")
             answer = ctx.learner(role).ask(workspace, prompt, key=f"step-{ctx.step}-{level}",
