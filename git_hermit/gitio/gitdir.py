@@ -192,20 +192,25 @@ class GitDir:
 
     # ----------------------------------------------------------------------------- config, excludes, bundles
     def config_get(self, key: str) -> str | None:
-        proc = self._run(["config", "--get", key])
-        if proc.returncode == 1:
-            return None
-        if proc.returncode != 0:
-            raise self._error(["config"], proc.stderr)
-        return proc.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+        """The value of ``key`` git would use (the last one set), or None; read by GitPython."""
+        values = self.config_get_all(key)
+        return values[-1] if values else None
 
     def config_get_all(self, key: str) -> list[str]:
-        proc = self._run(["config", "--get-all", key])
-        if proc.returncode == 1:
-            return []
-        if proc.returncode != 0:
-            raise self._error(["config"], proc.stderr)
-        return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+        """Every value of ``key`` across the system, global and repository configuration, read by
+        GitPython's config parser (no git process: gitio/_gitpython.py)."""
+        import configparser
+        from ._gitpython import config_values
+        try:
+            return config_values(self.git_dir, self.common_dir, self._env, key)
+        except (configparser.Error, OSError, UnicodeDecodeError) as exc:
+            # a config file GitPython's parser refuses: git's own answer, or its error
+            proc = self._run(["config", "--get-all", key])
+            if proc.returncode == 1:
+                return []
+            if proc.returncode != 0:
+                raise self._error(["config"], proc.stderr) from exc
+            return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
 
     def config_set(self, key: str, value: str) -> None:
         self.git("config", key, value)
