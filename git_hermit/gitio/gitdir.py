@@ -12,24 +12,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Self
 
+from ..atomic import write_atomic
 from ..errors import NO_SPACE_TEXT, GitStateError, HermitError, NotARepository, disk_full
 from ._process import BatchReader, first_error_line, run_git, start_git
 from .quarantine import gc_paused, shared as shared_quarantine
 
 _HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first)"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    import tempfile   # imported where a file is written: a read command (`log`) needs none
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 class GitDir:
@@ -226,7 +214,7 @@ class GitDir:
             return False
         if current and not current.endswith("\n"):
             current += "\n"
-        _atomic_write(path, (current + pattern + "\n").encode("utf-8", "surrogateescape"))
+        write_atomic(path, (current + pattern + "\n").encode("utf-8", "surrogateescape"))
         return True
 
     def bundle_create(self, path: Path, revs: list[str]) -> None:
