@@ -1,5 +1,5 @@
 """Trajectory readers: each host format on small hand-written fixtures (field-level), bad and
-cut lines, explode's files, ATIF output, and the real Codex rollout files from shared data."""
+cut lines, explode's files, ATIF output, and Codex rollout files shaped as real ones (fixtures/trajectories/shapes/)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from git_hermit.rollouts.trajectories import (
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 HOST_FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories"
-LARGE = SHARED / "codex-rollout-large-132KB.jsonl"
+# Codex 0.104 rollouts with the shapes of real sanitised ones (written by shapes/make.py: the real
+# files' licence is unknown, so they are not in the repository)
+SHAPES = FIXTURES / "shapes"
+SMALL, MEDIUM, LARGE = (SHAPES / f"codex-0.104-{n}.jsonl" for n in ("cut-short", "mcp-calls", "118-calls"))
 
 
 def steps_of(name: str) -> list[Step]:
@@ -333,12 +335,8 @@ def test_explode_fences_output_containing_backticks(tmp_path):
     assert "````\n```\ncode\n```\n\n````" in text
 
 
-# -- real Codex rollout files (shared data; skipped when absent) ---------------------------
+# -- Codex rollout files shaped as real ones (fixtures/trajectories/shapes/) ------------------
 
-needs_shared = pytest.mark.skipif(not LARGE.is_file(), reason="shared Codex rollout files are not present")
-
-
-@needs_shared
 def test_real_large_rollout_pairs_every_call_with_its_output():
     raw = records(LARGE)
     calls_in_file = [r["payload"] for r in raw if r["type"] == "response_item"
@@ -358,11 +356,8 @@ def test_real_large_rollout_pairs_every_call_with_its_output():
     assert [s.index for s in steps] == list(range(len(steps)))
 
 
-@needs_shared
-@pytest.mark.parametrize("name", ["codex-rollout-small-5KB.jsonl", "codex-rollout-medium-23KB.jsonl",
-                                  "codex-rollout-large-132KB.jsonl"])
-def test_real_rollout_usage_is_the_last_token_count(name):
-    path = SHARED / name
+@pytest.mark.parametrize("path", [SMALL, MEDIUM, LARGE], ids=lambda p: p.name)
+def test_real_rollout_usage_is_the_last_token_count(path):
     raw = records(path)
     totals = [r["payload"]["info"]["total_token_usage"] for r in raw if r["type"] == "event_msg"
               and r["payload"].get("type") == "token_count" and r["payload"].get("info")]
@@ -384,9 +379,8 @@ def test_real_rollout_usage_is_the_last_token_count(name):
     assert (summary.malformed_lines, summary.truncated) == (0, cut_short)
 
 
-@needs_shared
 def test_real_medium_rollout_mcp_calls_and_explode(tmp_path):
-    path = SHARED / "codex-rollout-medium-23KB.jsonl"
+    path = MEDIUM
     raw = records(path)
     names = [r["payload"]["name"] for r in raw if r["type"] == "response_item"
              and r["payload"].get("type") == "function_call"]

@@ -16,7 +16,7 @@ from git_hermit.rollouts.trajectories.claude import claude_usage
 
 REAL = Path(__file__).parent / "fixtures" / "trajectories" / "real"
 RECORDED = Path(__file__).parent / "fixtures" / "trajectories" / "recorded"
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories"
+SHAPES = Path(__file__).parent / "fixtures" / "trajectories" / "shapes"     # written by its make.py
 
 
 def records(path: Path) -> list[dict]:
@@ -190,11 +190,10 @@ def test_codex_exec_command_end_exit_code_fails_the_call(tmp_path):
     assert (hit.exit_code, hit.failed) == (3, True)
 
 
-@pytest.mark.skipif(not (SHARED / "codex-rollout-small-5KB.jsonl").is_file(), reason="shared data absent")
 def test_codex_unfinished_turn_is_truncated_and_commentary_is_not_the_answer():
-    """#8: the small real rollout stops after a function_call with no output and no
-    task_complete; its only assistant message is commentary."""
-    path = SHARED / "codex-rollout-small-5KB.jsonl"
+    """#8: a rollout shaped as the small real one stops after a function_call with no output and
+    no task_complete; its only assistant message is commentary."""
+    path = SHAPES / "codex-0.104-cut-short.jsonl"
     raw = records(path)
     assert not any(r["payload"].get("type") == "task_complete" for r in raw)
     assert [r["payload"].get("phase") for r in raw if r["payload"].get("role") == "assistant"] == ["commentary"]
@@ -229,10 +228,9 @@ def test_codex_user_message_event_and_missing_token_count(tmp_path):
     assert any("token usage unknown" in w for w in summary.warnings)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data absent")
 def test_codex_user_message_event_is_not_a_second_user_turn():
     """#9 guard: files carrying the prompt both as an item and as an event count it once."""
-    path = SHARED / "codex-rollout-large-132KB.jsonl"
+    path = SHAPES / "codex-0.104-118-calls.jsonl"
     raw = records(path)
     items = sum(r["payload"].get("role") == "user" for r in raw if r["type"] == "response_item")
     assert sum(r["payload"].get("type") == "user_message" for r in raw if r["type"] == "event_msg") == 1
