@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_hook_runtime import CLAUDE_BASE, CODEX_BASE, deployed, fire, log_entries
+from support.hook_runtime_helpers import CLAUDE_BASE, CODEX_BASE, deployed, fire, log_entries
 
 SESSION_START = {**CLAUDE_BASE, "source": "startup"}
 BASH = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "c1"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import hermit
-from test_trajectories_real import _web_search_rollout
+from support.trajectories_real_helpers import _web_search_rollout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 REAL = FIXTURES / "real"

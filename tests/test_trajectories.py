@@ -13,8 +13,8 @@ from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.trajectories import (
     Step, detect_format, explode, iter_steps, summarize, to_atif, tool_kind,
 )
+from support.trajectories_helpers import FIXTURES, RECORDED, SCRIPTED_ANSWER, calls_of, check_scripted_session, records  # noqa: F401
 
-FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 HOST_FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
 # Codex 0.104 rollouts with the shapes of real sanitised ones (written by shapes/make.py: the real
 # files' licence is unknown, so they are not in the repository)
@@ -24,14 +24,6 @@ SMALL, MEDIUM, LARGE = (SHAPES / f"codex-0.104-{n}.jsonl" for n in ("cut-short",
 
 def steps_of(name: str) -> list[Step]:
     return list(iter_steps(FIXTURES / name))
-
-
-def calls_of(steps: list[Step]):
-    return [call for step in steps for call in step.tool_calls]
-
-
-def records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # -- format detection and tool kinds ---------------------------------------------------------
@@ -447,26 +439,6 @@ def test_result_without_its_call_is_a_tool_step(tmp_path):
 
 # -- real host output (recorded; see fixtures/trajectories/README.md) ------------------------
 
-RECORDED = FIXTURES / "recorded"
-SCRIPTED_ANSWER = "Done: out.txt contains hi."
-
-
-def check_scripted_session(path: Path, fmt: str, shell_name: str) -> list:
-    """The scripted session's facts, whichever way the host stored it; returns its calls."""
-    summary = summarize(path)
-    assert (summary.format, summary.malformed_lines, summary.truncated) == (fmt, 0, False)
-    assert summary.final_answer == SCRIPTED_ANSWER
-    assert (summary.tool_calls, summary.failed_tool_calls) == (2, 1)
-    steps = list(iter_steps(path))
-    if fmt in ("codex-rollout", "claude-session"):      # the stdout streams do not repeat the prompt
-        assert "Create out.txt containing hi using the shell." in [s.message for s in steps if s.source == "user"]
-    ok, bad = calls_of(steps)
-    assert (ok.name, ok.kind, ok.failed) == (shell_name, "shell", False)
-    assert (bad.name, bad.kind, bad.failed, bad.exit_code) == (shell_name, "shell", True, 1)
-    assert "missing.txt: No such file or directory" in bad.output
-    assert steps[-1].source == "agent" and steps[-1].message == SCRIPTED_ANSWER
-    return [ok, bad]
-
 
 def test_recorded_codex_exec_and_its_rollout_agree():
     exec_path, rollout_path = RECORDED / "codex-0.164.0-exec.jsonl", RECORDED / "codex-0.164.0-rollout.jsonl"
@@ -560,7 +532,6 @@ def test_claude_stream_subagent_lines_count_tokens_but_not_steps(tmp_path):
     without.write_text("\n".join(lines[:-1]) + "\n")
     assert summarize(path).usage.input_tokens == summarize(without).usage.input_tokens + 7
     assert summarize(path).model == "claude-opus-5-5"
-
 
 
 def test_claude_stream_bills_every_call_of_the_session_from_its_model_usage(tmp_path):

@@ -1,0 +1,34 @@
+"""Helpers of tests/test_deploy.py that other tests use too (moved out of the test file: no test
+imports another test file's helpers)."""
+
+from __future__ import annotations
+
+from pathlib import Path as _Path
+
+TESTS = _Path(__file__).resolve().parents[1]
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+import pytest
+from git_hermit import errors
+from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, read_record
+
+def ahe_adapter(root: Path) -> Path:
+    adapter = root / "adapter"
+    for rel, text in {
+        "AGENTS.md": "# Rules\n\nRun `scripts/check.py`.\n",
+        "ADAPTER.md": "# Rules\n",
+        "MEMORY.md": "# Memory\n\n- a lesson\n",
+        "middleware.py": "def session_start(inp):\n    return None\n",
+        "scripts/check.py": "print('ok')\n",
+        ".agents/skills/fix-tests/SKILL.md": "---\nname: fix-tests\ndescription: d\n---\nbody\n",
+        ".agents/skills/fix-tests/scripts/run.sh": "echo run\n",
+        "agents/reviewer.md": "---\nname: reviewer\ndescription: d\n---\nreview\n",
+    }.items():
+        (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
+        (adapter / rel).write_text(text)
+    return adapter
+
