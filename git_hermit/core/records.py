@@ -178,15 +178,6 @@ class RunRecords:
         """Step ``n``'s rollout records: ``<task>/<attempt>/result.json``, hook audit and hook state."""
         return self.files(n, ROLLOUTS)
 
-    def final_selection(self) -> dict[str, Any] | None:
-        if self.tip is None:
-            return None
-        found = self.repo.read_objects([f"{self.tip}:{FINAL_FILE}"])[0]
-        try:
-            return json.loads(found[2]) if found is not None else None
-        except ValueError:
-            return None
-
 
 def trace_files(repo: Repo, run: str, step: int) -> dict[str, bytes]:
     """Step ``step``'s rollout traces (``<task>/<attempt>/<trajectory>`` …), from the traces ref."""

@@ -78,10 +78,6 @@ def init_params(evolver: str) -> dict[str, Any]:
     return copy.deepcopy(params_schema(evolver).get("x-init", {}))
 
 
-def param_names(evolver: str) -> list[str]:
-    return sorted(params_schema(evolver).get("properties", {}))
-
-
 @dataclass(frozen=True)
 class Elsewhere:
     """A seed key git-hermit keeps elsewhere: where the seed has it, where it goes here (None:
