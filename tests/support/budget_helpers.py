@@ -3,19 +3,14 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 from pathlib import Path
 import pytest
 import yaml
-from budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
+from budget_support import PRICE
 from cli_helpers import hermit
 from conftest import git
-from review_support import teammate_clone
-from step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
+from step_support import env_for, make_run, refs, rollouts_dir
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
 

@@ -3,28 +3,16 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-import pytest
 import yaml
-from cli_helpers import GIT_HERMIT, Result, hermit
-from conftest import git
-from git_hermit.adapter.check_spec import check_adapter
-from git_hermit.adapter.templates import load_template, write_seed
-from git_hermit.errors import ConfigError
-from git_hermit.evolvers.continual_harness import deltas, evidence
-from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
-from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
-from git_hermit.model.rollout import RolloutResult
-from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
+from cli_helpers import Result, hermit
+from git_hermit.evolvers.continual_harness import deltas
+from step_support import AGENT_SCRIPT
+
+TESTS = Path(__file__).resolve().parents[1]   # tests/
 
 SUPPORT = TESTS / "support"
 

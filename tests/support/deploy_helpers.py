@@ -3,18 +3,7 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
-import json
-import os
-import shlex
-import sys
 from pathlib import Path
-import pytest
-from git_hermit import errors
-from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, read_record
 
 def ahe_adapter(root: Path) -> Path:
     adapter = root / "adapter"

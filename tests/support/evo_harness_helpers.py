@@ -3,29 +3,14 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
-import pytest
 import yaml
 from cli_helpers import hermit
-from conftest import git
-from git_hermit.adapter.templates import load_template
-from git_hermit.gitio import files_in_directory
-from git_hermit.errors import ConfigError
-from git_hermit.evolvers.evo_harness import reflection
-from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
-from git_hermit.evolvers.evo_harness.params import EvoParams
-from git_hermit.evolvers.evo_harness.validate import validate_level
-from git_hermit.model.rollout import RolloutResult
-from git_hermit.model.schema import schema_errors
-from git_hermit.resources import templates_dir
+
+TESTS = Path(__file__).resolve().parents[1]   # tests/
 
 SUPPORT = TESTS / "support"
 

@@ -3,10 +3,6 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 import shlex
 import pytest
@@ -16,8 +12,6 @@ from conftest import git
 from git_hermit.hosts.locate import find_node
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
-from git_hermit.learners import PROMPT_FILE_THRESHOLD, make_learner
-from step_support import RUN, calls, env_for, make_run
 
 SKILL = "adapter/.agents/skills/debug-failing-test/SKILL.md"
 

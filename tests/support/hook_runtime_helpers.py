@@ -3,10 +3,6 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 import os
 import subprocess
@@ -19,7 +15,7 @@ from git_hermit.adapter.deploy import deploy
 AGENT_DIR = resources.hooks_dir() / "agent"
 
 sys.path.insert(0, str(AGENT_DIR))
-from hermit_hooks import HookInput, HookResult  # noqa: E402  (stdlib-only, shipped beside)
+from hermit_hooks import HookResult
 
 # A placeholder middleware with the seed's interface; tests append overrides (later defs win).
 MIDDLEWARE = '''\

@@ -3,25 +3,9 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
-import os
-import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-import pytest
-from git_hermit.errors import ConfigError
-from git_hermit.model.rollout import RolloutResult, scored
-from git_hermit.rollouts.judges import (
-    JudgeVerdict, check_judge_for_tasks, extract_final_answer, make_judge, normalise_text, numeric_match,
-)
-from git_hermit.rollouts.ledger import Price
-from git_hermit.rollouts.tasks import Task
 
 class FakeChatServer:
     """A local OpenAI-compatible /chat/completions endpoint replying with canned text."""

@@ -3,19 +3,13 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 import stat
 import sys
 from pathlib import Path
-import pytest
 import yaml
 from cli_helpers import hermit
-from support.rollouts_e2e_helpers import make_project, result_files, scores_note
-from git_hermit.hosts.registry import find_host_cli
+from support.rollouts_e2e_helpers import make_project, result_files
 
 # A stand-in for `codex exec --json`: while the budget file holds a number > 0 it answers as
 # Codex does when the model keeps answering 429 (and takes one off); then it answers the task.

@@ -3,23 +3,15 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
-import re
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-import pytest
 import yaml
-from git_hermit.rollouts.executors import PREPARE_AHEAD
-from cli_helpers import GIT_HERMIT, hermit
-from conftest import git, snapshot_state
+from cli_helpers import hermit
+from conftest import git
 
 AGENT_PRELUDE = '''\
 import os, pathlib, subprocess, sys, time

@@ -3,16 +3,10 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
-import tarfile
-import pytest
 from cli_helpers import hermit
 from conftest import git
-from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
+from step_support import RUN, change, env_for, make_run, memory_lines, plan
 
 STEP = "refs/heads/hermit/{run}/step-{n:04d}"
 

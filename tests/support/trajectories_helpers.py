@@ -3,18 +3,11 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
 import json
 from pathlib import Path
-import pytest
-from git_hermit.errors import InputError
-from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.trajectories import (
-    Step, detect_format, explode, iter_steps, summarize, to_atif, tool_kind,
-)
+from git_hermit.rollouts.trajectories import Step, iter_steps, summarize
+
+TESTS = Path(__file__).resolve().parents[1]   # tests/
 
 FIXTURES = TESTS / "fixtures" / "trajectories"
 

@@ -3,17 +3,8 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-from pathlib import Path as _Path
-
-TESTS = _Path(__file__).resolve().parents[1]
-
-import base64
 import json
 from pathlib import Path
-import pytest
-from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.trajectories import explode, iter_steps, summarize
-from git_hermit.rollouts.trajectories.claude import claude_usage
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
