@@ -92,11 +92,12 @@ def python_validator_for(schema: dict[str, Any]) -> Any:
 
 
 def _python_validator(name: str) -> Any:
-    return _python_compiled(name if name not in _EXTENSIONS else "", json.dumps(load_schema(name), sort_keys=True))
+    # by the completed schema's text, as _validator: recompiled only when an extension changed it
+    return _python_compiled(json.dumps(load_schema(name), sort_keys=True))
 
 
 @cache
-def _python_compiled(_name: str, text: str) -> Any:
+def _python_compiled(text: str) -> Any:
     return python_validator_for(json.loads(text))
 
 
