@@ -6,7 +6,8 @@ a few kB read once per command and remembered once valid: see config.py) is vali
 by ``jsonschema-rs``: `git hermit log` validates thousands of notes, and bench/jsonschema_notes.py
 measures jsonschema 136-170x slower on 3,000 scores notes (1.04 s against jsonschema-rs's 6.1 ms
 at load average 4 on 2 cores; 1.28 s against 9.4 ms at load 8), far over the 1.5x a hot path may
-lose. The schemas themselves are checked against their metaschema by the test suite. ``SchemaError`` naming the record, the JSON path and the problem.
+lose. The schemas themselves are checked against their metaschema by the test suite. Errors
+become ``SchemaError`` naming the record, the JSON path and the problem.
 """
 
 from __future__ import annotations
