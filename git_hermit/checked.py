@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -62,19 +61,9 @@ def save(path: Path, format: str, entries: dict[str, Any]) -> None:
 def _replace(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it over ``path`` (readers see
     the old file or the new one); best effort: an error leaves the old file and no temporary one."""
-    import tempfile   # only when writing: a warm read writes nothing
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+    from git_hermit.atomic import write_atomic
+    with contextlib.suppress(OSError):
+        write_atomic(path, data)
 
 
 class Fragments:

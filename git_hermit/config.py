@@ -23,7 +23,7 @@ from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, 
                                         refused_params)
 from git_hermit.hosts import registry
 from git_hermit.model.schema import extend as extend_schema
-from git_hermit.model.schema import fingerprint, load_schema, schema_errors
+from git_hermit.model.schema import config_schema_errors, fingerprint, load_schema
 
 CONFIG_FILE = "hermit.yaml"
 RUNS_DIR = "hermit"
@@ -240,7 +240,7 @@ def _all(problems: list[str]) -> str:
 
 
 def _check_schema(data: dict[str, Any], source: str) -> None:
-    problems = schema_errors("config", data)
+    problems = config_schema_errors("config", data)
     if problems:
         raise ConfigError(f"{source}: {_all(problems)}",
                           hint=f"see docs/configuration.md, or the schema {SCHEMA_LINK} that init commits")

@@ -26,7 +26,6 @@ import os
 import re
 from collections import Counter
 from functools import lru_cache, partial
-from pathlib import Path
 from typing import Iterator, Mapping
 
 MARK = "[REDACTED]"
@@ -190,12 +189,3 @@ def redact(text: str, values: tuple[str, ...] | None = None) -> str:
     for kind, pattern, boundary in _detectors(text):
         text = pattern.sub(partial(_replace, kind, boundary), text)
     return text
-
-
-def redact_file(path: Path) -> None:
-    """Redact a text file in place (binary-safe: undecodable bytes are kept)."""
-    raw = path.read_bytes()
-    text = raw.decode("utf-8", errors="surrogateescape")
-    cleaned = redact(text)
-    if cleaned != text:
-        path.write_bytes(cleaned.encode("utf-8", errors="surrogateescape"))

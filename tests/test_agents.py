@@ -15,13 +15,14 @@ import pytest
 import yaml
 
 from cli_helpers import hermit
-from test_rollouts_e2e import make_project, result_files, scores_note
+from support.rollouts_e2e_helpers import make_project, result_files, scores_note
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.process import KILL_GRACE_S, run_process
+from support.agents_helpers import SECRET, _agent_block  # noqa: F401
 
 
 def run(argv: list[str], tmp_path: Path, timeout_s: float):
@@ -98,19 +99,6 @@ def test_unknown_backend_and_missing_binaries_are_agent_errors():
 
 
 # --- real host CLIs against the scripted model server ------------------------------------
-
-SECRET = "dummy-key-must-not-leak-4711"
-
-
-def _agent_block(host: str, base_url: str) -> tuple[dict, dict]:
-    if host == "codex":
-        return ({"backend": "codex", "model": "scripted-model", "timeout_s": 120,
-                 "provider": {"base_url": f"{base_url}/v1", "env_key": "SCRIPTED_API_KEY",
-                              "wire_api": "responses"}},
-                {"SCRIPTED_API_KEY": SECRET})
-    return ({"backend": "claude-code", "model": "scripted-model", "timeout_s": 120,
-             "provider": {"base_url": base_url}},
-            {"ANTHROPIC_API_KEY": SECRET})
 
 
 @pytest.mark.hosts

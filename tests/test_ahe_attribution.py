@@ -128,3 +128,13 @@ def test_flips_and_regressions_a_rollback_caused_are_not_counted_as_unpredicted(
     assert [c.verdict for c in ev.changes] == [MIXED]                        # verdicts are unchanged
     plain = evaluate_changes([change("chg-3", fixes=["p"], risks=["x"])], diff)
     assert plain.prediction.to_dict()["counts"]["flipped"] == 3 and plain.unattributed_regressions == ("g",)
+
+
+def test_a_change_verdict_becomes_its_verdict_note_in_one_call():
+    """issue 26 item 4: the judgement's fields cross to the note in one place (ChangeVerdict.note)."""
+    from git_hermit.evolvers.ahe.attribution import ChangeVerdict
+    from git_hermit.model.records import VerdictNote
+    cv = ChangeVerdict("chg-1", "tweak", ("AGENTS.md",), ("t1", "t2"), ("t1",), ("t2",), ("t3",), (), "PARTIALLY_EFFECTIVE")
+    note = cv.note("run", 3, "abc")
+    assert note == VerdictNote("run", 3, "chg-1", "PARTIALLY_EFFECTIVE", ("t1",), ("t2",), (), ("t1", "t2"), ("t3",),
+                               "1/2", evaluated_commit="abc")

@@ -16,31 +16,9 @@ from cli_helpers import hermit
 from conftest import git
 from review_support import teammate_clone
 from step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
+from support.budget_helpers import ANSWERS, BUDGET_EXIT, ROWS, _add_test_split, _close, _edit, _estimate, _finished, _run, _scores_note  # noqa: F401
 
-ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
-ROWS = 8
 STEP1 = f"refs/heads/hermit/{RUN}/step-0001"
-BUDGET_EXIT = 16
-
-
-def _run(repo: Path, budget: dict | None, *, prices: dict | None = None) -> Path:
-    # concurrency 1: at most two rollouts in flight (one running, one preparing)
-    control = make_run(repo, ANSWERS, k=2, concurrency=1)
-    _edit(repo, agent={"backend": "scripted", "model": "fake-model", "timeout_s": 60,
-                       "scripted": {"policy": "budget_support:fixed_usage_agent"}},
-          prices=prices if prices is not None else {"fake-model": PRICE, "scripted": {"input": 1.0, "output": 1.0}},
-          budget=budget)
-    return control
-
-
-def _edit(repo: Path, **keys) -> None:
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    for key, value in keys.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _without_scores(refs_text: str) -> str:
@@ -50,10 +28,6 @@ def _without_scores(refs_text: str) -> str:
 def _pending(repo: Path) -> str:
     """The pending ref's line of ``refs(repo)``: a stopped step's finished rollouts, published."""
     return next((line + "\n" for line in refs(repo).splitlines() if line.startswith(f"refs/hermit/{RUN}/pending ")), "")
-
-
-def _finished(repo: Path, step: int) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(rollouts_dir(repo, step).glob("*/*/result.json"))]
 
 
 def test_budget_stops_mid_step_within_one_rollout_and_resumes_after_raising_it(repo):
@@ -184,28 +158,6 @@ def test_dask_executor_stops_submitting_at_the_budget(repo):
     assert f"{len(finished)} of its {ROWS} rollout(s) finished" in r.err
 
 
-def _estimate(repo: Path, control: Path) -> dict:
-    r = hermit(repo, "estimate", "--json", env=env_for(control))
-    assert r.code == 0, r.out + r.err
-    return json.loads(r.out)
-
-
-def _add_test_split(repo: Path) -> None:
-    """A held-out split of one rollout per task."""
-    (repo / "rows" / "test.txt").write_text("".join(f"{t}#1\n" for t in ANSWERS))
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    _edit(repo, data={**config["data"], "test": "rows/test.txt"})
-
-
-def _close(a, b) -> bool:
-    """Equal but for the float rounding of sums added in another order."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
-    if isinstance(a, float) or isinstance(b, float):
-        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
-    return a == b
-
-
 def test_a_fresh_clone_counts_the_spending_its_fetched_steps_recorded_in_notes(repo, tmp_path):
     # the step ledgers under .hermit/ stay on the machine that ran them; the notes travel
     control = _run(repo, None)
@@ -312,13 +264,9 @@ def test_rollout_and_eval_refuse_at_a_reached_budget_and_stop_mid_run(repo):
     assert _estimate(repo, control)["spent"]["cost_usd"] == pytest.approx(held_out + ROWS * ROLLOUT_USD)
 
 
-def _scores_note(repo: Path, rev: str) -> dict:
-    return json.loads(git(repo, "notes", "--ref", "refs/notes/hermit/scores", "show", rev))
-
-
 def test_notes_carry_usage_by_role_so_a_clone_prices_and_splits_it_as_the_origin_does(repo, tmp_path):
     pytest.importorskip("openai", reason="the llm judge needs the optional openai extra")
-    from test_judges import FakeChatServer
+    from support.judges_helpers import FakeChatServer
     control = _run(repo, None, prices={})                  # no prices yet: the notes hold no cost
     _add_test_split(repo)
     seed = f"hermit/{RUN}/step-0000"
@@ -360,7 +308,7 @@ def test_notes_carry_usage_by_role_so_a_clone_prices_and_splits_it_as_the_origin
 
 def test_log_shows_the_judges_share_of_a_steps_rollout_usage(repo):
     pytest.importorskip("openai", reason="the llm judge needs the optional openai extra")
-    from test_judges import FakeChatServer
+    from support.judges_helpers import FakeChatServer
     control = _run(repo, None, prices={"fake-model": PRICE, "grader-1": {"input": 1.0, "output": 2.0}})
     env = {**env_for(control), "JUDGE_KEY": "judge-" + "key" * 3}
     with FakeChatServer('Looks right.\n{"reward": 1, "reason": "ok"}') as server:

@@ -14,8 +14,8 @@ from budget_support import ROLLOUT_USD
 from cli_helpers import hermit
 from review_support import teammate_clone
 from step_support import RUN, env_for, step_dir
-from test_budget import BUDGET_EXIT, ROWS, _edit, _finished, _run, _scores_note
-from test_rate_limits import ANSWER_TOKENS, LIMITED_TOKENS, _billed_codex_step, _calls
+from support.budget_helpers import BUDGET_EXIT, ROWS, _edit, _finished, _run, _scores_note
+from support.rate_limits_helpers import ANSWER_TOKENS, LIMITED_TOKENS, _billed_codex_step, _calls
 
 SEED = f"hermit/{RUN}/step-0000"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_rate_limits import _real_host_run
+from support.rate_limits_helpers import _real_host_run
 
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.rollouts.trajectories import iter_steps, summarize

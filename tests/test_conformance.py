@@ -19,18 +19,10 @@ from git_hermit.hosts.locate import cli_version, find_node
 from git_hermit.hosts import registry
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.rollouts.trajectories import summarize
+from support.conformance_helpers import require_cli  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
 HOSTS = tuple(h.name for h in registry.hook_hosts())
-
-
-def require_cli(host: str) -> Path:
-    if find_node() is None:
-        pytest.skip("node is not installed")
-    cli = find_host_cli(host)
-    if cli is None:
-        pytest.skip(f"the {host} CLI is not installed (git hermit hosts install)")
-    return cli
 
 
 @pytest.mark.hosts

@@ -25,9 +25,7 @@ from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayo
 from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
 from git_hermit.model.rollout import RolloutResult
 from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
-
-SUPPORT = Path(__file__).parent / "support"
-TEMPLATE = "continual-harness@1.0"
+from support.continual_harness_helpers import SUPPORT, TEMPLATE, _env, _hermit, _make_run  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------- parser units
@@ -176,40 +174,6 @@ def test_step_tasks_windows_the_stream():
     assert ev.step_tasks(tasks, 4, {}) == ()
     with pytest.raises(ConfigError, match="step_size"):
         ev.step_tasks(tasks, 1, {"step_size": "three"})
-
-
-# ---------------------------------------------------------------------------------- end to end
-def _env(control: Path) -> dict[str, str]:
-    path = os.pathsep.join([str(SUPPORT), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "HERMIT_TEST_CONTROL": str(control)}
-
-
-def _hermit(repo: Path, control: Path, *args: str) -> Result:
-    return hermit(repo, *args, env=_env(control))
-
-
-def _make_run(repo: Path, tasks: int = 6) -> Path:
-    control = repo.parent / "control"
-    control.mkdir()
-    proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
-    assert proc.returncode == 0, proc.stderr
-    ids = [f"t{i}" for i in range(1, tasks + 1)]
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Task {t}?", "answer": "42"}) + "\n"
-                                              for t in ids))
-    (repo / "rows").mkdir(exist_ok=True)
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in ids))
-    agent = control / "agent.py"
-    agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(control)))
-    agent.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60,
-                       "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
-    config["evolver"] = {"name": "continual-harness", "base": "scripted",
-                         "scripted": {p: f"continual_learners:{p}" for p in ("policy", "subagents", "skills", "memory")},
-                         "params": {"k": 1, "step_size": 3}}
-    config["trainer"] = {"epochs": 10, "allow_early_stop": True, "concurrency": 3}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return control
 
 
 def _step_commits(repo: Path, step: int) -> list[str]:

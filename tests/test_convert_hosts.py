@@ -17,7 +17,7 @@ from card_support import demo_copy
 from cli_helpers import hermit
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hostkit.sessions import session_command
-from test_conformance import require_cli
+from support.conformance_helpers import require_cli
 
 PROMPT = "Solve the task."
 SKILL = "csv-column-total"

@@ -24,7 +24,7 @@ import yaml
 
 from cli_helpers import GIT_HERMIT, hermit
 from conftest import stop_processes
-from test_rollouts_e2e import make_project, result_files, scores_note
+from support.rollouts_e2e_helpers import make_project, result_files, scores_note
 
 pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
 

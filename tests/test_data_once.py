@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import git_hermit
-from test_continual_harness import SUPPORT, _make_run
+from support.continual_harness_helpers import SUPPORT, _make_run
 
 PACKAGE = Path(git_hermit.__file__).resolve().parent
 

@@ -14,26 +14,10 @@ import pytest
 from git_hermit import errors
 from git_hermit.adapter.deploy import RECORD_NAME, DeployRecord, deploy, read_record
 from git_hermit.hosts import registry
+from support.deploy_helpers import ahe_adapter  # noqa: F401
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PostToolBatch", "Stop", "PreModelRequest")
-
-
-def ahe_adapter(root: Path) -> Path:
-    adapter = root / "adapter"
-    for rel, text in {
-        "AGENTS.md": "# Rules\n\nRun `scripts/check.py`.\n",
-        "ADAPTER.md": "# Rules\n",
-        "MEMORY.md": "# Memory\n\n- a lesson\n",
-        "middleware.py": "def session_start(inp):\n    return None\n",
-        "scripts/check.py": "print('ok')\n",
-        ".agents/skills/fix-tests/SKILL.md": "---\nname: fix-tests\ndescription: d\n---\nbody\n",
-        ".agents/skills/fix-tests/scripts/run.sh": "echo run\n",
-        "agents/reviewer.md": "---\nname: reviewer\ndescription: d\n---\nreview\n",
-    }.items():
-        (adapter / rel).parent.mkdir(parents=True, exist_ok=True)
-        (adapter / rel).write_text(text)
-    return adapter
 
 
 def files_under(root: Path) -> set[str]:

@@ -14,7 +14,7 @@ import pytest
 from git_hermit.adapter.deploy import deploy, read_record
 from git_hermit.hosts import registry
 from git_hermit.rollouts import deploy_cache
-from test_deploy import ahe_adapter
+from support.deploy_helpers import ahe_adapter
 
 
 @pytest.fixture(autouse=True)

@@ -175,7 +175,7 @@ def test_continual_harness_refiner_passes_on_a_chat_completions_server(repo_with
     500; each pass's answer is applied and committed on its own."""
     from cli_helpers import hermit
     from conftest import git
-    from test_continual_harness import _make_run
+    from support.continual_harness_helpers import _make_run
 
     repo = repo_with_history
     _make_run(repo, tasks=3)

@@ -25,18 +25,7 @@ from git_hermit.evolvers.evo_harness.validate import validate_level
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.model.schema import schema_errors
 from git_hermit.resources import templates_dir
-
-SUPPORT = Path(__file__).parent / "support"
-TEMPLATE = "evo-harness@1.0"
-RUN = "r"
-
-
-def skill(name: str, level: str | None, tasks: list[str] = (), body: str = "- Check the format.\n",
-          description: str = "Use when the answer is a single value.") -> str:
-    head = f"---\nname: {name}\ndescription: {description}\n"
-    if level is not None:
-        head += f"flashrsi:\n  algorithm: evo_harness\n  level: {level}\n  source_task_ids: {json.dumps(list(tasks))}\n"
-    return head + "---\n\n" + body
+from support.evo_harness_helpers import AGENT, RUN, SUPPORT, TEMPLATE, env, log, make_evo_run, plan, skill, tip  # noqa: F401
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -264,57 +253,6 @@ def test_step_tasks_windows_and_max_steps():
     assert evolver.step_tasks(tasks, 2, {"batch_size": 2, "max_steps": 1}) == ()
     with pytest.raises(ConfigError):
         evolver.step_tasks(tasks, 1, {"batch_size": 0})
-
-
-# --- end to end ------------------------------------------------------------------------------
-# The acting agent answers 42 to everything; it logs each task and the skills deployed to it.
-AGENT = """#!{python}
-import os, sys
-task, workspace = sys.argv[1:3]
-skills = sorted({{d for _, dirs, _ in os.walk(workspace) for d in dirs if d in ("short-answers", "cross")}})
-open({log!r}, "a").write(task + "\\n")
-open({seen!r}, "a").write(task + ":" + ",".join(skills) + "\\n")
-print("42")
-"""
-
-
-def make_evo_run(repo: Path, answers: dict[str, str], params: dict) -> Path:
-    control = repo.parent / "control"
-    control.mkdir()
-    r = hermit(repo, "init", "--template", TEMPLATE, "--run", RUN)
-    assert r.code == 0, r.err
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Answer of {t}?", "answer": a}) + "\n"
-                                              for t, a in answers.items()))
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in answers))
-    agent = control / "agent.py"
-    agent.write_text(AGENT.format(python=sys.executable, log=str(control / "agent.log"),
-                                  seen=str(control / "seen.log")))
-    agent.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60, "command": [str(agent), "{task_id}", "{workspace}"]}
-    config["evolver"] = {"name": "evo-harness", "base": "scripted", "params": {"k": 1, **params}, "scripted": {
-        role: f"evo_learners:{role}" for role in ("reflect", "topic_curator", "general_curator")}}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return control
-
-
-def env(control: Path) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
-            "HERMIT_TEST_CONTROL": str(control)}
-
-
-def log(control: Path, name: str) -> list[str]:
-    path = control / f"{name}.log"
-    return path.read_text().split() if path.is_file() else []
-
-
-def plan(control: Path, **entries: dict) -> None:
-    (control / "plan.json").write_text(json.dumps({k.replace("_", "-", 1): v for k, v in entries.items()}))
-
-
-def tip(repo: Path, n: int) -> str:
-    return git(repo, "rev-parse", f"refs/heads/hermit/{RUN}/step-{n:04d}").strip()
 
 
 ANSWERS = {"t1": "1", "t2": "42", "t3": "3", "t4": "4", "t5": "5", "t6": "42"}

@@ -24,7 +24,7 @@ import yaml
 
 from cli_helpers import GIT_HERMIT, hermit
 from conftest import git, stop_processes
-from test_rollouts_e2e import ANSWER_IF_EVEN, make_project, result_files, scores_note
+from support.rollouts_e2e_helpers import ANSWER_IF_EVEN, make_project, result_files, scores_note
 
 from git_hermit.gitio import Repo
 from git_hermit.rollouts.executors import _bundle_bytes

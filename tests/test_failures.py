@@ -23,7 +23,7 @@ import yaml
 from cli_helpers import hermit
 from conftest import git, snapshot_state
 from step_support import RUN, calls, env_for, make_run, rollouts_dir
-from test_rollouts_e2e import make_project, result_files, scores_note, starts
+from support.rollouts_e2e_helpers import make_project, result_files, scores_note, starts
 
 from git_hermit.errors import EXIT_CODES, RolloutsFailed
 from git_hermit.hosts.registry import find_host_cli

@@ -12,7 +12,7 @@ import yaml
 from cli_helpers import hermit
 from conftest import git
 from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
-from test_evo_harness import env as evo_env, log as evo_log, make_evo_run, plan as evo_plan, skill
+from support.evo_harness_helpers import env as evo_env, log as evo_log, make_evo_run, plan as evo_plan, skill
 
 
 def _add_test_split(repo, rows: list[str]) -> None:

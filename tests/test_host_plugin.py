@@ -141,7 +141,7 @@ def test_config_accepts_a_registered_host_and_refuses_an_unknown_one(toy):
     with pytest.raises(git_hermit.errors.ConfigError) as err:
         parse_config(text)
     message = err.value.message     # every problem named, not the first "(and 1 more)"
-    assert "2 problems: (1) at $.agent.backend: \"toy\" is not one of" in message and "(2) at $.host" in message
+    assert "2 problems: (1) at $.agent.backend: 'toy' is not one of" in message and "(2) at $.host" in message
     registry.register(toy)
 
 

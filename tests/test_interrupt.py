@@ -12,7 +12,7 @@ import time
 
 from cli_helpers import GIT_HERMIT, hermit
 from conftest import git
-from test_rollouts_e2e import make_project
+from support.rollouts_e2e_helpers import make_project
 
 SLOW_UNLESS_FLAG = """
 log(f"start {os.getpid()}")

@@ -155,7 +155,7 @@ def test_a_binary_file_where_text_is_expected_is_refused(repo):
 
 def test_a_one_shot_learner_edit_holding_a_secret_is_refused(repo):
     pytest.importorskip("openai", reason="the llm learner needs the optional openai extra")
-    from test_judges import FakeChatServer
+    from support.judges_helpers import FakeChatServer
     control = make_run(repo, {"t1": "4"}, k=1)
     memory = git(repo, "show", f"{step_ref(0)}:adapter/MEMORY.md")
     reply = "My edit.\n```json\n" + json.dumps({
@@ -198,7 +198,7 @@ def test_commits_git_hermit_makes_pass_fsck_strict(repo):
 
 # --- continual-harness: Refiner passes ------------------------------------------------------------
 def _continual_run(repo: Path) -> Path:
-    from test_continual_harness import _make_run
+    from support.continual_harness_helpers import _make_run
     return _make_run(repo, tasks=3)
 
 
@@ -233,7 +233,7 @@ def test_a_refiner_pass_writing_a_secret_is_refused_and_the_others_commit(repo):
 
 # --- evo-harness: curator levels --------------------------------------------------------------------
 def test_a_curator_level_with_a_secret_or_special_file_is_refused_whole(repo):
-    from test_evo_harness import env, make_evo_run, plan as evo_plan, skill
+    from support.evo_harness_helpers import env, make_evo_run, plan as evo_plan, skill
     control = make_evo_run(repo, {"t1": "1", "t2": "2", "t3": "3", "t4": "4"}, {"batch_size": 4})
     evo_plan(control, **{
         "1_topic_curator": {"write": {

@@ -17,9 +17,9 @@ import yaml
 
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hostkit.sessions import run_session
-from test_conformance import require_cli
-from test_continual_harness import _hermit, _make_run
-from test_evo_harness import env as evo_env, make_evo_run, plan as evo_plan, skill
+from support.conformance_helpers import require_cli
+from support.continual_harness_helpers import _hermit, _make_run
+from support.evo_harness_helpers import env as evo_env, make_evo_run, plan as evo_plan, skill
 from cli_helpers import hermit
 
 HOSTS = ("codex", "claude-code")

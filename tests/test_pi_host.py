@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from cli_helpers import hermit
-from test_rollouts_e2e import make_project, result_files, scores_note
-from test_trajectories import RECORDED, check_scripted_session, records
+from support.rollouts_e2e_helpers import make_project, result_files, scores_note
+from support.trajectories_helpers import RECORDED, check_scripted_session, records
 
 from git_hermit import resources
 from git_hermit.adapter.deploy import deploy

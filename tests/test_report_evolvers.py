@@ -15,7 +15,7 @@ import pytest
 from card_support import continual_env, make_continual_run
 from cli_helpers import hermit
 from conftest import git
-from test_evo_harness import env as evo_env, make_evo_run, plan as evo_plan, skill, tip
+from support.evo_harness_helpers import env as evo_env, make_evo_run, plan as evo_plan, skill, tip
 
 CMARK = ["cmark-gfm", "--unsafe", "-e", "table", "-e", "autolink", "-e", "strikethrough", "-e", "tagfilter"]
 needs_cmark = pytest.mark.skipif(shutil.which("cmark-gfm") is None,

@@ -13,7 +13,7 @@ import stat
 from cli_helpers import hermit
 from conftest import git, snapshot_state
 from step_support import RUN, change, env_for, make_run, memory_lines, plan, step_dir
-from test_step import HARMFUL_STEP2, _three_steps, chain, note, rev, run_step, step_ref, trailers, tree
+from support.step_helpers import HARMFUL_STEP2, _three_steps, chain, note, rev, run_step, step_ref, trailers, tree
 
 
 def _log(repo) -> dict:

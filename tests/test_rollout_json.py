@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import GIT_HERMIT, hermit
-from test_rollout_reuse import rows_of_k
-from test_rollouts_e2e import make_project, scores_note
+from support.rollout_reuse_helpers import rows_of_k
+from support.rollouts_e2e_helpers import make_project, scores_note
 
 from git_hermit.model.jsonstream import LazyList, LazyMap, json_chunks
 

@@ -23,7 +23,8 @@ from git_hermit.rollouts.tasks import Task
 from git_hermit.rollouts.worker import RolloutJob, execute_rollout
 from cli_helpers import hermit
 from conftest import git
-from test_rollouts_e2e import commit_candidate, make_project, result_files
+from support.rollouts_e2e_helpers import commit_candidate, make_project, result_files
+from support.rollout_reuse_helpers import rows_of_k  # noqa: F401
 
 # The agent snapshots its rollout directory (the workspace's parent: workspace, out, home).
 SNAPSHOT = '''
@@ -126,16 +127,6 @@ def test_a_step_makes_no_new_file_in_a_rollouts_scratch_once_its_directories_exi
     roots = {Path(s["root"]) for s in snapshots}
     assert not any(root.exists() for root in roots)
     assert os.path.isdir(repo)
-
-
-def rows_of_k(repo: Path, k: int) -> None:
-    """8 tasks x ``k`` rows in the training split, k in the config, committed (a new commit)."""
-    rows = [f"t{i}#{a}" for i in range(8) for a in range(1, k + 1)]
-    (repo / "rows" / "train.txt").write_text("\n".join(rows) + "\n")
-    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["evolver"]["params"]["k"] = k
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    git(repo, "commit", "-q", "--allow-empty", "-am", f"k={k}")
 
 
 def _traced_peak_of_rollout(repo: Path, k: int) -> int:

@@ -23,75 +23,7 @@ import yaml
 from git_hermit.rollouts.executors import PREPARE_AHEAD
 from cli_helpers import GIT_HERMIT, hermit
 from conftest import git, snapshot_state
-
-AGENT_PRELUDE = '''\
-import os, pathlib, subprocess, sys, time
-prompt_file, workspace, task_id, attempt = sys.argv[1:5]
-LOG = pathlib.Path({log!r})
-def log(event):
-    with open(LOG, "a") as handle:
-        handle.write(f"{{task_id}}#{{attempt}} {{event}} {{time.time():.6f}}\\n")
-'''
-
-
-def make_project(repo: Path, agent_body: str, *, n_tasks: int = 4, k: int = 2,
-                 rows: dict[str, list[str]] | None = None, **config: object) -> Path:
-    """`git hermit init`, then tasks t0…t{n-1} (answer = index), rows, a command agent, committed.
-
-    ``agent_body`` is Python run after AGENT_PRELUDE (``task_id``, ``attempt``, ``workspace``,
-    ``log(event)``); it prints the answer as its last line. ``config`` keys replace hermit.yaml
-    top-level keys; ``agent_*`` keys go into the agent block. Returns the agent's log file.
-    """
-    assert hermit(repo, "init").code == 0
-    log = repo.parent / "agent-log.txt"
-    (repo / "agent.py").write_text(AGENT_PRELUDE.format(log=str(log)) + textwrap.dedent(agent_body))
-    with open(repo / "tasks.jsonl", "w") as handle:
-        for i in range(n_tasks):
-            handle.write(json.dumps({"id": f"t{i}", "prompt": f"What is {i}?", "answer": str(i)}) + "\n")
-    rows = rows or {"train": [f"t{i}#{a}" for i in range(n_tasks) for a in range(1, k + 1)]}
-    (repo / "rows").mkdir()
-    for split, lines in rows.items():
-        (repo / "rows" / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["agent"] = {"backend": "command", "timeout_s": 30,
-                    "command": [sys.executable, str(repo / "agent.py"), "{prompt_file}", "{workspace}",
-                                "{task_id}", "{attempt}"]}
-    cfg["data"] = {split: f"rows/{split}.txt" for split in rows}
-    cfg["trainer"]["concurrency"] = 4
-    cfg["evolver"]["params"]["k"] = k          # the train split's k comes from the evolver params
-    for key, value in config.items():
-        if key.startswith("agent_"):
-            cfg["agent"][key[len("agent_"):]] = value
-        else:
-            cfg[key] = value
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "benchmark files")
-    return log
-
-
-def scores_note(repo: Path, rev: str = "hermit/ahe/step-0000") -> dict:
-    return json.loads(git(repo, "notes", "--ref=refs/notes/hermit/scores", "show", rev))
-
-
-def result_files(repo: Path) -> list[Path]:
-    return sorted((repo / ".hermit" / "runs" / "ahe" / "evals").glob("*/rollouts/*/*/result.json"))
-
-
-def starts(log: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for line in log.read_text().splitlines() if log.exists() else []:
-        row, event, _ = line.split()
-        if event == "start":
-            counts[row] = counts.get(row, 0) + 1
-    return counts
-
-
-ANSWER_IF_EVEN = """
-log("start")
-print("working on", task_id)
-print(task_id[1:] if int(task_id[1:]) % 2 == 0 else "no idea")
-"""
+from support.rollouts_e2e_helpers import AGENT_PRELUDE, ANSWER_IF_EVEN, commit_candidate, make_project, result_files, scores_note, starts  # noqa: F401
 
 
 def test_rollout_judges_every_row_and_writes_scores_note(repo):
@@ -247,16 +179,6 @@ def test_judge_crash_is_an_exception_outcome(repo):
         assert result["outcome"] == "exception" and result["exception_type"] == "RewardFileNotFoundError"
     result = json.loads(result_files(repo)[0].read_text())
     assert "verifier exploded" in result["verifier_output"]
-
-
-def commit_candidate(repo: Path, hint: str) -> str:
-    """A candidate adapter (the step-0000 adapter plus ``HINT.md``) committed on HEAD; the
-    baseline's commit, step 0's."""
-    baseline = git(repo, "rev-parse", "hermit/ahe/step-0000").strip()
-    (repo / "adapter" / "HINT.md").write_text(hint)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "candidate adapter")
-    return baseline
 
 
 def test_eval_against_baseline_prints_ci_and_flips(repo):

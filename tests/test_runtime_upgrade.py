@@ -15,7 +15,7 @@ from pathlib import Path
 from cli_helpers import hermit
 from conftest import git
 from step_support import RUN, change, env_for, make_run, memory_lines, plan
-from test_step import chain, note, rev, run_step, step_ref, trailers
+from support.step_helpers import chain, note, rev, run_step, step_ref, trailers
 
 from git_hermit import resources
 from git_hermit.adapter import runtime

@@ -26,7 +26,7 @@ from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
 from git_hermit.rollouts import sandbox
 from step_support import make_run
-from test_evolve_codex import require_codex
+from support.evolve_codex_helpers import require_codex
 
 SEED_000 = {"enabled": True, "network": "restricted", "allow": ["chatgpt.com", "auth.openai.com"]}
 
@@ -239,7 +239,7 @@ def test_step_with_seed_000_sandbox_runs_codex_learners_inside_it(repo):
     session run sandboxed, its check_spec tool works there, and the step commits its edit."""
     require_bwrap()
     require_codex()
-    from test_evolve_codex import EVOLVE, SKILL, _codex_evolver
+    from support.evolve_codex_helpers import EVOLVE, SKILL, _codex_evolver
     from step_support import RUN, env_for
     from conftest import git
     control = make_run(repo, {"t1": "4"}, k=1)

@@ -17,7 +17,7 @@ from cli_helpers import hermit
 from conftest import git
 from review_support import teammate_clone
 from step_support import RUN, calls, env_for
-from test_budget import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note
+from support.budget_helpers import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note
 
 SEED = f"hermit/{RUN}/step-0000"
 

@@ -174,8 +174,8 @@ def test_ordinary_text_is_left_alone():
     import hashlib
     import uuid
 
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
-    texts = [p.read_text() for p in sorted(shared.glob("*.jsonl"))] if shared.is_dir() else []
+    fixtures = Path(__file__).parent / "fixtures" / "trajectories"
+    texts = [p.read_text() for p in sorted((fixtures / "shapes").glob("*.jsonl"))]
     texts.append("\n".join(f"commit {hashlib.sha1(str(i).encode()).hexdigest()} {uuid.uuid4()} "
                            f"{hashlib.sha256(str(i).encode()).hexdigest()} /usr/lib/python3.11/site-packages "
                            f"input_tokens: 12345 task-{i}-long-identifier-of-a-row "

@@ -277,7 +277,7 @@ def test_seed_middleware_after_tool_stop_before_model(tmp_path):
 # --- the seed's helper script ------------------------------------------------------------
 
 def run_script(project: Path, *args: str) -> subprocess.CompletedProcess:
-    script = load_template("ahe@1.0").root / "scripts" / "run_tests.py"
+    script = load_template("ahe@1.0").seed_source("scripts/run_tests.py")
     # The inner pytest needs none of the installed plugins; loading them is most of its run time.
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.run([sys.executable, str(script), "--dir", str(project), *args],
@@ -304,3 +304,17 @@ def test_seed_scripts_are_executable():
         root = load_template(template_id).root
         for script in root.glob("**/scripts/*.py"):
             assert os.stat(script).st_mode & stat.S_IXUSR, script
+
+
+def test_the_run_tests_script_is_shipped_once_and_seeded_into_both_templates(tmp_path):
+    """issue 26 item 4: one templates/shared/run_tests.py, not a copy in each template."""
+    shared = resources.templates_dir() / "shared" / "run_tests.py"
+    assert shared.is_file()
+    copies = [p for p in resources.templates_dir().rglob("run_tests.py") if p != shared]
+    assert copies == []
+    for template_id, rel in (("ahe@1.0", "scripts/run_tests.py"),
+                             ("continual-harness@1.0", ".agents/skills/run-tests/scripts/run_tests.py")):
+        template = load_template(template_id)
+        assert rel in template.seed_files() and is_learnable(template, rel)
+        written = write_seed(template, tmp_path / template.name)
+        assert rel in written and (tmp_path / template.name / rel).read_bytes() == shared.read_bytes()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import hermit
-from test_trajectories_real import _web_search_rollout
+from support.trajectories_real_helpers import _web_search_rollout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 REAL = FIXTURES / "real"
@@ -77,8 +77,8 @@ def pi_by_hand(path: Path) -> dict:
     ("claude-2.1.39-parallel-calls.jsonl", claude_by_hand),
     ("claude-2.1.39-subagent-agent-aac57f5.jsonl", claude_by_hand),
     ("pi-session-v1-compaction.jsonl", pi_by_hand),
-    ("shared:codex-rollout-medium-23KB.jsonl", codex_by_hand),
-    ("shared:codex-rollout-large-132KB.jsonl", codex_by_hand),
+    ("shapes:codex-0.104-mcp-calls.jsonl", codex_by_hand),
+    ("shapes:codex-0.104-118-calls.jsonl", codex_by_hand),
 ])
 def test_trace_json_matches_hand_counts_outside_a_repository(name, by_hand, tmp_path):
     path = _real(name)
@@ -91,13 +91,10 @@ def test_trace_json_matches_hand_counts_outside_a_repository(name, by_hand, tmp_
 
 
 def _real(name: str) -> Path:
-    """A committed fixture, or (``shared:``) one of the real files in ../shared (licence unknown: read in place)."""
-    if not name.startswith("shared:"):
+    """A committed real fixture, or (``shapes:``) one shaped as a real file (fixtures/trajectories/shapes/)."""
+    if not name.startswith("shapes:"):
         return REAL / name
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / name.split(":", 1)[1]
-    if not path.is_file():
-        pytest.skip(f"shared data absent: {path}")
-    return path
+    return REAL.parent / "shapes" / name.split(":", 1)[1]
 
 
 def test_trace_text_and_several_files(tmp_path):

@@ -1,5 +1,5 @@
 """Trajectory readers: each host format on small hand-written fixtures (field-level), bad and
-cut lines, explode's files, ATIF output, and the real Codex rollout files from shared data."""
+cut lines, explode's files, ATIF output, and Codex rollout files shaped as real ones (fixtures/trajectories/shapes/)."""
 
 from __future__ import annotations
 
@@ -13,23 +13,17 @@ from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.trajectories import (
     Step, detect_format, explode, iter_steps, summarize, to_atif, tool_kind,
 )
+from support.trajectories_helpers import FIXTURES, RECORDED, SCRIPTED_ANSWER, calls_of, check_scripted_session, records  # noqa: F401
 
-FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 HOST_FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories"
-LARGE = SHARED / "codex-rollout-large-132KB.jsonl"
+# Codex 0.104 rollouts with the shapes of real sanitised ones (written by shapes/make.py: the real
+# files' licence is unknown, so they are not in the repository)
+SHAPES = FIXTURES / "shapes"
+SMALL, MEDIUM, LARGE = (SHAPES / f"codex-0.104-{n}.jsonl" for n in ("cut-short", "mcp-calls", "118-calls"))
 
 
 def steps_of(name: str) -> list[Step]:
     return list(iter_steps(FIXTURES / name))
-
-
-def calls_of(steps: list[Step]):
-    return [call for step in steps for call in step.tool_calls]
-
-
-def records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # -- format detection and tool kinds ---------------------------------------------------------
@@ -333,12 +327,8 @@ def test_explode_fences_output_containing_backticks(tmp_path):
     assert "````\n```\ncode\n```\n\n````" in text
 
 
-# -- real Codex rollout files (shared data; skipped when absent) ---------------------------
+# -- Codex rollout files shaped as real ones (fixtures/trajectories/shapes/) ------------------
 
-needs_shared = pytest.mark.skipif(not LARGE.is_file(), reason="shared Codex rollout files are not present")
-
-
-@needs_shared
 def test_real_large_rollout_pairs_every_call_with_its_output():
     raw = records(LARGE)
     calls_in_file = [r["payload"] for r in raw if r["type"] == "response_item"
@@ -358,11 +348,8 @@ def test_real_large_rollout_pairs_every_call_with_its_output():
     assert [s.index for s in steps] == list(range(len(steps)))
 
 
-@needs_shared
-@pytest.mark.parametrize("name", ["codex-rollout-small-5KB.jsonl", "codex-rollout-medium-23KB.jsonl",
-                                  "codex-rollout-large-132KB.jsonl"])
-def test_real_rollout_usage_is_the_last_token_count(name):
-    path = SHARED / name
+@pytest.mark.parametrize("path", [SMALL, MEDIUM, LARGE], ids=lambda p: p.name)
+def test_real_rollout_usage_is_the_last_token_count(path):
     raw = records(path)
     totals = [r["payload"]["info"]["total_token_usage"] for r in raw if r["type"] == "event_msg"
               and r["payload"].get("type") == "token_count" and r["payload"].get("info")]
@@ -384,9 +371,8 @@ def test_real_rollout_usage_is_the_last_token_count(name):
     assert (summary.malformed_lines, summary.truncated) == (0, cut_short)
 
 
-@needs_shared
 def test_real_medium_rollout_mcp_calls_and_explode(tmp_path):
-    path = SHARED / "codex-rollout-medium-23KB.jsonl"
+    path = MEDIUM
     raw = records(path)
     names = [r["payload"]["name"] for r in raw if r["type"] == "response_item"
              and r["payload"].get("type") == "function_call"]
@@ -452,26 +438,6 @@ def test_result_without_its_call_is_a_tool_step(tmp_path):
 
 
 # -- real host output (recorded; see fixtures/trajectories/README.md) ------------------------
-
-RECORDED = FIXTURES / "recorded"
-SCRIPTED_ANSWER = "Done: out.txt contains hi."
-
-
-def check_scripted_session(path: Path, fmt: str, shell_name: str) -> list:
-    """The scripted session's facts, whichever way the host stored it; returns its calls."""
-    summary = summarize(path)
-    assert (summary.format, summary.malformed_lines, summary.truncated) == (fmt, 0, False)
-    assert summary.final_answer == SCRIPTED_ANSWER
-    assert (summary.tool_calls, summary.failed_tool_calls) == (2, 1)
-    steps = list(iter_steps(path))
-    if fmt in ("codex-rollout", "claude-session"):      # the stdout streams do not repeat the prompt
-        assert "Create out.txt containing hi using the shell." in [s.message for s in steps if s.source == "user"]
-    ok, bad = calls_of(steps)
-    assert (ok.name, ok.kind, ok.failed) == (shell_name, "shell", False)
-    assert (bad.name, bad.kind, bad.failed, bad.exit_code) == (shell_name, "shell", True, 1)
-    assert "missing.txt: No such file or directory" in bad.output
-    assert steps[-1].source == "agent" and steps[-1].message == SCRIPTED_ANSWER
-    return [ok, bad]
 
 
 def test_recorded_codex_exec_and_its_rollout_agree():
@@ -566,7 +532,6 @@ def test_claude_stream_subagent_lines_count_tokens_but_not_steps(tmp_path):
     without.write_text("\n".join(lines[:-1]) + "\n")
     assert summarize(path).usage.input_tokens == summarize(without).usage.input_tokens + 7
     assert summarize(path).model == "claude-opus-5-5"
-
 
 
 def test_claude_stream_bills_every_call_of_the_session_from_its_model_usage(tmp_path):

@@ -13,19 +13,15 @@ import pytest
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.trajectories import explode, iter_steps, summarize
 from git_hermit.rollouts.trajectories.claude import claude_usage
+from support.trajectories_real_helpers import _web_search_rollout, write_jsonl  # noqa: F401
 
 REAL = Path(__file__).parent / "fixtures" / "trajectories" / "real"
 RECORDED = Path(__file__).parent / "fixtures" / "trajectories" / "recorded"
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories"
+SHAPES = Path(__file__).parent / "fixtures" / "trajectories" / "shapes"     # written by its make.py
 
 
 def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def tool_use_ids(rows: list[dict]) -> list[str]:
@@ -119,33 +115,6 @@ def test_claude_progress_skipped_knowingly_and_rewound_branch_left_out(tmp_path)
 
 # -- Codex ---------------------------------------------------------------------------------
 
-def _web_search_rollout(tmp_path: Path) -> Path:
-    """A Codex 0.104 rollout holding a web_search_call, a commentary message and a call: the
-    record shapes of madshn/localpush's sanitised rollouts (their licence is unknown, so the
-    file itself is not copied here; shared/data/trajectories/ keeps its rule)."""
-    t = "2026-02-23T11:42:{:02d}.000Z".format
-    usage = {"input_tokens": 364963, "cached_input_tokens": 302208, "output_tokens": 5405,
-             "reasoning_output_tokens": 2436, "total_tokens": 370368}
-    rows = [
-        {"timestamp": t(0), "type": "session_meta", "payload": {"id": "s1", "cli_version": "0.104.0-alpha.1",
-                                                                 "originator": "Codex Desktop"}},
-        {"timestamp": t(0), "type": "turn_context", "payload": {"turn_id": "t1", "model": "gpt-5.3-codex"}},
-        {"timestamp": t(1), "type": "response_item", "payload": {"type": "reasoning", "summary": [],
-                                                                  "content": None, "encrypted_content": "x"}},
-        {"timestamp": t(2), "type": "response_item", "payload": {"type": "web_search_call", "status": "completed"}},
-        {"timestamp": t(3), "type": "response_item", "payload": {
-            "type": "message", "role": "assistant", "phase": "commentary",
-            "content": [{"type": "output_text", "text": "Looking it up."}]}},
-        {"timestamp": t(4), "type": "response_item", "payload": {
-            "type": "function_call", "name": "write_stdin", "arguments": "{}", "call_id": "call_1"}},
-        {"timestamp": t(5), "type": "event_msg", "payload": {"type": "token_count", "info": {
-            "total_token_usage": usage, "last_token_usage": usage}}},
-        {"timestamp": t(6), "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "call_1", "output": "done"}},
-    ]
-    return write_jsonl(tmp_path / "rollout-web-search.jsonl", rows)
-
-
 
 def test_codex_web_search_call_is_a_tool_call(tmp_path):
     """#6: a response_item web_search_call is a tool call (kind other)."""
@@ -190,11 +159,10 @@ def test_codex_exec_command_end_exit_code_fails_the_call(tmp_path):
     assert (hit.exit_code, hit.failed) == (3, True)
 
 
-@pytest.mark.skipif(not (SHARED / "codex-rollout-small-5KB.jsonl").is_file(), reason="shared data absent")
 def test_codex_unfinished_turn_is_truncated_and_commentary_is_not_the_answer():
-    """#8: the small real rollout stops after a function_call with no output and no
-    task_complete; its only assistant message is commentary."""
-    path = SHARED / "codex-rollout-small-5KB.jsonl"
+    """#8: a rollout shaped as the small real one stops after a function_call with no output and
+    no task_complete; its only assistant message is commentary."""
+    path = SHAPES / "codex-0.104-cut-short.jsonl"
     raw = records(path)
     assert not any(r["payload"].get("type") == "task_complete" for r in raw)
     assert [r["payload"].get("phase") for r in raw if r["payload"].get("role") == "assistant"] == ["commentary"]
@@ -229,10 +197,9 @@ def test_codex_user_message_event_and_missing_token_count(tmp_path):
     assert any("token usage unknown" in w for w in summary.warnings)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data absent")
 def test_codex_user_message_event_is_not_a_second_user_turn():
     """#9 guard: files carrying the prompt both as an item and as an event count it once."""
-    path = SHARED / "codex-rollout-large-132KB.jsonl"
+    path = SHAPES / "codex-0.104-118-calls.jsonl"
     raw = records(path)
     items = sum(r["payload"].get("role") == "user" for r in raw if r["type"] == "response_item")
     assert sum(r["payload"].get("type") == "user_message" for r in raw if r["type"] == "event_msg") == 1

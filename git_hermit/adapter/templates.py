@@ -1,8 +1,9 @@
 """Adapter templates: load `templates/<dir>/template.yaml`, write a seed adapter, classify paths.
 
 A template declares which adapter files are learnable (glob patterns), which are fixed (copied
-byte for byte from the shipped hooks runtime), and which check_spec rules hold for it; every
-other file in its folder is the seed adapter that `git hermit init` writes.
+byte for byte from the shipped hooks runtime), which seed files it takes from
+``templates/shared/`` (one copy for several templates, e.g. ``run_tests.py``), and which check_spec
+rules hold for it; every other file in its folder is the seed adapter that `git hermit init` writes.
 """
 
 from __future__ import annotations
@@ -45,10 +46,17 @@ class Template:
     files: dict[str, Any] = field(default_factory=dict, repr=False, hash=False)     # component -> path or glob(s)
     limits: dict[str, int] = field(default_factory=dict, repr=False, hash=False)    # size and count limits
     settings: dict[str, Any] = field(default_factory=dict, repr=False, hash=False)  # seed_rules, memory_header …
+    # seed files kept once for several templates (templates/shared/): adapter path -> shipped file
+    shared: dict[str, Path] = field(default_factory=dict, repr=False, hash=False)
 
     def seed_files(self) -> list[str]:
-        """Relative paths of the seed adapter's own files (the fixed ones excluded), sorted."""
-        return _seed_files(self.root)
+        """Relative paths of the seed adapter's own files (its folder's and its shared ones; the
+        fixed ones excluded), sorted."""
+        return sorted(set(_seed_files(self.root)) | set(self.shared))
+
+    def seed_source(self, rel: str) -> Path:
+        """Where seed file ``rel`` is shipped: templates/shared/ or the template's own folder."""
+        return self.shared.get(rel, self.root / rel)
 
 
 def list_templates() -> list[str]:
@@ -76,7 +84,7 @@ def write_seed(template: Template, dest: Path) -> list[str]:
     content, so an existing adapter is never half-overwritten.
     """
     dest = Path(dest)
-    sources = {rel: template.root / rel for rel in template.seed_files()}
+    sources = {rel: template.seed_source(rel) for rel in template.seed_files()}
     for rel, source in template.fixed.items():
         if not source.is_file():
             raise HermitError(f"the shipped file {source} is missing from the installation",
@@ -196,7 +204,7 @@ def _load_all(templates_root: Path, plugin_roots: tuple[Path, ...] = ()) -> dict
 
 
 _KNOWN_KEYS = {"id", "name", "version", "summary", "context_file", "context_export", "learnable",
-               "fixed", "files", "required", "detect", "checks", "limits"}
+               "fixed", "files", "required", "detect", "checks", "limits", "shared"}
 
 
 def _parse(spec_file: Path) -> Template:
@@ -220,6 +228,10 @@ def _parse(spec_file: Path) -> Template:
     if not isinstance(fixed_raw, dict):
         raise bad("'fixed' is not a mapping")
     fixed = {_normalise(rel): _shipped_path(str(source)) for rel, source in fixed_raw.items()}
+    shared_raw = raw.get("shared") or {}
+    if not isinstance(shared_raw, dict) or not all(str(s).startswith("templates/shared/") for s in shared_raw.values()):
+        raise bad("'shared' is not a mapping of adapter paths to templates/shared/ files")
+    shared = {_normalise(rel): _shipped_path(str(source)) for rel, source in shared_raw.items()}
     string_lists = {key: _string_tuple(raw.get(key) or (), key, bad)
                     for key in ("learnable", "checks", "required", "detect")}
     return Template(
@@ -232,6 +244,7 @@ def _parse(spec_file: Path) -> Template:
         files=dict(raw.get("files") or {}),
         limits={str(k): int(v) for k, v in (raw.get("limits") or {}).items()},
         settings={k: v for k, v in raw.items() if k not in _KNOWN_KEYS},
+        shared=shared,
     )
 
 

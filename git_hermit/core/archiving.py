@@ -23,7 +23,7 @@ from git_hermit.config import RunConfig
 from git_hermit.errors import InputError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
-from git_hermit.rollouts.runner import atomic_write
+from git_hermit.atomic import write_atomic
 
 if TYPE_CHECKING:
     from git_hermit.core.card import CardText
@@ -43,7 +43,7 @@ def write_card(ctx: RunContext, commit: str, card_text: CardText) -> tuple[Path,
     from git_hermit.core.card import build_card, card_path
     text = card_text(build_card(ctx, commit))
     path = card_path(ctx)
-    atomic_write(path, text.encode("utf-8"))
+    write_atomic(path, text.encode("utf-8"), durable=True)
     ctx.repo.info_exclude_add("/" + path.relative_to(ctx.repo.work_tree).as_posix())
     return path, text
 

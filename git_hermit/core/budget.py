@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from git_hermit.config import RunConfig
 from git_hermit.core.integrity import Damage
 from git_hermit.core.records import RunRecords, records_ref
-from git_hermit.core.runs import RunContext, run_dir, step_dir
+from git_hermit.core.runs import RunContext, eval_dir, run_dir, step_dir
 from git_hermit.core.scores_notes import roles_of
 from git_hermit.errors import ConfigError
 from git_hermit.gitio import NOTES_REFS, NotesStore
@@ -233,7 +233,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
     """The step after the tip and the ledger entries of its rollouts that already finished
     (a step the budget or Ctrl-C stopped): spent, though no step ledger holds them yet."""
-    from git_hermit.core.evaluate import eval_dir
     from git_hermit.rollouts.runner import RETRIED_FILE, read_result, read_retried
     n, commit = ctx.tip[0] + 1, ctx.tip[1]
     if (step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE).is_file():

@@ -17,7 +17,7 @@ from git_hermit.config import RunConfig
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_evaluation_budget
 from git_hermit.core.failures import require_results
-from git_hermit.core.runs import RunContext, open_run, run_dir
+from git_hermit.core.runs import RunContext, eval_dir, open_run, run_dir
 from git_hermit.core.scores_notes import add_spending, roles_of
 from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
@@ -340,10 +340,6 @@ def write_scores(repo: Repo, scores: Scores, ev: EvalRun | None = None) -> None:
 def read_scores(repo: Repo, commit: str) -> Scores | None:
     text = NotesStore(repo).read(NOTES_REFS["scores"], commit)
     return loads("scores", text, where=commit[:12]) if text else None
-
-
-def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
-    return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
 
 
 def training_rollouts(ctx: RunContext) -> tuple[Path, tuple[Path, ...]]:

@@ -21,7 +21,7 @@ from typing import Any
 from git_hermit import __version__, checked
 from git_hermit.core.runs import RunContext, best_tag, final_tag, parse_step_name, step_ref
 from git_hermit.errors import DamagedRecord
-from git_hermit.gitio import NOTES_REFS, CommitInfo, Repo
+from git_hermit.gitio import CommitInfo, Repo
 
 _FORMAT = "integrity/1:" + __version__
 _KINDS = ("manifest", "verdicts", "scores", "analysis")
@@ -196,5 +196,3 @@ def keep(repo: Repo, key: str, damage: list[Damage], warnings: list[str]) -> Non
     checked.save(repo.common_dir / "hermit" / "cache" / "integrity.json", _FORMAT,
                  {"key": key, "notes": [[d.kind, d.commit, d.reason] for d in damage], "tags": warnings})
 
-
-NOTES_KINDS = {kind: NOTES_REFS[kind] for kind in _KINDS}

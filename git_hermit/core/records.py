@@ -190,15 +190,6 @@ class RunRecords:
         """Step ``n``'s rollout records: ``<task>/<attempt>/result.json``, hook audit and hook state."""
         return self.files(n, ROLLOUTS)
 
-    def final_selection(self) -> dict[str, Any] | None:
-        if self.tip is None:
-            return None
-        found = self.repo.read_objects([f"{self.tip}:{FINAL_FILE}"])[0]
-        try:
-            return json.loads(found[2]) if found is not None else None
-        except ValueError:
-            return None
-
 
 def trace_files(repo: Repo, run: str, step: int) -> dict[str, bytes]:
     """Step ``step``'s rollout traces (``<task>/<attempt>/<trajectory>`` …), from the traces ref."""
@@ -351,7 +342,7 @@ def restore_pending(repo: Repo, run: str, step: int, evaluated: str, rollouts_ro
     """Write the pending ref's rollouts of step ``step`` (run at ``evaluated``) into ``rollouts_root``
     where this machine has none of their own (result.json last: it says the rollout finished); how
     many rollouts were restored."""
-    from git_hermit.rollouts.runner import atomic_write
+    from git_hermit.atomic import write_atomic
     found = read_pending(repo, run)
     if found is None or found[1].step != step or found[1].evaluated != evaluated or found[1].run != run:
         return 0
@@ -376,11 +367,11 @@ def restore_pending(repo: Repo, run: str, step: int, evaluated: str, rollouts_ro
         ordered = sorted(zip(paths, blobs), key=lambda item: item[0].endswith("/" + RESULT_FILE))
         for path, blob in ordered:
             if blob is not None:
-                atomic_write(rollouts_root / path, blob[2], durable=False)
+                write_atomic(rollouts_root / path, blob[2])
         restored += 1
     for path, blob in zip(shared, repo.read_objects([entries[p].sha for p in shared])):
         if blob is not None and not (rollouts_root / path).exists():
-            atomic_write(rollouts_root / path, blob[2], durable=False)
+            write_atomic(rollouts_root / path, blob[2])
     return restored
 
 

@@ -42,6 +42,12 @@ def step_dir(repo: Repo, run: str, step: int) -> Path:
     return run_dir(repo, run) / f"step-{step:04d}"
 
 
+def eval_dir(ctx: RunContext, commit: str, split: str) -> Path:
+    """Where ``commit``'s rollouts on ``split`` live (shared by evaluate.py, which runs them, and
+    budget.py, which counts what they spent: here, so neither imports the other)."""
+    return run_dir(ctx.repo, ctx.run) / "evals" / f"{commit[:12]}-{split}"
+
+
 def check_run_name(run: str) -> None:
     if not RUN_NAME.match(run) or run.endswith(".lock") or ".." in run:
         raise InputError(f"invalid run name {run!r}",

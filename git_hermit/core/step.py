@@ -19,14 +19,14 @@ from git_hermit.adapter.templates import load_template
 from git_hermit.core import preflight
 from git_hermit.core.budget import carried_over, check_budget_config, open_budget
 from git_hermit.core.commits import learner_author, step_message
-from git_hermit.core.evaluate import (EvalRun, comparison_record, eval_dir, load_benchmark, merged_scores_text,
-                                     read_scores, run_split, scores_record, training_rollouts)
+from git_hermit.core.evaluate import (EvalRun, comparison_record, load_benchmark, merged_scores_text, read_scores,
+                                     run_split, scores_record, training_rollouts)
 from git_hermit.core.failures import check_exception_rate
 from git_hermit.core.history import ChangeView, RunHistory, StepView, load_history
 from git_hermit.core.records import (FINAL_FILE, RunRecords, StepRecord, StepRecords, add_file, missing_records,
                                      pending_ref, publish_pending, records_ref, restore_pending, rollout_parts)
 from git_hermit.core.review import run_reviews
-from git_hermit.core.runs import RunContext, best_tag, final_tag, open_run, run_dir, step_dir, step_ref
+from git_hermit.core.runs import RunContext, best_tag, eval_dir, final_tag, open_run, run_dir, step_dir, step_ref
 from git_hermit.errors import BudgetReached, ConfigError, GitStateError, RecordsMissing, RefConflict
 from git_hermit.evolvers import registry
 from git_hermit.evolvers.base import Evolver, PastChange, PastEvaluation, PastRollback, StepContext, StepResult
@@ -40,7 +40,8 @@ from git_hermit.redact import redact
 from git_hermit.rollouts import stats
 from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget
 from git_hermit.rollouts.ledger import Ledger, load_prices
-from git_hermit.rollouts.runner import Progress, atomic_write, task_dirname
+from git_hermit.atomic import write_atomic
+from git_hermit.rollouts.runner import Progress, task_dirname
 
 if TYPE_CHECKING:
     from git_hermit.core.card import CardText
@@ -337,7 +338,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     if examples:
         result.analysis["examples"] = examples
     ledger_text = "".join(ledger.json_chunks()).encode()
-    atomic_write(here / "ledger.json", ledger_text)
+    write_atomic(here / "ledger.json", ledger_text, durable=True)
     rollout_records, traces = rollout_parts(rollouts_home / "rollouts", _rollout_dirs(ev))
     step_records = StepRecords(StepRecord(ctx.run, n, config.evolver_name, evaluated, None, rollouts=sum(
         len(r) for r in ev.results.values())), ledger_text, rollout_records, traces,

@@ -12,12 +12,11 @@ import stat
 from pathlib import Path, PurePath
 from typing import Any
 
+from git_hermit.atomic import write_atomic
+
 
 def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

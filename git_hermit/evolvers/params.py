@@ -16,12 +16,10 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from git_hermit.evolvers import registry
-
-if TYPE_CHECKING:      # imported where validating: see model/schema.py
-    import jsonschema_rs
+from git_hermit.model.schema import python_validator_for
 
 
 @dataclass(frozen=True)
@@ -59,14 +57,14 @@ def _schema_at(path: Path) -> dict[str, Any]:      # by path: a re-registered na
     return schema
 
 
-def _validator(evolver: str) -> jsonschema_rs.Validator:
+def _validator(evolver: str) -> Any:
     return _validator_at(schema_path(evolver))
 
 
 @cache
-def _validator_at(path: Path) -> jsonschema_rs.Validator:
-    import jsonschema_rs    # only when validating (see model/schema.py)
-    return jsonschema_rs.validator_for(_schema_at(path))
+def _validator_at(path: Path) -> Any:
+    """The params schema's ``jsonschema`` validator: part of the configuration (model/schema.py)."""
+    return python_validator_for(_schema_at(path))
 
 
 def param_defaults(evolver: str) -> dict[str, Any]:
@@ -78,10 +76,6 @@ def param_defaults(evolver: str) -> dict[str, Any]:
 def init_params(evolver: str) -> dict[str, Any]:
     """The params block ``init`` writes for this evolver's template."""
     return copy.deepcopy(params_schema(evolver).get("x-init", {}))
-
-
-def param_names(evolver: str) -> list[str]:
-    return sorted(params_schema(evolver).get("properties", {}))
 
 
 @dataclass(frozen=True)
@@ -121,13 +115,10 @@ def params_problems(evolver: str, params: Any) -> list[ParamProblem]:
     problems = _unknown_keys(evolver, schema, params, "")
     if problems:
         return problems
-    validator = _validator(evolver)
-    if validator.is_valid(params):
-        return []
     out = []
-    for error in sorted(validator.iter_errors(params), key=lambda e: [str(p) for p in e.instance_path]):
-        path = _dotted(error.instance_path)
-        out.append(ParamProblem(path, f"is invalid: {error.message}", _value_hint(schema, list(error.instance_path))))
+    for error in sorted(_validator(evolver).iter_errors(params), key=lambda e: [str(p) for p in e.absolute_path]):
+        path = _dotted(list(error.absolute_path))
+        out.append(ParamProblem(path, f"is invalid: {error.message}", _value_hint(schema, list(error.absolute_path))))
     return out
 
 

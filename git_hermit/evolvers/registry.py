@@ -161,8 +161,8 @@ def make_evolver(name: str) -> Any:
 
 
 def _load(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    from git_hermit.loader import load
+    return load(spec)
 
 
 def load_function(spec: str) -> Any:

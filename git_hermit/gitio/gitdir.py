@@ -12,24 +12,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Self
 
+from ..atomic import write_atomic
 from ..errors import NO_SPACE_TEXT, GitStateError, HermitError, NotARepository, disk_full
 from ._process import BatchReader, first_error_line, run_git, start_git
 from .quarantine import gc_paused, shared as shared_quarantine
 
 _HINT_NOT_REPO = "run git-hermit inside a git work tree (or `git init` one first)"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    import tempfile   # imported where a file is written: a read command (`log`) needs none
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 class GitDir:
@@ -192,20 +180,25 @@ class GitDir:
 
     # ----------------------------------------------------------------------------- config, excludes, bundles
     def config_get(self, key: str) -> str | None:
-        proc = self._run(["config", "--get", key])
-        if proc.returncode == 1:
-            return None
-        if proc.returncode != 0:
-            raise self._error(["config"], proc.stderr)
-        return proc.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+        """The value of ``key`` git would use (the last one set), or None; read by GitPython."""
+        values = self.config_get_all(key)
+        return values[-1] if values else None
 
     def config_get_all(self, key: str) -> list[str]:
-        proc = self._run(["config", "--get-all", key])
-        if proc.returncode == 1:
-            return []
-        if proc.returncode != 0:
-            raise self._error(["config"], proc.stderr)
-        return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+        """Every value of ``key`` across the system, global and repository configuration, read by
+        GitPython's config parser (no git process: gitio/_gitpython.py)."""
+        import configparser
+        from ._gitpython import config_values
+        try:
+            return config_values(self.git_dir, self.common_dir, self._env, key)
+        except (configparser.Error, OSError, UnicodeDecodeError) as exc:
+            # a config file GitPython's parser refuses: git's own answer, or its error
+            proc = self._run(["config", "--get-all", key])
+            if proc.returncode == 1:
+                return []
+            if proc.returncode != 0:
+                raise self._error(["config"], proc.stderr) from exc
+            return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
 
     def config_set(self, key: str, value: str) -> None:
         self.git("config", key, value)
@@ -221,7 +214,7 @@ class GitDir:
             return False
         if current and not current.endswith("\n"):
             current += "\n"
-        _atomic_write(path, (current + pattern + "\n").encode("utf-8", "surrogateescape"))
+        write_atomic(path, (current + pattern + "\n").encode("utf-8", "surrogateescape"))
         return True
 
     def bundle_create(self, path: Path, revs: list[str]) -> None:

@@ -5,6 +5,8 @@
 branch), into ``refs/hermit-remote/<name>/…`` (never into the user's refs), so the caller can merge
 them by its own rules. ``push_atomic`` sends every ref in one ``git push --atomic`` where each ref carries a
 lease (the remote value we merged with): a remote that moved in between rejects the whole push.
+Both transfers run through GitPython, which reports git's progress (drawn on a terminal's stderr;
+gitio/_gitpython.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import GitStateError, RefConflict
+from ._gitpython import transfer
 from ._process import first_error_line
 from .repo import Repo
 
@@ -72,7 +75,7 @@ def fetch_tracking(repo: Repo, remote: str, *, branches: tuple[str, ...] = (), t
         specs.append(f"^{TRACES_PATTERN}")    # a negative refspec (git 2.29+): not these
     specs += [f"+{branch}:{prefix}{branch.removeprefix('refs/')}" for branch in branches
               if branch.startswith("refs/heads/") and not branch.startswith("refs/heads/hermit/")]
-    proc = repo._run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune", remote, *specs])
+    proc = transfer(repo.work_tree, repo._env, "fetch", ["--no-tags", "--no-write-fetch-head", "--prune", remote, *specs])
     if proc.returncode != 0 and branches and "couldn't find remote ref" in proc.stderr.decode("utf-8", "replace"):
         # a branch the remote does not have (yet): fetch the rest; the caller sees it absent
         return fetch_tracking(repo, remote, traces=traces)
@@ -112,12 +115,12 @@ def push_atomic(repo: Repo, remote: str, refs: list[tuple[str | None, str, str |
     """
     if not refs:
         return []
-    args = ["push", "--atomic", "--porcelain", "--no-verify"]
+    args = ["--atomic", "--porcelain", "--no-verify"]
     for _sha, ref, expected in refs:
         args.append(f"--force-with-lease={ref}:{expected or ''}")
     args.append(remote)
     args += [f"{sha}:{ref}" if sha else f":{ref}" for sha, ref, _ in refs]
-    proc = repo._run(args)
+    proc = transfer(repo.work_tree, repo._env, "push", args)
     results = _parse_porcelain(proc.stdout.decode("utf-8", "replace"))
     if proc.returncode == 0:
         return results

@@ -14,7 +14,6 @@ from pathlib import Path
 from ..errors import GitStateError
 from ..files import files_in_directory   # moved to git_hermit/files.py; gitio still re-exports it
 from ..model.files import FileChange     # moved to model/; gitio still re-exports it
-from ._process import first_error_line, run_git
 from .gitdir import git_version
 from .objects import FILE_MODES, ZERO_SHA, CommitInfo, RefUpdate, TreeEntry
 from .writing import ObjectWriter, ref_lock_error
@@ -109,14 +108,17 @@ class Repo(ObjectWriter):
 
 
 def init_repository(path: Path) -> Repo:
-    """``git init`` at ``path`` (an existing repository is only re-initialised) and open it."""
+    """``git init`` at ``path`` through GitPython (an existing repository is opened as it is) and open it."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if not (path / ".git").exists():
+        from ._gitpython import init
         env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-        proc = run_git(["init", "-q", str(path)], cwd=path, env=env)
-        if proc.returncode != 0 and not (path / ".git").exists():
-            raise GitStateError(f"cannot create a repository at {path}: {first_error_line(proc.stderr)}")
+        try:
+            init(path, env)
+        except GitStateError:
+            if not (path / ".git").exists():    # another process made it meanwhile: open that one
+                raise
     return Repo.discover(path)
 
 

@@ -321,10 +321,10 @@ def _safe(key: str) -> str:
 
 
 def load_callable(spec: str) -> Callable[..., Any]:
-    module_name, _, attr = spec.partition(":")
+    from git_hermit.loader import load
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+        return load(spec)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(f"cannot load scripted learner {spec!r} ({exc})", hint="give it as module:function") from None
 
 

@@ -1,10 +1,13 @@
 """Validate records against the shipped JSON Schemas (2020-12).
 
-Schemas are read once from ``schemas/`` (shipped read-only data) and compiled with
-``jsonschema-rs`` (about 300x faster than pure-Python ``jsonschema``, which `git hermit log`
-needs to validate thousands of notes in well under a second); the schemas themselves are
-checked against their metaschema by the test suite. Errors become ``SchemaError`` naming the
-record, the JSON path and the problem.
+Schemas are read once from ``schemas/`` (shipped read-only data). The configuration (hermit.yaml,
+a few kB read once per command and remembered once valid: see config.py) is validated by
+``jsonschema``, whose errors give its messages (``config_schema_errors``). Records are validated
+by ``jsonschema-rs``: `git hermit log` validates thousands of notes, and bench/jsonschema_notes.py
+measures jsonschema 136-170x slower on 3,000 scores notes (1.04 s against jsonschema-rs's 6.1 ms
+at load average 4 on 2 cores; 1.28 s against 9.4 ms at load 8), far over the 1.5x a hot path may
+lose. The schemas themselves are checked against their metaschema by the test suite. Errors
+become ``SchemaError`` naming the record, the JSON path and the problem.
 """
 
 from __future__ import annotations
@@ -71,6 +74,32 @@ def schema_errors(name: str, data: Any) -> list[str]:
         return []
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.instance_path])
     return [f"at {_path(e.instance_path)}: {e.message}" for e in errors]
+
+
+def config_schema_errors(name: str, data: Any) -> list[str]:
+    """Like ``schema_errors``, validated by ``jsonschema`` (the configuration's validator: see the
+    module docstring), its messages as ``at <path>: <message>`` lines."""
+    validator = _python_validator(name)
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"at {_path(list(e.absolute_path))}: {e.message}" for e in errors]
+
+
+def python_validator_for(schema: dict[str, Any]) -> Any:
+    """A ``jsonschema`` validator of ``schema`` (2020-12; ``format`` an annotation, as jsonschema-rs has it)."""
+    # imported here: jsonschema (and its referencing, rpds, attrs) costs ~40 ms a command that
+    # validates no configuration (a warm `log`, completion, a hook) never pays
+    import jsonschema  # type: ignore[import-untyped]
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _python_validator(name: str) -> Any:
+    # by the completed schema's text, as _validator: recompiled only when an extension changed it
+    return _python_compiled(json.dumps(load_schema(name), sort_keys=True))
+
+
+@cache
+def _python_compiled(text: str) -> Any:
+    return python_validator_for(json.loads(text))
 
 
 def validate(name: str, data: Any, *, what: str | None = None) -> None:

@@ -8,7 +8,6 @@ re-running or re-billing finished rollouts; a stored exception (no result) runs 
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from git_hermit.atomic import write_atomic
 from git_hermit.errors import disk_full
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult, Usage
@@ -48,17 +48,6 @@ def task_dirname(task_id: str) -> str:
 
 def rollout_dir(out_dir: Path, task_id: str, attempt: int) -> Path:
     return out_dir / "rollouts" / task_dirname(task_id) / str(attempt)
-
-
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def read_result(directory: Path, commit: str | None = None, agent: str | None = None) -> RolloutResult | None:
@@ -106,8 +95,7 @@ def store_output(directory: Path, output: RolloutOutput) -> RolloutResult:
     # 2,000 rollouts would wait 10-50 s). The rename keeps it atomic: a killed process loses
     # nothing (the page cache outlives it); after a power cut a result.json may be empty, which
     # read_result takes for unfinished, so that rollout reruns.
-    atomic_write(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
-                 durable=False)
+    write_atomic(directory / RESULT_FILE, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     return result
 
 

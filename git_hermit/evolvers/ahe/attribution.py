@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from git_hermit.evolvers.ahe.analysis import StepDiff
-from git_hermit.model.records import VerdictName
+from git_hermit.model.records import VerdictName, VerdictNote
 
 HARMFUL: Final = "HARMFUL"
 MIXED: Final = "MIXED"
@@ -64,6 +64,15 @@ class ChangeVerdict:
     @property
     def hit_rate(self) -> str:
         return f"{len(self.actually_fixed)}/{len(self.predicted_fixes)}"
+
+    def note(self, run: str, step: int, evaluated_commit: str) -> VerdictNote:
+        """This judgement as the verdict note on the change's commit (the one place the shared
+        fields cross from the change_evaluation.json entry to the note)."""
+        return VerdictNote(run=run, step=step, change_id=self.change_id, verdict=self.verdict,
+                           actually_fixed=self.actually_fixed, still_failed=self.still_failed,
+                           risk_realized=self.risk_realized, predicted_fixes=self.predicted_fixes,
+                           predicted_risks=self.predicted_risks, hit_rate=self.hit_rate,
+                           evaluated_commit=evaluated_commit)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -112,12 +112,7 @@ class AHEEvolver:
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
             for cv in evaluation.changes:
-                verdict = VerdictNote(
-                    run=ctx.run, step=ctx.step, change_id=cv.change_id, verdict=cv.verdict,
-                    actually_fixed=tuple(cv.actually_fixed), still_failed=tuple(cv.still_failed),
-                    risk_realized=tuple(cv.risk_realized), predicted_fixes=tuple(cv.predicted_fixes),
-                    predicted_risks=tuple(cv.predicted_risks), hit_rate=cv.hit_rate,
-                    evaluated_commit=ctx.commit)
+                verdict = cv.note(ctx.run, ctx.step, ctx.commit)
                 commit = commit_of[cv.change_id]
                 first = result.verdicts.get(commit)
                 # changes declared together share a commit: one note holds each one's verdict

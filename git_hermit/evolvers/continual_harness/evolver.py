@@ -127,8 +127,8 @@ def _fresh_copy(source: Path, dest: Path) -> Path:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from git_hermit.rollouts.runner import atomic_write
-    atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+    from git_hermit.atomic import write_atomic
+    write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), durable=True)
 
 
 class ContinualHarnessEvolver:
@@ -421,9 +421,9 @@ class ContinualHarnessEvolver:
         for name, out in analysis["passes"].items():
             lines.append(f"- {name}: {out['status']}" + (f" ({out['reason']})" if out.get("reason") else ""))
             lines += [f"  - {c}" for c in out["changes"]]
-        from git_hermit.rollouts.runner import atomic_write
+        from git_hermit.atomic import write_atomic
         report = redact("\n".join(lines) + "\n").encode()
-        atomic_write(ctx.step_dir / "output" / "report.md", report)
+        write_atomic(ctx.step_dir / "output" / "report.md", report, durable=True)
         return {LOG_RECORD: (json.dumps(entry, indent=2, ensure_ascii=False) + "\n").encode(), "report.md": report}
 
 

@@ -9,7 +9,6 @@ no agent of its own (`git hermit demo` writes its acting agent there).
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 import uuid
@@ -31,10 +30,10 @@ def load_policy(spec: str | None) -> Callable[..., str]:
         raise ConfigError("agent.backend scripted needs agent.scripted.policy",
                           hint="name the agent's function as module:function, e.g. "
                                "scripted: {policy: my_agent:run}")
-    module_name, _, attr = spec.partition(":")
+    from git_hermit.loader import load
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+        return load(spec)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(f"agent.scripted.policy {spec!r} cannot be loaded ({exc})",
                           hint="give it as module:function") from None
 

@@ -315,14 +315,6 @@ class StepAssembler:
                     if output is not None:
                         call.update(output=output, failed=True)
 
-    @property
-    def is_open(self) -> bool:
-        return self._open is not None
-
-    @property
-    def next_index(self) -> int:
-        """The index the next emitted step gets (the open step's, if one is open)."""
-        return self._next_index
 
     def drain(self) -> Iterator[Step]:
         while self._ready:
