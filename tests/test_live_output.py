@@ -87,7 +87,8 @@ def test_the_workflows_step_prints_its_outcome_in_the_log(repo):
     control = make_run(repo, {"t1": "4", "t2": "7"}, k=1)
     _two_step_plan(control)
     assert hermit(repo, "step", env=env_for(control)).code == 0
-    workflow = yaml.safe_load((ROOT / "templates" / "github" / "hermit-step.yml").read_text())
+    from git_hermit.core.workflow import workflow_text
+    workflow = yaml.safe_load(workflow_text(host="codex"))   # as `init --github` writes it
     [command] = [s["run"] for s in workflow["jobs"]["step"]["steps"] if s.get("name") == "One step"]
     bin_dir = str(Path(sys.executable).parent)               # where `git-hermit` is installed
     env = {**env_for(control), "HERMIT_RUN": "r", "PATH": bin_dir + os.pathsep + os.environ["PATH"]}

@@ -310,16 +310,18 @@ def test_a_failed_hosts_install_shows_npms_error_not_its_update_notice(tmp_path)
     assert "New major version" not in error and "npm install -g npm" not in error, r.err
 
 
-# --- the README's `report 2` example ---------------------------------------------------------------
+# --- the README's log block and the `report 2` example of docs/review.md ------------------------------
 ROOT = Path(__file__).resolve().parents[1]
 _HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 
 
 def _readme_blocks() -> tuple[list[str], str]:
-    """The Quickstart's `git hermit log` lines and the `report 2` example, as the README shows them."""
+    """The Quickstart's `git hermit log` lines (README) and the `report 2` example (docs/review.md),
+    both from one demo run."""
     readme = (ROOT / "README.md").read_text()
     log = readme.split("$ git hermit log\n", 1)[1].split("```", 1)[0].splitlines()
-    report = readme.split("````markdown\n", 1)[1].split("````", 1)[0]
+    review = (ROOT / "docs" / "review.md").read_text()
+    report = review.split("````markdown\n", 1)[1].split("````", 1)[0]
     return log, report
 
 

@@ -94,7 +94,7 @@ def test_actionlint_finds_nothing_wrong(initialised, tmp_path):
     for record in SOURCES:                 # each install source's workflow
         text = workflow_text(host="claude-code", source=install_source(record, "1.2.3"))
         assert _findings(text, tmp_path) == [], record
-    release = workflow_text(source=install_source(None, "1.2.3"))
+    release = workflow_text(host="codex", source=install_source(None, "1.2.3"))
     assert _lint_text(release, tmp_path) == []       # no repository variable: clean with nothing excused
     broken = tmp_path / "broken.yml"      # the linter does find problems: this check can fail
     broken.write_text(release.replace("github.token", "github.tokn"))
@@ -129,9 +129,9 @@ def test_the_install_step_installs_this_same_git_hermit():
                                    "git_hermit-1.2.3-py3-none-any.whl#sha256=" + "ab" * 32)
     assert editable.kind == directory.kind == "local" and editable.requirement is None
     for source in (release, vcs, archive):
-        text = workflow_text(source=source)
+        text = workflow_text(host="codex", source=source)
         assert f"python -m pip install {json.dumps(source.requirement)}" in text and "vars." not in text
-    local = yaml.safe_load(workflow_text(source=editable))
+    local = yaml.safe_load(workflow_text(host="codex", source=editable))
     for job in local["jobs"].values():     # the first step fails at once, saying what to set
         first = job["steps"][0]
         assert first["env"] == {"HERMIT_INSTALL": "${{ vars.HERMIT_INSTALL }}"}

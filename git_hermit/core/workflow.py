@@ -92,9 +92,9 @@ def _check_step(source: InstallSource) -> str:
             f"          fi\n")
 
 
-def workflow_text(*, host: str = "codex", source: InstallSource | None = None) -> str:
+def workflow_text(*, host: str, source: InstallSource | None = None) -> str:
     """The workflow of templates/github/, installing ``source`` (default: this installation) and the
-    pinned ``host`` CLI."""
+    pinned ``host`` CLI (the one the run's hermit.yaml names: no host is this module's default)."""
     from git_hermit.resources import templates_dir
     source = source or this_installation()
     text = (templates_dir() / "github" / "hermit-step.yml").read_text()
