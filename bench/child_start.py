@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from git_hermit.rollouts import process
+from git_hermit.supervise import process
 
 TARGET_MS = 10.0     # the whole per-rollout budget of hermit's own CPU (issue 15, item 2)
 

@@ -32,8 +32,8 @@ from git_hermit.core.evaluate import load_benchmark, make_jobs
 from git_hermit.core.runs import open_run
 from git_hermit.gitio import Repo
 from git_hermit.rollouts.executors import open_executor
-from git_hermit.rollouts.process import guard_cpu_seconds
 from git_hermit.rollouts.runner import Progress, run_jobs
+from git_hermit.supervise.process import guard_cpu_seconds
 
 AGENT_SLEEP_S = 0.5
 TARGETS = {"local": 1.05, "dask": 1.15}

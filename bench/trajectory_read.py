@@ -169,7 +169,7 @@ _CHILD = textwrap.dedent("""
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     if mode == "summarize":
-        from git_hermit.rollouts.trajectories import summarize
+        from git_hermit.trajectories import summarize
     base_kb = peak_kb()
     start = time.perf_counter()
     if mode == "summarize":

@@ -26,13 +26,13 @@ from git_hermit.hosts import registry
 if TYPE_CHECKING:     # imported where used: `git hermit --version` and completion stay fast
     from collections.abc import Sequence
 
+    from git_hermit.accounting.budget import Spread
     from git_hermit.core.evaluate import EvalRun
     from git_hermit.core.scores_notes import RowDisagreement
     from git_hermit.core.step import StepOutcome
     from git_hermit.gitio import Repo
     from git_hermit.render.manpage import CommandDoc
     from git_hermit.render.progress import LiveProgress
-    from git_hermit.rollouts.budget import Spread
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -855,9 +855,9 @@ def estimate(steps: int, run: str | None, as_json: bool) -> None:
     Per role (acting, judge, the learners): a step's mean ± sd and its range over the run's
     finished steps; then the next STEPS steps, what the run spent and what its budget leaves.
     """
+    from git_hermit.accounting.budget import usd
     from git_hermit.core.budget import estimate as do_estimate
     from git_hermit.core.runs import open_run
-    from git_hermit.rollouts.budget import usd
     ctx = open_run(_repo(), run, with_refs=True)
     _warn_missing(ctx)
     result = do_estimate(ctx, steps)
@@ -1181,7 +1181,7 @@ def trace(files: tuple[Path, ...], family: str | None, as_json: bool) -> None:
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
     """Ctrl-C: end every agent and learner process now (they run in their own sessions, out
     of the terminal's reach), then unwind; nothing half-done is published and a rerun resumes."""
-    from git_hermit.rollouts.process import kill_all
+    from git_hermit.supervise.process import kill_all
     kill_all()
     raise KeyboardInterrupt
 

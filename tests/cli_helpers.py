@@ -162,7 +162,8 @@ def _reset_process_caches() -> None:
     no result depends on. Imported, not looked up, so a module that moves fails here loudly."""
     from git_hermit import redact
     from git_hermit.gitio import set_debug
-    from git_hermit.rollouts import deploy_cache, process, sandbox, worker
+    from git_hermit.rollouts import deploy_cache, worker
+    from git_hermit.supervise import process, sandbox
     set_debug(False)
     redact._registered.clear()
     redact._env_secrets.cache_clear()

@@ -19,7 +19,7 @@ import yaml
 
 from cli_helpers import hermit
 from conftest import git
-from git_hermit.rollouts import sandbox
+from git_hermit.supervise import sandbox
 
 AGENT = """#!{python}
 import os, sys, pathlib

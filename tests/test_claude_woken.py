@@ -20,7 +20,7 @@ import pytest
 from support.rate_limits_helpers import _real_host_run
 
 from git_hermit.hosts.registry import find_host_cli
-from git_hermit.rollouts.trajectories import iter_steps, summarize
+from git_hermit.trajectories import iter_steps, summarize
 
 INTERIM = "WAITING"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from git_hermit.hostkit import conformance
-from git_hermit.hosts.locate import cli_version, find_node
 from git_hermit.hosts import registry
+from git_hermit.hosts.locate import cli_version, find_node
 from git_hermit.hosts.registry import find_host_cli
-from git_hermit.rollouts.trajectories import summarize
+from git_hermit.trajectories import summarize
 from support.conformance_helpers import require_cli  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"

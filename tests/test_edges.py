@@ -101,8 +101,9 @@ def test_ahe_capability_notes_import_nothing_from_the_hooks(tmp_path):
 
 @pytest.mark.parametrize("name", ["VerdictNote", "JudgeVerdict", "BaselineCI", "PairedComparison"])
 def test_renamed_records_exist(name):
+    from git_hermit.accounting import stats
     from git_hermit.model import records
-    from git_hermit.rollouts import judges, stats
+    from git_hermit.rollouts import judges
     assert any(hasattr(m, name) for m in (records, judges, stats))
 
 

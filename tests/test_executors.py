@@ -28,9 +28,9 @@ from support.rollouts_e2e_helpers import ANSWER_IF_EVEN, make_project, result_fi
 
 from git_hermit.gitio import Repo
 from git_hermit.rollouts.executors import _bundle_bytes
-from git_hermit.rollouts.scratch import PARKED
 from git_hermit.rollouts.tasks import Task
 from git_hermit.rollouts.worker import RolloutJob, execute_rollout
+from git_hermit.supervise.scratch import PARKED
 
 pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
 
@@ -133,7 +133,7 @@ def test_a_worker_process_removes_dead_processes_scratch_at_its_first_rollout_on
     """A worker process (here this one, as a Dask worker runs rollouts) removes the scratch of
     dead processes under its TMPDIR at its first rollout, and lists that directory no more: a
     process that dies later is the next worker process's to clean."""
-    from git_hermit.rollouts.scratch import drop_slots
+    from git_hermit.supervise.scratch import drop_slots
     assert hermit(repo, "init").code == 0
     commit = git(repo, "rev-parse", "HEAD").strip()
     bundle = _bundle_of(repo, commit)

@@ -22,7 +22,7 @@ from git_hermit.hostkit.sessions import session_command
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import ContextLimit, Host, Layout, Login, SessionSpec, SubAgent
 from git_hermit.rollouts.agents import AgentContext, backends, make_agent
-from git_hermit.rollouts.trajectories import summarize
+from git_hermit.trajectories import summarize
 
 PACKAGE = Path(git_hermit.__file__).parent
 
@@ -170,7 +170,7 @@ def test_rollouts_and_the_session_harness_run_the_same_command(host, tmp_path, m
 # The host modules, the trajectory reader of the one format named after its host, and the
 # generated completion table (built from the CLI's choices, which come from the registry).
 ALLOWED = {"hosts/codex.py", "hosts/claude_code.py", "hosts/pi.py", "hosts/registry.py",
-           "rollouts/trajectories/pi.py", "_completion_table.py"}
+           "trajectories/pi.py", "_completion_table.py"}
 
 
 def _host_literals(path: Path, names: set[str]) -> list[int]:

@@ -17,7 +17,7 @@ from git_hermit.model.rollout import RolloutResult, scored
 from git_hermit.rollouts.judges import (
     JudgeVerdict, check_judge_for_tasks, extract_final_answer, make_judge, normalise_text, numeric_match,
 )
-from git_hermit.rollouts.ledger import Price
+from git_hermit.accounting.ledger import Price
 from git_hermit.rollouts.tasks import Task
 from support.judges_helpers import FakeChatServer  # noqa: F401
 

@@ -20,7 +20,7 @@ import yaml
 from cli_helpers import hermit
 from step_support import RUN, env_for, make_run, step_dir
 
-from git_hermit.rollouts import sandbox
+from git_hermit.supervise import sandbox
 
 SEED_000 = {"enabled": True, "network": "restricted", "allow": ["chatgpt.com", "auth.openai.com"]}
 

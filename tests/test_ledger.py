@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from git_hermit.accounting.ledger import Ledger, LedgerEntry, Price, load_prices, price_usage, sum_usage
 from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import RolloutResult, Usage
-from git_hermit.rollouts.ledger import Ledger, LedgerEntry, Price, load_prices, price_usage, sum_usage
 
 PRICES = load_prices({"gpt-5.6-luna": {"input": 1.25, "cached_input": 0.125, "output": 10.0},
                       "grader": {"input": 2.0, "output": 8.0}})
@@ -124,7 +124,7 @@ def test_concurrent_adds_are_all_kept():
 
 
 def test_a_backend_that_reports_no_tokens_shows_unknown_not_zero():
-    from git_hermit.rollouts.ledger import Ledger, Price, format_usage
+    from git_hermit.accounting.ledger import Ledger, Price, format_usage
     from git_hermit.model.rollout import Usage
     assert format_usage(Usage(cost_usd=0.0)) == "tokens unknown (not reported)  cost unknown"
     assert "$0.00" not in "\n".join(Ledger({"m": Price(1.0, 0.1, 2.0)}).render())

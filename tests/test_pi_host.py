@@ -24,12 +24,12 @@ from support.trajectories_helpers import RECORDED, check_scripted_session, recor
 from git_hermit import resources
 from git_hermit.adapter.deploy import deploy
 from git_hermit.errors import ConfigError
+from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hosts.locate import find_node
 from git_hermit.hosts.registry import find_host_cli
-from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.rollouts.agents import AgentContext, make_agent
-from git_hermit.rollouts.process import ProcessOutcome
-from git_hermit.rollouts.trajectories import iter_steps, summarize
+from git_hermit.supervise.process import ProcessOutcome
+from git_hermit.trajectories import iter_steps, summarize
 
 STREAM = RECORDED / "pi-0.73.1-stream.jsonl"
 SESSION = RECORDED / "pi-0.73.1-session.jsonl"

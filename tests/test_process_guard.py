@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from git_hermit.rollouts import process
-from git_hermit.rollouts.process import run_capture, start
+from git_hermit.supervise import process
+from git_hermit.supervise.process import run_capture, start
 
 # prints: the guard's pid, the guard's parent (the server), and the SIGPIPE disposition
 PROBE = ["sh", "-c", "awk '{print $4}' /proc/$PPID/stat; echo $PPID; grep SigIgn /proc/self/status"]
@@ -119,7 +119,7 @@ def test_guards_are_pooled_within_a_bound_and_end_with_git_hermit(tmp_path):
     script.write_text(
         "import os, sys, threading\n"
         "from pathlib import Path\n"
-        "from git_hermit.rollouts import process\n"
+        "from git_hermit.supervise import process\n"
         "def one():\n"
         "    process.run_capture(['sleep', '0.3'], cwd=Path('.'), env=os.environ, timeout_s=30)\n"
         "threads = [threading.Thread(target=one) for _ in range(int(sys.argv[1]))]\n"
@@ -200,7 +200,7 @@ def test_a_batch_ended_by_ctrl_c_starts_no_process_while_other_batches_still_do(
 
     import pytest
 
-    from git_hermit.rollouts.process import in_batch, kill_running
+    from git_hermit.supervise.process import in_batch, kill_running
     ended, next_run = uuid.uuid4().hex, uuid.uuid4().hex
     with in_batch(ended):
         assert run_capture(["true"], cwd=tmp_path, env=os.environ, timeout_s=10).returncode == 0

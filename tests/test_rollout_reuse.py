@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 
 from git_hermit.rollouts.executors import PREPARE_AHEAD
-from git_hermit.rollouts.scratch import drop_slots
 from git_hermit.rollouts.tasks import Task
 from git_hermit.rollouts.worker import RolloutJob, execute_rollout
+from git_hermit.supervise.scratch import drop_slots
 from cli_helpers import hermit
 from conftest import git
 from support.rollouts_e2e_helpers import commit_candidate, make_project, result_files
@@ -231,7 +231,7 @@ def test_the_steps_of_a_train_reuse_the_first_steps_rollout_directories(repo, mo
     `train` they are made (or taken from the parked ones) for the first batch only (counted in
     process: run_cli)."""
     from cli_helpers import run_cli
-    from git_hermit.rollouts import scratch
+    from git_hermit.supervise import scratch
     from step_support import change, env_for, make_run, memory_lines, plan
     made: list[str] = []       # made, or taken from those an earlier command parked
     real, take = scratch.scratch_dir, scratch._take_parked
@@ -305,7 +305,7 @@ def test_a_later_command_takes_the_rollout_directories_an_earlier_one_parked_tid
 
 def _take_all(tmpdir: str) -> list[str]:
     os.environ["TMPDIR"] = tmpdir
-    from git_hermit.rollouts import scratch
+    from git_hermit.supervise import scratch
     taken = []
     while (path := scratch._take_parked()) is not None:
         taken.append(path.name)
@@ -326,7 +326,7 @@ def test_two_processes_never_take_the_same_parked_directory(tmp_path):
 def test_parked_directories_unused_for_a_day_are_removed(tmp_path, monkeypatch):
     import tempfile
     import time
-    from git_hermit.rollouts import scratch
+    from git_hermit.supervise import scratch
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
     parked = tmp_path / f"git-hermit-{os.getuid()}" / "parked"
@@ -345,7 +345,7 @@ def test_directories_kept_between_a_commands_batches_hold_nothing_of_the_last_ta
     files and what the agent left are gone, the adapter's deployment stays (the same inodes).
     When the block ends they are parked, not removed."""
     import tempfile
-    from git_hermit.rollouts.scratch import PARKED, end_batch, scratch_root, slots_kept
+    from git_hermit.supervise.scratch import PARKED, end_batch, scratch_root, slots_kept
     monkeypatch.setenv("TMPDIR", str(tmp_path))         # this test's own pool of parked directories
     monkeypatch.setattr(tempfile, "tempdir", None)
     assert hermit(repo, "init").code == 0

@@ -24,7 +24,7 @@ import yaml
 from cli_helpers import hermit
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
-from git_hermit.rollouts import sandbox
+from git_hermit.supervise import sandbox
 from step_support import make_run
 from support.evolve_codex_helpers import require_codex
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from git_hermit.rollouts import scratch
+from git_hermit.supervise import scratch
 
 DAY = 24 * 3600
 DEAD_PID = "4194305"        # above the kernel's largest pid: no such process, ever
@@ -23,7 +23,7 @@ DEAD_PID = "4194305"        # above the kernel's largest pid: no such process, e
 # stdin) this process's own clean-up; it prints its directory and, after cleaning, "cleaned".
 HOLDER = """
 import sys
-from git_hermit.rollouts import scratch
+from git_hermit.supervise import scratch
 path = scratch.process_dir()
 (path / "rollout-x" / "home").mkdir(parents=True)
 (path / "rollout-x" / "home" / "login.json").write_text("a live run's")

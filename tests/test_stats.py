@@ -8,7 +8,7 @@ import random
 import pytest
 
 from git_hermit.model.rollout import RolloutResult
-from git_hermit.rollouts.stats import (
+from git_hermit.accounting.stats import (
     PairedComparison, compare, paired_bootstrap, pass_at, pass_at_1, pass_at_k, per_task_pass_at_1, task_label,
     task_labels,
 )
@@ -136,7 +136,7 @@ def test_compare_rollout_results():
 
 
 def test_bootstrap_interval_of_one_evaluation():
-    from git_hermit.rollouts.stats import bootstrap_interval
+    from git_hermit.accounting.stats import bootstrap_interval
     interval = bootstrap_interval({"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
     assert interval.mean == 0.75 and interval.n_tasks == 4
     assert interval.low == 0.25 and interval.high == 1.0

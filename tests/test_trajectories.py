@@ -10,7 +10,7 @@ import pytest
 
 from git_hermit.errors import InputError
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.trajectories import (
+from git_hermit.trajectories import (
     Step, detect_format, explode, iter_steps, summarize, to_atif, tool_kind,
 )
 from support.trajectories_helpers import FIXTURES, RECORDED, SCRIPTED_ANSWER, calls_of, check_scripted_session, records  # noqa: F401
@@ -496,9 +496,9 @@ def test_conformance_recordings_read_cleanly(path):
 @pytest.mark.parametrize("host, fmt, shell_name", [("codex", "codex-exec", "exec_command"),
                                                    ("claude-code", "claude-stream", "Bash")])
 def test_live_host_stream_reads(host, fmt, shell_name, tmp_path):
-    from git_hermit.hosts.registry import find_host_cli
     from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
     from git_hermit.hostkit.sessions import run_session
+    from git_hermit.hosts.registry import find_host_cli
 
     cli = find_host_cli(host)
     if cli is None:

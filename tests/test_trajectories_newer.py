@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from git_hermit.rollouts.trajectories import iter_steps, summarize
+from git_hermit.trajectories import iter_steps, summarize
 
 NEWER = Path(__file__).parent / "fixtures" / "trajectories" / "newer"
 RECORDED = Path(__file__).parent / "fixtures" / "trajectories" / "recorded"

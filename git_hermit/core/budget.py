@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from git_hermit.accounting.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
+from git_hermit.accounting.ledger import Ledger, LedgerEntry, load_prices, sum_usage
 from git_hermit.config import RunConfig
 from git_hermit.core.integrity import Damage
 from git_hermit.core.records import RunRecords, records_ref
@@ -26,8 +28,6 @@ from git_hermit.core.scores_notes import roles_of
 from git_hermit.errors import ConfigError
 from git_hermit.gitio import NOTES_REFS, NotesStore
 from git_hermit.hosts import registry
-from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
-from git_hermit.rollouts.ledger import Ledger, LedgerEntry, load_prices, sum_usage
 from git_hermit.model.bounded_json import load_bounded
 from git_hermit.model.records import MAX_NOTE_BYTES, MAX_NOTE_DEPTH
 from git_hermit.model.rollout import Usage

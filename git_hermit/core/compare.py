@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from git_hermit.accounting import stats
 from git_hermit.core.history import load_history
 from git_hermit.core.runs import open_run
 from git_hermit.errors import GitStateError, InputError
 from git_hermit.gitio import Repo
-from git_hermit.rollouts import stats
 
 
 @dataclass(frozen=True)

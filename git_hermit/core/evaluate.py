@@ -13,6 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from git_hermit.accounting import stats
+from git_hermit.accounting.budget import Budget
+from git_hermit.accounting.ledger import RETRIED, Ledger, LedgerEntry, load_prices, row_of, sum_usage
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_evaluation_budget
@@ -24,18 +27,15 @@ from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.hosts import registry
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult, Usage, scored
-from git_hermit.rollouts import stats
-from git_hermit.rollouts.sandbox import spec_from_config
 from git_hermit.rollouts.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
-from git_hermit.rollouts.budget import Budget
-from git_hermit.rollouts.ledger import RETRIED, Ledger, LedgerEntry, load_prices, row_of, sum_usage
 from git_hermit.rollouts.rows import Split, load_split
-from git_hermit.rollouts.scratch import slots_kept
 from git_hermit.rollouts.runner import Progress, finished_result, read_retried, rollout_dir, run_jobs
 from git_hermit.rollouts.tasks import Task, load_tasks, require_host_runnable
 from git_hermit.rollouts.worker import RolloutJob
+from git_hermit.supervise.sandbox import spec_from_config
+from git_hermit.supervise.scratch import slots_kept
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from git_hermit.accounting import stats
 from git_hermit.core.evaluate import eval_commits
 from git_hermit.core.runs import RunContext, best_tag
-from git_hermit.rollouts import stats
 from git_hermit.rollouts.runner import Progress
 
 SPLIT = "test"

@@ -76,7 +76,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
     if learners:
         problems += _guarded(lambda: _evolver_refuses(config), "evolver")
         problems += _learners(config)
-    from git_hermit.rollouts.sandbox import spec_from_config   # its own refusal, collected with the rest
+    from git_hermit.supervise.sandbox import spec_from_config   # its own refusal, collected with the rest
     problems += _guarded(lambda: spec_from_config(config.sandbox), "sandbox.enabled")
     return PreflightReport(tuple(problems))
 

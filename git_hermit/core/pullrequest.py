@@ -30,7 +30,7 @@ from git_hermit.core.report import StepReport
 from git_hermit.core.runs import run_dir
 from git_hermit.errors import AgentError
 from git_hermit.gitio import Repo
-from git_hermit.rollouts.process import run_process
+from git_hermit.supervise.process import run_process
 
 GH_TIMEOUT_S = 120.0
 STATUS_DESCRIPTION_LIMIT = 140          # GitHub refuses longer commit-status descriptions

@@ -205,7 +205,7 @@ def _why_ignored(event: ReviewEvent, commands: list[Command]) -> str | None:
 
 def _head_ref(repo: Repo, pr: int, gh: str) -> str:
     """The head branch of pull request ``pr``, asked of gh (an issue_comment payload does not name it)."""
-    from git_hermit.rollouts.process import run_process
+    from git_hermit.supervise.process import run_process
     found = shutil.which(gh)
     if found is None:
         raise AgentError(f"gh is not on PATH: it names the head branch of pull request #{pr}",

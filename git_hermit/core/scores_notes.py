@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeGuard
 
+from git_hermit.accounting import stats
+from git_hermit.accounting.ledger import add_by_role, sum_usage
 from git_hermit.model.merge import merge_json, merge_records
 from git_hermit.model.records import canonical_json
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts import stats
-from git_hermit.rollouts.ledger import add_by_role, sum_usage
 
 _TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 _SUMMARY = ("k", "pass_at_1", "pass_at", "tasks", "ci", "usage", "usage_by_role", "step", "partial")   # a ``splits`` entry

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from git_hermit.accounting import stats
 from git_hermit.core.scores_notes import kept_by_rule
 from git_hermit.errors import SchemaError
-from git_hermit.rollouts import stats
 
 # Fields of a scores split recomputed from its rows (checked against them) or summed (never lower)
 _SCORES_DERIVED = ("pass_at_1", "pass_at", "k", "partial", "duration_s")

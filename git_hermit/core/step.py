@@ -32,16 +32,16 @@ from git_hermit.evolvers import registry
 from git_hermit.evolvers.base import Evolver, PastChange, PastEvaluation, PastRollback, StepContext, StepResult
 from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, RefUpdate, Repo, RunLock, ZERO_SHA,
                               check_ref_locks, drop_stale_keepalive)
+from git_hermit.accounting import stats
+from git_hermit.accounting.budget import ROLLOUT_ROLES, Budget
+from git_hermit.accounting.ledger import Ledger, load_prices
+from git_hermit.atomic import write_atomic
 from git_hermit.learners import Learner, SessionLearner, make_learner
-from git_hermit.rollouts.sandbox import spec_from_config
-from git_hermit.rollouts.scratch import clean_stale, slots_kept
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
-from git_hermit.rollouts import stats
-from git_hermit.rollouts.budget import ROLLOUT_ROLES, Budget
-from git_hermit.rollouts.ledger import Ledger, load_prices
-from git_hermit.atomic import write_atomic
 from git_hermit.rollouts.runner import Progress, task_dirname
+from git_hermit.supervise.sandbox import spec_from_config
+from git_hermit.supervise.scratch import clean_stale, slots_kept
 
 if TYPE_CHECKING:
     from git_hermit.core.card import CardText

@@ -14,12 +14,12 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Mapping
 
+from git_hermit.accounting.ledger import Price, load_prices, price_usage
 from git_hermit.errors import ConfigError, HermitError, InputError, NotARepository
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.ledger import Price, load_prices, price_usage
-from git_hermit.rollouts.trajectories import TrajectorySummary, detect_format, summarize
-from git_hermit.rollouts.trajectories.codex import parent_thread
+from git_hermit.trajectories import TrajectorySummary, detect_format, summarize
+from git_hermit.trajectories.codex import parent_thread
 
 def families() -> dict[str, tuple[str, ...]]:
     """--format names a host (its family); the file's own shape picks the variant (stream or

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from git_hermit.errors import HermitError
-from git_hermit.rollouts.trajectories import iter_steps
+from git_hermit.trajectories import iter_steps
 
 from .acting import CONCEPTS
 

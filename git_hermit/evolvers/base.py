@@ -13,12 +13,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
+from git_hermit.accounting.ledger import Ledger
 from git_hermit.adapter.check_spec import Violation
 from git_hermit.learners import Learner
 from git_hermit.model.files import FileChange
 from git_hermit.model.records import Change, Manifest, Provenance, ReviewEntry, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
-from git_hermit.rollouts.ledger import Ledger
 
 if TYPE_CHECKING:   # config imports the evolver registry: the evolvers name its type only
     from git_hermit.config import RunConfig

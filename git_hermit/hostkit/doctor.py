@@ -156,7 +156,7 @@ def doctor_report(repo: "Repo | None", run_hosts: bool, work_dir: Path | None = 
         problems.append(f"plugin {name!r} ({group} entry point) could not be loaded and is skipped: {error[:300]}")
     if node is None and any(s.installed for s in hosts):
         problems.append("node is not on PATH; the host CLIs' launchers need it")
-    from git_hermit.rollouts.sandbox import probe   # lazy: doctor must start even without it
+    from git_hermit.supervise.sandbox import probe   # lazy: doctor must start even without it
     sandbox_ok, sandbox = probe()
     if not sandbox_ok and repo is not None and _sandbox_enabled(repo):
         problems.append(f"hermit.yaml enables the sandbox but {sandbox}; `step` refuses to run "

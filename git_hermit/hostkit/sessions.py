@@ -78,7 +78,7 @@ def run_session(
     argv, env = session_command(host, cli, workspace, base_url, prompt, home=home, model=model,
                                 extra_args=extra_args)
     env.update(extra_env or {})
-    from git_hermit.rollouts.process import run_capture   # the one process runner
+    from git_hermit.supervise.process import run_capture   # the one process runner
     outcome = run_capture(argv, cwd=workspace, env=env, timeout_s=timeout_s)
     return SessionResult(host=host, argv=tuple(argv), stdout=outcome.stdout, stderr=outcome.stderr,
                          exit_code=outcome.returncode, duration_s=outcome.duration_s,

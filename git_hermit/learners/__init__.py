@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.scratch import scratch
+from git_hermit.supervise.scratch import scratch
 
 if TYPE_CHECKING:
     from git_hermit.rollouts.agents.base import AgentBackend
@@ -85,7 +85,7 @@ class SessionLearner:
     role: str
     backend: str
     cfg: dict[str, Any]
-    sandbox: Any = None           # a rollouts.sandbox.SandboxSpec, or None: unsandboxed
+    sandbox: Any = None           # a supervise.sandbox.SandboxSpec, or None: unsandboxed
     hide: tuple[str, ...] = ()    # workspace paths (globs) the session must not see (seed 000 ``hide``)
 
     def _agent(self) -> AgentBackend:

@@ -110,7 +110,7 @@ def _bundle_bytes(repo: Repo, commit: str) -> bytes:
 def _end_running_rollouts(batch: str) -> int:
     """Run on every Dask worker at Ctrl-C: end the process trees of its running rollouts, and
     refuse any process to the rest of ``batch`` (rollouts still preparing, or queued)."""
-    from git_hermit.rollouts.process import kill_running
+    from git_hermit.supervise.process import kill_running
     return kill_running(batch)
 
 
@@ -207,7 +207,7 @@ class DaskHandle:
 
             def drop() -> None:
                 try:     # the workers' rollout directories, kept for reuse between rollouts
-                    from git_hermit.rollouts.scratch import drop_slots
+                    from git_hermit.supervise.scratch import drop_slots
                     client.run(drop_slots, wait=True)
                 except Exception:      # a worker gone has nothing left to drop
                     pass

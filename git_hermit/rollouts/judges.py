@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Protocol, overload
 
+from git_hermit.accounting.ledger import Price, price_usage
 from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Outcome, RolloutResult, Usage
+from git_hermit.supervise.process import run_capture
 
 from .agent_files import RefusedFile, read_left_file
-from .ledger import Price, price_usage
-from .process import run_capture
 from .tasks import Task, listing
 
 PASS_REWARD = 1.0          # spec/ahe.md §1.1: reward >= 1.0 passes

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from git_hermit.accounting.budget import Budget
 from git_hermit.atomic import write_atomic
 from git_hermit.errors import disk_full
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
-from git_hermit.rollouts.process import kill_all
-from git_hermit.rollouts.scratch import clean_stale, end_batch
-from git_hermit.rollouts.budget import Budget
 from git_hermit.rollouts.executors import RolloutHandle
 from git_hermit.rollouts.worker import DISK_FULL, TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
+from git_hermit.supervise.process import kill_all
+from git_hermit.supervise.scratch import clean_stale, end_batch
 
 RESULT_FILE = "result.json"
 # A row's attempts the model's rate limit ended and the driver re-queued, one JSON line each: what

@@ -28,9 +28,9 @@ from git_hermit.rollouts.agents import AgentContext, make_agent
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset, reset_to_plan
 from git_hermit.rollouts.judges import make_judge
-from git_hermit.rollouts.process import in_batch
-from git_hermit.rollouts.scratch import clean_stale_once, rollout_slot
 from git_hermit.rollouts.tasks import Task
+from git_hermit.supervise.process import in_batch
+from git_hermit.supervise.scratch import clean_stale_once, rollout_slot
 
 if TYPE_CHECKING:
     from git_hermit.gitio import Repo
@@ -150,7 +150,7 @@ def _cached_adapter(job: RolloutJob, bundle: bytes | None) -> Path:
         path = _adapters.get(key)
         if path is not None and path.is_dir():
             return path
-        from git_hermit.rollouts.scratch import process_dir
+        from git_hermit.supervise.scratch import process_dir
         path = Path(tempfile.mkdtemp(prefix=f"adapter-{job.commit[:12]}-", dir=process_dir()))
         try:
             _adapter_source(job, path, bundle)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from git_hermit.rollouts.trajectories import Step, iter_steps, summarize
+from git_hermit.trajectories import Step, iter_steps, summarize
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/
 

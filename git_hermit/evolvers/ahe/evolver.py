@@ -18,21 +18,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from git_hermit.accounting.stats import exact_pass_at_1_of
 from git_hermit.adapter.screen import Limits, scrub
 from git_hermit.adapter.templates import is_fixed, is_learnable, load_template
 from git_hermit.evolvers.ahe import analysis, attribution, debugger, groups, overview, queries, records
-from git_hermit.evolvers.files import make_read_only, remove_tree, rollout_dir, write_json_atomic, write_text_atomic
 from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult
+from git_hermit.evolvers.files import make_read_only, remove_tree, rollout_dir, write_json_atomic, write_text_atomic
+from git_hermit.hosts import registry as hosts_registry
 from git_hermit.model.files import FileChange
 from git_hermit.model.learner_json import load_json
-from git_hermit.rollouts.agent_files import RefusedFile, read_left_file
 from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
-from git_hermit.hosts import registry as hosts_registry
-from git_hermit.rollouts.stats import exact_pass_at_1_of
-from git_hermit.rollouts.trajectories import explode
+from git_hermit.rollouts.agent_files import RefusedFile, read_left_file
+from git_hermit.trajectories import explode
 
 
 
@@ -681,7 +681,7 @@ def _rollback_body(ctx: StepContext, evaluation: attribution.ChangeEvaluation, g
                   f"- predicted fixes that happened: {', '.join(cv.actually_fixed) or 'none'}"]
     prev = ctx.history[-1] if ctx.history else None
     if prev is not None:
-        from git_hermit.rollouts import stats
+        from git_hermit.accounting import stats
         before = {t: sum(a.outcome == "pass" for a in s.attempts) / len(s.attempts)
                   for t, s in prev.scores.tasks.items() if s.attempts}
         after = stats.per_task_pass_at_1(ctx.results)

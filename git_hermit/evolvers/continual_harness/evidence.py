@@ -19,7 +19,7 @@ from git_hermit.evolvers.continual_harness.trace_view import clip_middle, step_l
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
 from git_hermit.rollouts.runner import task_dirname
-from git_hermit.rollouts.trajectories import iter_steps
+from git_hermit.trajectories import iter_steps
 
 # Where a rollout directory keeps the memory file the session left, when the runner returns it.
 SESSION_NOTES = "memory/NOTES.md"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from git_hermit.rollouts.trajectories import Step
+from git_hermit.trajectories import Step
 
 # What one line keeps of a long text: its end, where a command's result or a message's point lies.
 OUTPUT_TAIL = 600          # a command's or tool's output

@@ -13,7 +13,7 @@ from typing import Any
 from git_hermit.model.learner_json import load_json
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.redact import redact
-from git_hermit.rollouts.trajectories import iter_steps, render_step
+from git_hermit.trajectories import iter_steps, render_step
 
 FIELDS = ("lesson", "trigger", "evidence", "scope_hint")
 # the task statement the rollout kept: task.md in its task's directory (beside result.json in

@@ -76,10 +76,10 @@ class AgentContext:
 
 def in_sandbox(ctx: AgentContext, argv: list[str], env: dict[str, str], *,
                readable: tuple[Path | str, ...] = ()) -> tuple[list[str], dict[str, str]]:
-    """``argv``/``env`` unchanged without a sandbox, else wrapped in bubblewrap (rollouts.sandbox)."""
+    """``argv``/``env`` unchanged without a sandbox, else wrapped in bubblewrap (supervise.sandbox)."""
     if ctx.sandbox is None:
         return argv, env
-    from git_hermit.rollouts.sandbox import wrap
+    from git_hermit.supervise.sandbox import wrap
     return wrap(argv, spec=ctx.sandbox, workspace=ctx.workspace, home=ctx.home, env=env, readable=readable)
 
 

@@ -17,7 +17,7 @@ from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.agent_files import left_file
 from git_hermit.rollouts.agents.base import AGENT_EXIT_ERROR, AgentContext, AgentRun, in_sandbox, last_nonempty_line
-from git_hermit.rollouts.process import run_process
+from git_hermit.supervise.process import run_process
 
 
 ANSWER_FILE = "answer.txt"

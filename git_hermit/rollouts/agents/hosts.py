@@ -24,8 +24,8 @@ from git_hermit.model.rollout import Usage
 from git_hermit.rollouts.agent_files import is_plain_file, left_file
 from git_hermit.rollouts.agents.base import (AGENT_EXIT_ERROR, AgentContext, AgentRun, copy_login_files, in_sandbox,
                                             real_home)
-from git_hermit.rollouts.process import ProcessOutcome, run_process
-from git_hermit.rollouts.trajectories import summarize
+from git_hermit.supervise.process import ProcessOutcome, run_process
+from git_hermit.trajectories import summarize
 
 RATE_LIMITED = "RateLimited"    # the exception_type of a rollout the model's rate limit ended
 MODEL_ERROR = "ModelError"            # a session that exited 0 on a model error, without an answer
@@ -93,7 +93,7 @@ class HostCLIAgent:
     def run(self, ctx: AgentContext) -> AgentRun:
         argv, env = self._command(ctx)
         if ctx.sandbox is not None:
-            from git_hermit.rollouts.sandbox import install_dir
+            from git_hermit.supervise.sandbox import install_dir
             provider = self.cfg.get("provider") or {}
             ctx = replace(ctx, sandbox=ctx.sandbox.with_endpoint(provider.get("base_url")))
             argv, env = in_sandbox(ctx, argv, env, readable=(install_dir(self.binary or argv[0]),))

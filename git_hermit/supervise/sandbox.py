@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
-from git_hermit.rollouts._netbridge import pump
+from git_hermit.supervise._netbridge import pump
 
 BRIDGE = Path(__file__).with_name("_netbridge.py")
 NETWORKS = ("restricted", "none", "full")
@@ -333,7 +333,7 @@ _gateways_lock = threading.Lock()
 
 def _gateway(spec: SandboxSpec) -> Gateway:
     """This process's gateway for ``spec`` (started on first use)."""
-    from git_hermit.rollouts.scratch import process_dir
+    from git_hermit.supervise.scratch import process_dir
     key = (spec.allow, spec.endpoints)
     with _gateways_lock:
         gateway = _gateways.get(key)

@@ -13,9 +13,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from git_hermit.accounting.ledger import Ledger, LedgerEntry, Price, row_of, sum_usage
 from git_hermit.errors import BudgetReached, ConfigError
 from git_hermit.model.rollout import RolloutResult, Usage
-from git_hermit.rollouts.ledger import Ledger, LedgerEntry, Price, row_of, sum_usage
 
 ROLLOUT_ROLES = ("acting", "judge")     # billed per rollout; every other role is a learner's
 
