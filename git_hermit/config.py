@@ -56,14 +56,55 @@ def reserved_agent_env() -> frozenset[str]:
 
 
 @dataclass(frozen=True)
+class AgentConfig:
+    """hermit.yaml's ``agent:`` block, typed once here with its defaults applied here and only here:
+    an unset ``backend`` is the default host (hosts/registry.py's DEFAULT), an unset ``timeout_s``
+    the schema's 1800. Everything on the user's side of a rollout reads these fields."""
+
+    backend: str = registry.DEFAULT
+    model: str | None = None
+    effort: str | None = None
+    login: str | None = None
+    home: str | None = None
+    bin: str | None = None
+    args: tuple[Any, ...] = ()
+    provider: dict[str, Any] | None = None
+    command: tuple[Any, ...] = ()
+    timeout_s: float = 1800.0
+    scripted: Mapping[str, Any] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    pass_env: tuple[str, ...] = ()
+    given: Mapping[str, Any] = field(default_factory=dict, repr=False)   # the block as written
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> AgentConfig:
+        """The typed block of a validated config's ``agent:`` mapping (absent: every default)."""
+        given = dict(block or {})
+        names = set(cls.__dataclass_fields__) - {"given"}
+        values: dict[str, Any] = {k: v for k, v in given.items() if k in names and v is not None}
+        for name in ("args", "command", "pass_env"):
+            if name in values:
+                values[name] = tuple(values[name])
+        if "timeout_s" in values:
+            values["timeout_s"] = float(values["timeout_s"])
+        return cls(**values, given=given)
+
+    def block(self) -> dict[str, Any]:
+        """The block as a plain dict, as written with its backend filled in: the form that crosses
+        the process / Dask boundary (RolloutJob.agent_cfg, make_agent on the worker's side)."""
+        return {**self.given, "backend": self.backend}
+
+
+@dataclass(frozen=True)
 class RunConfig:
-    """A validated hermit.yaml. Nested blocks the subsystems own stay as plain dicts."""
+    """A validated hermit.yaml. The agent block is typed (AgentConfig); the other nested blocks
+    the subsystems own stay plain dicts."""
 
     run: str
     template: str
     adapter: str                       # repo-relative directory, no trailing slash
     host: str = registry.DEFAULT
-    agent: dict[str, Any] = field(default_factory=dict)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     tasks: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
@@ -98,6 +139,11 @@ class RunConfig:
         return params
 
     @property
+    def learner_base(self) -> str:
+        """``evolver.base``, the learners' backend; unset, the default host (applied here only)."""
+        return str(self.evolver.get("base") or registry.DEFAULT)
+
+    @property
     def timeout_as(self) -> str:
         """How a timed-out rollout is scored (``exception`` or ``fail``): read here and only here,
         its default from evolvers/framework.params.schema.json, applied by model.rollout.scored."""
@@ -108,8 +154,8 @@ class RunConfig:
         then the user's variables ``agent.pass_env`` names (a named variable that is not set is
         a ConfigError, raised before any rollout starts). Nothing else of the user's environment."""
         environ = os.environ if environ is None else environ
-        env = dict(self.agent.get("env") or {})
-        names = list(self.agent.get("pass_env") or [])
+        env = dict(self.agent.env)
+        names = list(self.agent.pass_env)
         missing = [name for name in names if name not in environ]
         if missing:
             raise ConfigError(f"agent.pass_env names {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
@@ -250,6 +296,7 @@ def _config_from(data: dict[str, Any], source: str, path: Path | None, *, check_
     known = set(RunConfig.__dataclass_fields__) - {"path", "raw"}
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."
+    values["agent"] = AgentConfig.from_block(values.get("agent"))   # its defaults applied here, once
     config = RunConfig(**values, path=path, raw=data)
     if evolver_registry.find(config.evolver_name) is None:
         where = "evolver.name" if config.evolver.get("name") else "template (no evolver.name)"
@@ -311,8 +358,7 @@ def _check_evolver_params(config: RunConfig, source: str) -> None:
 
 
 def _check_agent_env(config: RunConfig, source: str) -> None:
-    for block in ("env", "pass_env"):
-        names = config.agent.get(block) or []
+    for block, names in (("env", list(config.agent.env)), ("pass_env", list(config.agent.pass_env))):
         for name in sorted(set(names) & reserved_agent_env()):
             path = f"agent.{block}.{name}" if block == "env" else f"agent.pass_env ({name})"
             raise ConfigError(f"{source}: {path} cannot be set: git-hermit gives every agent its own {name}",

@@ -136,7 +136,7 @@ def test_hostcheck_holds_the_toy_host_to_its_own_rows(toy, tmp_path):
 def test_config_accepts_a_registered_host_and_refuses_an_unknown_one(toy):
     text = "run: r\ntemplate: ahe@1.0\nadapter: adapter\nhost: toy\nagent:\n  backend: toy\n"
     config = parse_config(text)
-    assert config.host == "toy" and config.agent["backend"] == "toy"
+    assert config.host == "toy" and config.agent.backend == "toy"
     registry.unregister("toy")
     with pytest.raises(git_hermit.errors.ConfigError) as err:
         parse_config(text)

@@ -27,7 +27,6 @@ from git_hermit.core.runs import RunContext, eval_dir, run_dir, step_dir
 from git_hermit.core.scores_notes import roles_of
 from git_hermit.errors import ConfigError
 from git_hermit.gitio import NOTES_REFS, NotesStore
-from git_hermit.hosts import registry
 from git_hermit.model.bounded_json import load_bounded
 from git_hermit.model.records import MAX_NOTE_BYTES, MAX_NOTE_DEPTH
 from git_hermit.model.rollout import Usage
@@ -45,7 +44,7 @@ def budget_limits(config: RunConfig) -> tuple[float | None, int | None]:
 def _learner_models(config: RunConfig) -> dict[str, str | None]:
     """role → the model its sessions bill (None: none is configured)."""
     evolver = config.evolver or {}
-    if evolver.get("base", registry.DEFAULT) == "scripted":
+    if config.learner_base == "scripted":
         return {"learners": "scripted"}       # scripted learners report the model "scripted"
     model = (evolver.get("model") or {}).get("name")
     models: dict[str, str | None] = {"learners": model}
@@ -62,7 +61,7 @@ def check_budget_config(config: RunConfig) -> None:
     if max_usd is None:
         return
     prices = load_prices(config.prices)
-    roles: dict[str, str | None] = {"agent.model": (config.agent or {}).get("model")}
+    roles: dict[str, str | None] = {"agent.model": config.agent.model}
     if (config.judge or {}).get("kind") == "llm":
         roles["judge.model"] = config.judge.get("model")
     for role, model in _learner_models(config).items():
@@ -108,7 +107,7 @@ def step_ledgers(ctx: RunContext, before: int | None = None) -> dict[int, list[L
 
 def _role_model(config: RunConfig, role: str) -> str | None:
     if role in ROLLOUT_ROLES:
-        return ((config.agent if role == "acting" else config.judge) or {}).get("model")
+        return config.agent.model if role == "acting" else (config.judge or {}).get("model")
     models = _learner_models(config)
     return models.get(role) or models.get("learners")
 
@@ -239,7 +238,7 @@ def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
         return n, []
     ledger = Ledger(load_prices(ctx.config.prices))
     root = eval_dir(ctx, commit, "train") / "rollouts"
-    model = (ctx.config.agent or {}).get("model")
+    model = ctx.config.agent.model
     for directory in sorted(p.parent for p in root.glob("*/*/result.json")):
         result = read_result(directory, commit)
         if result is not None:
@@ -316,7 +315,7 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     max_usd, max_tokens = budget_limits(config)
     if max_usd is None and max_tokens is None:
         # nothing to check: the run's history (ledgers, notes) is not read on every step
-        return Budget(step=step, prices=load_prices(config.prices), model=(config.agent or {}).get("model"),
+        return Budget(step=step, prices=load_prices(config.prices), model=config.agent.model,
                       judge_model=(config.judge or {}).get("model"))
     past = step_ledgers(ctx, before=step)
     entries = [e for step_entries in past.values() for e in step_entries]
@@ -330,7 +329,7 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
                   prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside, *carried],
                   history_rollouts=rollout_usages([*entries, *carried]), learner_per_step=learner_mean, prices=prices,
-                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
+                  model=config.agent.model, judge_model=(config.judge or {}).get("model"),
                   carried=carried)
 
 
@@ -346,7 +345,7 @@ def open_evaluation_budget(ctx: RunContext, what: str = "the rollouts") -> Budge
     every = [*entries, *eval_ledgers(ctx), *running, *carried_over(ctx, running)]
     return Budget(step=None, max_usd=max_usd, max_tokens=max_tokens, prior=sum_usage(e.usage for e in every),
                   prior_entries=every, history_rollouts=rollout_usages(every), prices=load_prices(config.prices),
-                  model=(config.agent or {}).get("model"), judge_model=(config.judge or {}).get("model"),
+                  model=config.agent.model, judge_model=(config.judge or {}).get("model"),
                   evaluation=True, what=what)
 
 

@@ -242,7 +242,7 @@ def _warnings(ctx: RunContext, history: RunHistory, card_final: bool, mode: str,
         if isinstance(partial, dict):
             out.append(f"the budget stopped step {view.step + 1}'s evaluation of H_{view.step} "
                        f"({partial.get('rollouts')} of {partial.get('expected')} rollouts)")
-    if ctx.config.agent.get("backend") == "scripted":
+    if ctx.config.agent.backend == "scripted":
         out.append("the acting agent is scripted (simulated): these scores measure no model")
     if (ctx.config.evolver.get("base") or "") == "scripted":
         out.append("the learners are scripted (simulated): no model wrote these changes")
@@ -289,7 +289,7 @@ def build_card(ctx: RunContext, commit: str, history: RunHistory | None = None) 
     stop = next((str(data["stop"]) for data in reversed(list(noted.values())) if data and data.get("stop")), None)
     return AdapterCard(
         run=ctx.run, template=template.id, adapter_dir=config.adapter, host=config.host,
-        agent=" ".join(str(x) for x in (agent.get("backend") or config.host, agent.get("model")) if x),
+        agent=" ".join(str(x) for x in (agent.backend, agent.model) if x),
         seed_commit=ctx.steps[0][1], commit=commit, step=step, final=final, final_mode=mode, steps=ctx.tip[0],
         evolver=spec.name, learners=" ".join(str(x) for x in (config.evolver.get("base"), model_name) if x) or "default",
         params=params, contents=contents, kept=kept, rolled_back=gone, stream=stream,

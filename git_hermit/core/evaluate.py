@@ -24,7 +24,6 @@ from git_hermit.core.runs import RunContext, eval_dir, open_run, run_dir
 from git_hermit.core.scores_notes import add_spending, roles_of
 from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputError
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
-from git_hermit.hosts import registry
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult, Usage, scored
 from git_hermit.rollouts.agents import make_agent
@@ -133,15 +132,15 @@ def reuse_policy(config: RunConfig, keep_exceptions: bool) -> Callable[[RolloutR
 
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
-    agent_cfg = dict(config.agent) or {"backend": registry.DEFAULT}
+    agent_cfg = config.agent.block()   # a dict: it crosses the Dask boundary in each RolloutJob
     judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
-    sandbox = spec_from_config(config.sandbox, backend=agent_cfg.get("backend", registry.DEFAULT),
-                               provider=agent_cfg.get("provider"))
+    sandbox = spec_from_config(config.sandbox, backend=config.agent.backend,
+                               provider=config.agent.provider)
     # one of each shared by every job: a step holds a job per row until it ends
     judge_cfg, base_dir = dict(config.judge), str(bench.base_dir)
-    timeout_s = float(agent_cfg.get("timeout_s", 1800))
+    timeout_s = config.agent.timeout_s
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
                        judge_cfg=judge_cfg, judge_base_dir=base_dir, timeout_s=timeout_s, sandbox=sandbox,
@@ -163,7 +162,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     try:
         with open_executor(repo, config.executor, config.concurrency) as handle:
             results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
-                               before_start=make_agent(dict(config.agent) or {"backend": registry.DEFAULT}).check_available,
+                               before_start=make_agent(config.agent.block()).check_available,
                                reuse=reuse_policy(config, keep_exceptions))
     except (BudgetReached, KeyboardInterrupt) as stopped:
         if progress.done > progress.reused or progress.retried:
@@ -190,12 +189,12 @@ def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
     """The run's results scored (``timeout_as``), billed, and its directory's ledger written."""
     results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
     ledger = Ledger(load_prices(config.prices))
-    model = config.agent.get("model")
+    model = config.agent.model
     judge_model = config.judge.get("model")
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)
-    backend = (config.agent or {}).get("backend", registry.DEFAULT)
+    backend = config.agent.backend
     earlier = _read_ledger(out_dir / "ledger.json")
     known = {(e.role, e.key) for e in earlier}
     fresh = {f"{r.task}#{r.attempt}" for attempts in results.values() for r in attempts} - reused_rows

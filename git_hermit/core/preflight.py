@@ -69,8 +69,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
     problems: list[Problem] = []
     problems += _paths(config, base_dir, list(splits))
     problems += _step_size(config, base_dir)
-    agent = dict(config.agent) or {"backend": registry.DEFAULT}
-    problems += _program(agent, "agent", cwd or Path.cwd())
+    problems += _program(config.agent.block(), "agent", cwd or Path.cwd())
     problems += _guarded(config.agent_env, "agent.pass_env")
     problems += _judge(config, base_dir)
     if learners:
@@ -99,7 +98,7 @@ def step_splits(config: RunConfig) -> tuple[str, ...]:
 
 def binary_problems(config: RunConfig) -> list[Problem]:
     """Only the missing agent and learner programs (what `doctor` reports)."""
-    found = _program(dict(config.agent) or {"backend": registry.DEFAULT}, "agent", Path.cwd()) + _learners(config)
+    found = _program(config.agent.block(), "agent", Path.cwd()) + _learners(config)
     return [p for p in found if p.kind == "binary"]
 
 
@@ -181,8 +180,9 @@ def _step_size(config: RunConfig, base_dir: Path) -> list[Problem]:
 
 # --- programs, keys, logins -------------------------------------------------------------------
 def _program(cfg: dict[str, Any], prefix: str, cwd: Path) -> list[Problem]:
-    """The agent (or a session learner) ``cfg`` names: its binary, then its credentials."""
-    backend = cfg.get("backend", registry.DEFAULT)
+    """The agent (or a session learner) ``cfg`` names: its binary, then its credentials (``cfg``'s
+    backend is filled in: the agent's by AgentConfig, a learner's by the caller)."""
+    backend = cfg["backend"]
     if backend == "command":
         argv = list(cfg.get("command") or [])
         if not argv:
@@ -245,12 +245,12 @@ def _executable(program: str, where: str, cwd: Path, hint: str) -> list[Problem]
 
 def _learners(config: RunConfig) -> list[Problem]:
     evolver = config.evolver or {}
-    base = evolver.get("base", registry.DEFAULT)
+    base = config.learner_base
     model = dict(evolver.get("model") or {})
     if base == "scripted":
         from git_hermit.learners import make_learner
         roles = [r for r in (evolver.get("scripted") or {})]
-        return [p for role in roles for p in _guarded(lambda: make_learner(evolver, role), f"evolver.scripted.{role}")]
+        return [p for role in roles for p in _guarded(lambda: make_learner(evolver, role, base=base), f"evolver.scripted.{role}")]
     if base in ONE_SHOT:
         return _one_shot(base, model)
     if not (registry.known(base) and registry.get(base).learner):

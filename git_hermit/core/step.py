@@ -150,7 +150,7 @@ def _learner_factory(ctx: RunContext) -> Callable[[str], Learner]:
             dbg = params.get("debugger") or {}
             overrides = {"name": dbg.get("model"), "effort": dbg.get("effort"), "bin": dbg.get("bin"),
                          "args": dbg.get("args")}
-        learner = make_learner(ctx.config.evolver, role, scripted_default=scripted.get(role), overrides=overrides)
+        learner = make_learner(ctx.config.evolver, role, base=ctx.config.learner_base, scripted_default=scripted.get(role), overrides=overrides)
         if isinstance(learner, SessionLearner):
             # seed 000: the learners' sandbox, hosted web search set explicitly, hidden paths
             learner.sandbox = spec_from_config(ctx.config.sandbox, backend=learner.backend,

@@ -333,10 +333,11 @@ def is_session_base(base: str) -> bool:
     return registry.known(base) and registry.get(base).learner
 
 
-def make_learner(evolver_cfg: dict[str, Any], role: str, *, scripted_default: str | None = None,
-                 overrides: dict[str, Any] | None = None) -> Learner:
-    """The learner for ``role`` from hermit.yaml's ``evolver:`` block (base + model)."""
-    base = evolver_cfg.get("base", registry.DEFAULT)
+def make_learner(evolver_cfg: dict[str, Any], role: str, *, base: str | None = None,
+                 scripted_default: str | None = None, overrides: dict[str, Any] | None = None) -> Learner:
+    """The learner for ``role`` from hermit.yaml's ``evolver:`` block (base + model). ``base``: the
+    config's learner_base (its default applied there), else the block's own ``base``."""
+    base = base if base is not None else str(evolver_cfg["base"])
     model_cfg = dict(evolver_cfg.get("model") or {})
     model_cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if base == "scripted":

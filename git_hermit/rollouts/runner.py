@@ -20,7 +20,6 @@ from typing import Callable, Iterable
 from git_hermit.accounting.budget import Budget
 from git_hermit.atomic import write_atomic
 from git_hermit.errors import disk_full
-from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
 from git_hermit.rollouts.agents.hosts import RATE_LIMITED
@@ -155,7 +154,7 @@ def job_retried(job: RolloutJob, out_dir: Path) -> list[RetriedAttempt]:
 
 
 def _backend(job: RolloutJob) -> str:
-    return job.agent_cfg.get("backend", registry.DEFAULT)   # the worker's default too
+    return str(job.agent_cfg["backend"])   # filled in by config.AgentConfig, on the driver
 
 
 @dataclass

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager
 
 from git_hermit.errors import NO_SPACE_ERRNOS
-from git_hermit.hosts import registry
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.rollouts.agent_files import left_file
 from git_hermit.rollouts.agents import AgentContext, make_agent
@@ -66,7 +65,7 @@ class RolloutJob:
     commit: str
     adapter_prefix: str
     host: str
-    agent_cfg: dict[str, Any]
+    agent_cfg: dict[str, Any]             # config.AgentConfig.block(): a dict, as the job crosses the Dask boundary
     judge_cfg: dict[str, Any]
     judge_base_dir: str
     timeout_s: float
@@ -278,7 +277,7 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
                       lambda root: _tidy_slot(root, job, deployed)) as root:
         out, home = _prepare_slot(root)
         base = RolloutResult(task=job.task.id, attempt=job.attempt, outcome="exception",
-                             commit=job.commit, agent=job.agent_cfg.get("backend", registry.DEFAULT))
+                             commit=job.commit, agent=job.agent_cfg["backend"])
         try:
             workspace = prepare_workspace(job, root, bundle)
             deployed.append(_cached_adapter(job, bundle))

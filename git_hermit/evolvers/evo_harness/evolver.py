@@ -101,7 +101,7 @@ class EvoHarnessEvolver:
     def check_config(self, config: RunConfig) -> None:
         """Refuse a Worker that cannot edit files (seed 001: an error at start), before the step
         runs and pays for any rollout."""
-        base_kind = (config.evolver or {}).get("base", registry.DEFAULT)
+        base_kind = config.learner_base
         if base_kind in ONE_SHOT_BASES:
             raise ConfigError(f"evo-harness needs a learner that edits files; evolver.base {base_kind!r} cannot",
                               hint=f"use evolver.base: {' or '.join(h.name for h in registry.learner_hosts())} (or scripted in tests)")

@@ -17,8 +17,9 @@ def backends() -> tuple[str, ...]:
 
 
 def make_agent(cfg: dict[str, Any]) -> AgentBackend:
-    """The backend hermit.yaml's ``agent:`` block names."""
-    backend = cfg.get("backend", registry.DEFAULT)
+    """The backend hermit.yaml's ``agent:`` block names. ``cfg`` is that block as a plain dict
+    (config.AgentConfig.block(): it crosses the process / Dask boundary), its backend filled in there."""
+    backend = cfg["backend"]
     if backend == "scripted":
         from git_hermit.rollouts.agents.scripted import ScriptedAgent
         return ScriptedAgent(cfg)

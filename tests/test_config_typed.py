@@ -1,0 +1,84 @@
+"""Config typed once, at the edge (issue 26, item 3): hermit.yaml's agent block is a frozen
+AgentConfig built in git_hermit/config.py with its defaults applied there (an unset backend is the
+default host), and no other module applies them again; the plain dict form exists only where the
+block crosses a process or Dask boundary (AgentConfig.block())."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import git_hermit
+from git_hermit.config import AgentConfig, parse_config
+from git_hermit.hosts import registry
+
+PACKAGE = Path(git_hermit.__file__).parent
+
+BASE = """run: demo
+template: ahe@1
+adapter: adapter/
+tasks: {path: tasks.jsonl}
+judge: {kind: answer}
+data: {train: rows/train.txt}
+evolver: {name: ahe, base: scripted}
+"""
+
+# Where the default host may be named: the registry that defines it, the config that applies it
+# (and writes it into init's hermit.yaml), and the demo's own hermit.yaml.
+DEFAULT_HOST_ALLOWED = {"hosts/registry.py", "config.py", "core/demo.py"}
+
+
+def test_a_config_without_an_agent_block_gets_the_typed_defaults():
+    config = parse_config(BASE)
+    assert isinstance(config.agent, AgentConfig)
+    assert config.agent.backend == registry.DEFAULT
+    assert config.agent.timeout_s == 1800.0 and config.agent.model is None
+    assert config.agent.env == {} and config.agent.pass_env == ()
+    assert config.agent.block() == {"backend": registry.DEFAULT}
+
+
+def test_an_unset_backend_is_the_default_host_not_the_runs_host():
+    other = next((name for name in registry.names() if name != registry.DEFAULT), None)
+    if other is None:
+        pytest.skip("one host is registered")
+    config = parse_config(BASE + f"host: {other}\nagent: {{model: m, timeout_s: 60, pass_env: [X]}}\n")
+    assert config.host == other
+    assert config.agent.backend == registry.DEFAULT
+    assert config.agent.timeout_s == 60.0 and config.agent.pass_env == ("X",)
+    # the dict crossing the Dask boundary: as written, its backend filled in
+    assert config.agent.block() == {"model": "m", "timeout_s": 60, "pass_env": ["X"], "backend": registry.DEFAULT}
+
+
+def test_the_agent_config_is_frozen():
+    config = parse_config(BASE + "agent: {backend: command, command: [./a, '{workspace}']}\n")
+    assert config.agent.command == ("./a", "{workspace}")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.agent.backend = "scripted"  # type: ignore[misc]
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_no_module_re_applies_the_default_host():
+    """``registry.DEFAULT`` is read only where it is defined and applied; ``.get("backend", …)``
+    with a fallback, and ``… or {"backend": …}``, are gone everywhere."""
+    found = []
+    for rel, tree in _modules():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr == "DEFAULT" and isinstance(node.value, ast.Name)
+                    and node.value.id == "registry" and rel not in DEFAULT_HOST_ALLOWED):
+                found.append(f"{rel}:{node.lineno} registry.DEFAULT")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value in ("backend", "base", "host")):
+                found.append(f"{rel}:{node.lineno} .get({node.args[0].value!r}, default)")
+            if (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or)
+                    and any(isinstance(v, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "backend"
+                                                            for k in v.keys) for v in node.values)):
+                found.append(f"{rel}:{node.lineno} … or {{'backend': …}}")
+    assert found == []
