@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from git_hermit import __version__, checked
@@ -126,8 +128,15 @@ class RunConfig:
         spec = evolver_registry.for_template(self.template)
         return spec.name if spec else self.template.split("@")[0]
 
-    def evolver_params(self) -> dict[str, Any]:
-        """The evolver's params over its defaults (its params.schema.json; nested dicts merged one level deep)."""
+    def evolver_params(self) -> Mapping[str, Any]:
+        """The evolver's params over its defaults, merged once (see params); read-only."""
+        return self.params
+
+    @cached_property
+    def params(self) -> Mapping[str, Any]:
+        """The evolver's params over its defaults (its params.schema.json; nested dicts merged one
+        level deep): merged here, once per config, and read-only, so every reader (the step, the
+        evolvers, preflight, the card) sees the same values and none applies a default again."""
         params = param_defaults(self.evolver_name)
         if "step_size" in params and self.data.get("step_size"):
             params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the stream's window
@@ -136,7 +145,7 @@ class RunConfig:
                 params[key] = {**params[key], **value}
             else:
                 params[key] = value
-        return params
+        return MappingProxyType(params)
 
     @property
     def learner_base(self) -> str:

@@ -82,3 +82,37 @@ def test_no_module_re_applies_the_default_host():
                                                             for k in v.keys) for v in node.values)):
                 found.append(f"{rel}:{node.lineno} … or {{'backend': …}}")
     assert found == []
+
+
+def test_the_evolver_params_are_merged_once_and_read_only():
+    config = parse_config(BASE + "")
+    params = config.evolver_params()
+    assert params is config.params is config.evolver_params()      # merged once per config
+    assert params["evolve_timeout_s"] == 7200 and params["debugger"]["enabled"] is True   # the schema's defaults
+    with pytest.raises(TypeError):
+        params["k"] = 3  # type: ignore[index]
+    tuned = parse_config(BASE.replace("base: scripted}", "base: scripted, params: {debugger: {timeout_s: 5}}}"))
+    assert tuned.params["debugger"]["timeout_s"] == 5 and tuned.params["debugger"]["retries"] == 3   # one level deep
+
+
+def _params_receiver(node: ast.expr) -> bool:
+    """``p``, ``params``, ``raw``, ``given`` or ``<x>.params``: the evolver's merged params."""
+    return (isinstance(node, ast.Name) and node.id in ("p", "params", "raw", "given")) or \
+        (isinstance(node, ast.Attribute) and node.attr == "params")
+
+
+def test_no_evolver_merges_its_params_defaults_again():
+    """The evolvers read config.params (StepContext.params) as merged: no ``params.get(key, default)``
+    and no ``{**DEFAULTS, …}`` over them."""
+    found = []
+    for rel, tree in _modules():
+        if not rel.startswith("evolvers/"):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and len(node.args) == 2 and _params_receiver(node.func.value)):
+                found.append(f"{rel}:{node.lineno} params.get(key, default)")
+            if isinstance(node, ast.Dict) and any(k is None and isinstance(v, ast.Name) and v.id == "DEFAULTS"
+                                                  for k, v in zip(node.keys, node.values)):
+                found.append(f"{rel}:{node.lineno} {{**DEFAULTS, …}}")
+    assert found == []

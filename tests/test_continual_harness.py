@@ -21,6 +21,7 @@ from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.continual_harness import deltas, evidence
+from git_hermit.evolvers.params import param_defaults
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
 from git_hermit.model.rollout import RolloutResult
@@ -166,14 +167,18 @@ def test_window_reader_signatures_feedback_and_session_notes(tmp_path):
 
 
 def test_step_tasks_windows_the_stream():
+    # step_tasks reads config.params: the evolver's params with their defaults applied (config.py)
+    def merged(**given):
+        return {**param_defaults("continual-harness"), **given}
+
     ev = ContinualHarnessEvolver()
     tasks = tuple(f"t{i}" for i in range(1, 8))
-    assert ev.step_tasks(tasks, 1, {}) == ("t1", "t2", "t3")
-    assert ev.step_tasks(tasks, 3, {"step_size": 3}) == ("t7",)
-    assert ev.step_tasks(tasks, 2, {"step_size": 5}) == ("t6", "t7")
-    assert ev.step_tasks(tasks, 4, {}) == ()
+    assert ev.step_tasks(tasks, 1, merged()) == ("t1", "t2", "t3")
+    assert ev.step_tasks(tasks, 3, merged(step_size=3)) == ("t7",)
+    assert ev.step_tasks(tasks, 2, merged(step_size=5)) == ("t6", "t7")
+    assert ev.step_tasks(tasks, 4, merged()) == ()
     with pytest.raises(ConfigError, match="step_size"):
-        ev.step_tasks(tasks, 1, {"step_size": "three"})
+        ev.step_tasks(tasks, 1, merged(step_size="three"))
 
 
 def _step_commits(repo: Path, step: int) -> list[str]:

@@ -20,8 +20,9 @@ from git_hermit.gitio import files_in_directory
 from git_hermit.errors import ConfigError
 from git_hermit.evolvers.evo_harness import reflection
 from git_hermit.evolvers.evo_harness.evolver import EvoHarnessEvolver
-from git_hermit.evolvers.evo_harness.params import EvoParams
+from git_hermit.evolvers.evo_harness.params import DEFAULTS, EvoParams
 from git_hermit.evolvers.evo_harness.validate import validate_level
+from git_hermit.evolvers.params import param_defaults
 from git_hermit.model.rollout import RolloutResult
 from git_hermit.model.schema import schema_errors
 from git_hermit.resources import templates_dir
@@ -44,7 +45,7 @@ SUPPORTED = {"t1": ("t1#1",), "t2": ("t2#1",), "t3": ("t3#1",)}
 
 
 def judge(before: Path, after: Path, level: str = "topic", **limits):
-    merged = {**EvoParams.read({}).limits(), **limits}
+    merged = {**EvoParams.read(DEFAULTS).limits(), **limits}
     return validate_level(level=level, before=files_in_directory(before), after=files_in_directory(after), after_dir=after,
                           template=load_template(TEMPLATE), supported=SUPPORTED, limits=merged)
 
@@ -246,13 +247,17 @@ def test_evidence_is_redacted_and_cut(tmp_path, monkeypatch):
 
 
 def test_step_tasks_windows_and_max_steps():
+    # step_tasks reads config.params: the evolver's params with their defaults applied (config.py)
+    def merged(**given):
+        return {**param_defaults("evo-harness"), **given}
+
     evolver, tasks = EvoHarnessEvolver(), tuple(f"t{i}" for i in range(1, 8))
-    assert evolver.step_tasks(tasks, 1, {}) == ("t1", "t2", "t3", "t4")
-    assert evolver.step_tasks(tasks, 2, {}) == ("t5", "t6", "t7")
-    assert evolver.step_tasks(tasks, 3, {}) == ()
-    assert evolver.step_tasks(tasks, 2, {"batch_size": 2, "max_steps": 1}) == ()
+    assert evolver.step_tasks(tasks, 1, merged()) == ("t1", "t2", "t3", "t4")
+    assert evolver.step_tasks(tasks, 2, merged()) == ("t5", "t6", "t7")
+    assert evolver.step_tasks(tasks, 3, merged()) == ()
+    assert evolver.step_tasks(tasks, 2, merged(batch_size=2, max_steps=1)) == ()
     with pytest.raises(ConfigError):
-        evolver.step_tasks(tasks, 1, {"batch_size": 0})
+        evolver.step_tasks(tasks, 1, merged(batch_size=0))
 
 
 ANSWERS = {"t1": "1", "t2": "42", "t3": "3", "t4": "4", "t5": "5", "t6": "42"}

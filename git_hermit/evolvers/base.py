@@ -64,7 +64,7 @@ class PastRollback:
 @dataclass
 class StepContext:
     config: RunConfig
-    params: dict[str, Any]
+    params: Mapping[str, Any]                      # config.params: merged once, read-only
     run: str
     step: int                                      # N: this step; its rollouts evaluated H_{N-1}
     commit: str                                    # H_{N-1}
@@ -162,7 +162,7 @@ class StepResult:
 class Evolver(Protocol):
     name: str
 
-    def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> tuple[str, ...] | None:
+    def step_tasks(self, tasks: tuple[str, ...], step: int, params: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The training tasks step ``step`` rolls out: None for all of them (ahe), a window
         of the stream for the streaming evolvers; an empty tuple means the stream is spent."""
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from git_hermit.accounting.stats import exact_pass_at_1_of
 from git_hermit.adapter.screen import Limits, scrub
@@ -74,7 +74,7 @@ def _changed(before: dict[str, FileChange], after: dict[str, FileChange]) -> dic
 class AHEEvolver:
     name = "ahe"
 
-    def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> None:
+    def step_tasks(self, tasks: tuple[str, ...], step: int, params: Mapping[str, Any]) -> None:
         return None   # one AHE iteration = every training row, every step
 
     # -------------------------------------------------------------------------------- step
@@ -102,7 +102,7 @@ class AHEEvolver:
         prev = ctx.history[-1] if ctx.history else None
         prev_stats = past_stats[prev.step] if prev is not None and prev.step == ctx.step - 1 else None
         step_diff = analysis.diff(prev_stats, stats)
-        buckets = analysis.stability(history, p.get("stability_min_iterations", 3))
+        buckets = analysis.stability(history, p["stability_min_iterations"])
 
         evaluation = None
         if step_diff is not None and ctx.prev_changes:
@@ -150,7 +150,7 @@ class AHEEvolver:
                                  "run": precision.to_dict() if precision else None},
         })
 
-        target = float(p.get("target_pass_rate", 0.95))
+        target = float(p["target_pass_rate"])
         if ctx.config.allow_early_stop and records.reached_target(stats, target):
             result.stop = f"pass@1 {stats.pass_rate:.3f} reached target_pass_rate {target}"
             result.analysis["stop"] = result.stop
@@ -170,7 +170,7 @@ class AHEEvolver:
 
         # the Agent Debugger
         overview_text = ""
-        if (p.get("debugger") or {}).get("enabled", True):
+        if p["debugger"]["enabled"]:
             reports = self._debugger(ctx, stats)
             analysis_dir = state / "analysis" / queries.step_dir(ctx.step)
             overview_path = overview.write_analysis(
@@ -188,7 +188,7 @@ class AHEEvolver:
         query = queries.build_evolution_query(
             ctx.step, stats, step_diff, overview_body=overview.overview_body(overview_text),
             scores=score_entries[:-1], best_ever=best_record, stability=buckets, evaluation=evaluation,
-            rollback=p.get("rollback", "auto"), rolled_back=[r.change_id for r in rolled_back],
+            rollback=p["rollback"], rolled_back=[r.change_id for r in rolled_back],
             rollback_undone=undone, before={cid: f"{rel}/" for cid, rel in _before_dirs(ctx).items()},
             reviews=ctx.reviews, kept=result.analysis.get("rollbacks_kept", {}))
         # seed 000's queries/: the Evolve Agent's input, kept with the step's other state files
@@ -242,9 +242,9 @@ class AHEEvolver:
                    result: StepResult) -> tuple[list[_Rollback], dict[str, str]]:
         p = ctx.params
         undone: dict[str, str] = {}
-        if evaluation is None or p.get("rollback", "auto") != "auto":
+        if evaluation is None or p["rollback"] != "auto":
             return [], undone
-        wanted = set(p.get("rollback_verdicts", ["HARMFUL"]))
+        wanted = set(p["rollback_verdicts"])
         commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
         kept: list[_Rollback] = []
         done_marker = ctx.step_dir / "evolve" / "base.done"
@@ -323,7 +323,7 @@ class AHEEvolver:
         return kept, undone
 
     def _debugger(self, ctx: StepContext, stats: analysis.StepStats) -> list[debugger.DebugReport]:
-        cfg = ctx.params.get("debugger", {}) or {}
+        cfg = ctx.params["debugger"]
         if cfg.get("explode_traces", True):
             self._explode(ctx)
         jobs = debugger.build_jobs(
@@ -439,7 +439,7 @@ class AHEEvolver:
         learner = ctx.learner("evolve")
         ctx.say("evolve agent: one session")
         answer = learner.ask(workspace, start + "\n\n" + query,
-                             timeout_s=float(ctx.params.get("evolve_timeout_s", 7200)), key=f"step-{ctx.step}")
+                             timeout_s=float(ctx.params["evolve_timeout_s"]), key=f"step-{ctx.step}")
         ctx.ledger.record("evolve", f"step-{ctx.step}", answer.model, answer.usage, step=ctx.step)
         write_json_atomic(done, {"ok": answer.ok, "error": answer.error, "text": redact(answer.text)[:20000],
                                  "usage": answer.usage.to_dict(), "model": answer.model})

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
 from git_hermit.adapter.templates import load_template
@@ -77,10 +77,10 @@ class Answer:
     refused: tuple[str, ...] = ()
 
 
-def _params(given: dict[str, Any]) -> dict[str, Any]:
-    """The evolver's parameters with their defaults; a bad value is a ConfigError, not a traceback."""
+def _params(p: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The evolver's parameters (config.params: their defaults applied there, once), checked: a bad
+    value is a ConfigError, not a traceback."""
     nullable = ("max_tokens", "temperature")
-    p = {**DEFAULTS, **{k: v for k, v in given.items() if v is not None or k in nullable}}
     for key in ("step_size", "trace_chars", "task_info_chars", "memory_max_changes", "min_signals",
                 "refiner_timeout_s", *nullable):
         if key in nullable and p[key] is None:
@@ -99,7 +99,7 @@ def _params(given: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
-def _sampling(p: dict[str, Any]) -> Sampling:
+def _sampling(p: Mapping[str, Any]) -> Sampling:
     return Sampling(max_tokens=p["max_tokens"], temperature=p["temperature"])
 
 
@@ -134,10 +134,10 @@ def _write_json(path: Path, data: Any) -> None:
 class ContinualHarnessEvolver:
     name = "continual-harness"
 
-    def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> tuple[str, ...]:
+    def step_tasks(self, tasks: tuple[str, ...], step: int, params: Mapping[str, Any]) -> tuple[str, ...]:
         return window(tasks, step, int(_params(params)["step_size"]))
 
-    def step_limit(self, params: dict[str, Any]) -> tuple[int | None, str]:
+    def step_limit(self, params: Mapping[str, Any]) -> tuple[int | None, str]:
         """`train` runs every window of the stream once; its end stops training."""
         return None, "the stream"
 
@@ -245,7 +245,7 @@ class ContinualHarnessEvolver:
                 **({"evicted": list(evicted)} if evicted else {})}
 
     # ------------------------------------------------------------------------------------ passes
-    def _pass(self, ctx: StepContext, name: str, p: dict[str, Any], layout: HarnessLayout, common: dict[str, Any],
+    def _pass(self, ctx: StepContext, name: str, p: Mapping[str, Any], layout: HarnessLayout, common: dict[str, Any],
               current: Path, work: Path, result: StepResult) -> tuple[PassOutcome, Path]:
         prompt = redact(render_prompt(name, {**common, **self._values(name, p, layout, current)}))
         feedback = reviewer_notes(ctx.reviews)      # already redacted and bounded by `git hermit review`
@@ -298,7 +298,7 @@ class ContinualHarnessEvolver:
         result.rejected.extend(f"refiner {name} pass: {why}" for why in reasons)
         return PassOutcome(name, "dropped", reason="refused: " + "; ".join(reasons))
 
-    def _values(self, name: str, p: dict[str, Any], layout: HarnessLayout, current: Path) -> dict[str, Any]:
+    def _values(self, name: str, p: Mapping[str, Any], layout: HarnessLayout, current: Path) -> dict[str, Any]:
         if name == "policy":
             path = current / layout.policy
             return {"policy": path.read_text(encoding="utf-8") if path.is_file() else "(empty)",
@@ -322,7 +322,7 @@ class ContinualHarnessEvolver:
                 "max_changes": p["memory_max_changes"], "memory_room": room}
 
     def _converse(self, ctx: StepContext, name: str, prompt: str, layout: HarnessLayout, current: Path,
-                  work: Path, p: dict[str, Any]) -> "Answer":
+                  work: Path, p: Mapping[str, Any]) -> "Answer":
         """The pass's usable answer. A reply that cannot be used is asked for again with the reason
         (ASKS calls in all); an over-long policy is asked once to be compressed. Every reply is
         checkpointed as it comes, so a rerun replays them and asks only what is still open."""
@@ -382,7 +382,7 @@ class ContinualHarnessEvolver:
 
     @staticmethod
     def _call(ctx: StepContext, name: str, asked: str, earlier: tuple[Exchange, ...], current: Path,
-              work: Path, p: dict[str, Any]) -> Any:
+              work: Path, p: Mapping[str, Any]) -> Any:
         """One learner call of the pass's conversation, entered in the ledger."""
         learner = ctx.learner(name)
         # The learner gets a copy of the harness to look at; its answer text is what counts.

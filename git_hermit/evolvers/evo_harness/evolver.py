@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template as TextTemplate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from git_hermit.adapter.check_spec import FrontMatterError, parse_front_matter
 from git_hermit.adapter.screen import scrub
@@ -88,13 +88,13 @@ def _safe(name: str) -> str:
 class EvoHarnessEvolver:
     name = "evo-harness"
 
-    def step_tasks(self, tasks: tuple[str, ...], step: int, params: dict[str, Any]) -> tuple[str, ...]:
+    def step_tasks(self, tasks: tuple[str, ...], step: int, params: Mapping[str, Any]) -> tuple[str, ...]:
         p = EvoParams.read(params)
         if p.max_steps is not None and step > p.max_steps:
             return ()
         return window(tasks, step, p.batch_size)
 
-    def step_limit(self, params: dict[str, Any]) -> tuple[int | None, str]:
+    def step_limit(self, params: Mapping[str, Any]) -> tuple[int | None, str]:
         """`train` consumes the stream once: max_steps batches, or all of them (null)."""
         return EvoParams.read(params).max_steps, "max_steps"
 
@@ -194,7 +194,7 @@ class EvoHarnessEvolver:
                     workspace.mkdir(parents=True, exist_ok=True)
                     learner = learner or ctx.learner("reflect")
                     answer = learner.ask(workspace, _prompt("REFLECT.md", skills=skills, evidence=evidence),
-                                         timeout_s=float(ctx.params.get("reflect_timeout_s", 1800)), key=exp_id)
+                                         timeout_s=float(ctx.params["reflect_timeout_s"]), key=exp_id)
                     ctx.ledger.record("reflect", exp_id, answer.model, answer.usage, step=ctx.step)
                     if not answer.ok:   # Worker errors propagate: the step stops and resumes here
                         raise AgentError(f"the reflect worker failed on {exp_id}: {answer.error}",
@@ -269,7 +269,7 @@ class EvoHarnessEvolver:
             role = f"{level}_curator"
             ctx.say(f"{level} curator: one session on {len(experiences)} experience(s)")
             answer = ctx.learner(role).ask(workspace, prompt, key=f"step-{ctx.step}-{level}",
-                                           timeout_s=float(ctx.params.get("curator_timeout_s", 3600)))
+                                           timeout_s=float(ctx.params["curator_timeout_s"]))
             ctx.ledger.record(role, f"step-{ctx.step}", answer.model, answer.usage, step=ctx.step)
             if not answer.ok:
                 raise AgentError(f"the {level} curator session failed: {answer.error}",

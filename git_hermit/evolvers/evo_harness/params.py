@@ -32,7 +32,7 @@ class EvoParams:
 
     @classmethod
     def read(cls, raw: Mapping[str, Any]) -> "EvoParams":
-        values = {key: raw.get(key, default) for key, default in DEFAULTS.items()}
+        values = {key: raw[key] for key in DEFAULTS}   # ``raw`` is config.params: its defaults applied there
         for key, value in values.items():
             if key == "max_steps" and value is None:
                 continue
