@@ -148,6 +148,13 @@ class RunConfig:
         return MappingProxyType(params)
 
     @property
+    def train_k(self) -> int | None:
+        """``evolver.params.k``, the rollouts per task of the training split (None: what its rows
+        file holds). Read here only: evaluate.load_benchmark weighs it against ``-k`` and the rows."""
+        k = self.params.get("k")
+        return None if k is None else int(k)
+
+    @property
     def learner_base(self) -> str:
         """``evolver.base``, the learners' backend; unset, the default host (applied here only)."""
         return str(self.evolver.get("base") or registry.DEFAULT)

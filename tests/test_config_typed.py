@@ -116,3 +116,44 @@ def test_no_evolver_merges_its_params_defaults_again():
                                                   for k, v in zip(node.keys, node.values)):
                 found.append(f"{rel}:{node.lineno} {{**DEFAULTS, …}}")
     assert found == []
+
+
+def test_the_step_carries_k_once(repo, monkeypatch):
+    """k is resolved once (load_benchmark: -k, else evolver.params.k, else the rows file) and the
+    step context carries it once, as ``k``: its params hold no second copy."""
+    from cli_helpers import hermit
+    from git_hermit.evolvers.ahe.evolver import AHEEvolver
+    from step_support import env_for, make_run
+
+    seen = []
+    learn = AHEEvolver.learn
+
+    def spy(self, ctx):
+        seen.append(ctx)
+        return learn(self, ctx)
+
+    monkeypatch.setattr(AHEEvolver, "learn", spy)
+    control = make_run(repo, {"t1": "4", "t2": "7"}, k=2)
+    r = hermit(repo, "step", env=env_for(control))
+    assert r.code == 0, (r.out, r.err)
+    (ctx,) = seen
+    assert ctx.k == 2 and "k" not in ctx.params
+    assert ctx.params["evolve_timeout_s"] == 7200            # the rest of config.params, as merged
+
+
+def test_k_is_read_from_the_config_in_one_place():
+    """``evolver.params.k`` is read by RunConfig.train_k only."""
+    found = []
+    for rel, tree in _modules():
+        for node in ast.walk(tree):
+            key = None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key, value = node.slice.value, node.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                key, value = node.args[0].value, node.func.value
+            if key == "k" and rel != "config.py" and (
+                    _params_receiver(value) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                                                and value.func.attr == "evolver_params")):
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []

@@ -104,7 +104,7 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
         raise ConfigError(f"hermit.yaml data: has no split {split_name!r}",
                           hint=f"splits here: {', '.join(config.splits()) or 'none'}; add data: {{{split_name}: rows/{split_name}.txt}}")
     if k is None:
-        k = config.evolver_params()["k"] if split_name == "train" else None
+        k = config.train_k if split_name == "train" else None
     bench = Benchmark(tasks, load_split(base_dir / rows_path, tasks, k=k, name=split_name), base_dir)
     if only_tasks:
         bench = bench.only(only_tasks)

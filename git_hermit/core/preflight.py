@@ -168,7 +168,7 @@ def _step_size(config: RunConfig, base_dir: Path) -> list[Problem]:
     if size is None or rule is None or rule.get("means") != "every-row" or rows is None \
             or not (base_dir / rows).is_file():
         return []
-    k = config.evolver_params().get("k") or 1
+    k = config.train_k or 1      # a row line without #n is one row when the rows file decides k
     lines = [line.strip() for line in (base_dir / rows).read_text(encoding="utf-8", errors="replace").splitlines()]
     count = sum(1 if "#" in line else k for line in lines if line and not line.startswith("#"))
     if size >= count:

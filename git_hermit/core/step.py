@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.screen import Limits, screen
@@ -230,6 +231,12 @@ def _check_publishable(repo: Repo, run: str) -> None:
     drop_stale_keepalive(repo, _keepalive_base(run))
 
 
+def step_params(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The params an evolver's step reads: config.params without ``k``, which the step carries once,
+    as StepContext.k (resolved by load_benchmark: ``-k``, else evolver.params.k, else the rows file)."""
+    return MappingProxyType({key: value for key, value in params.items() if key != "k"})
+
+
 def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
                  on_progress: Callable[[Progress], None] | None, keep_exceptions: bool = False) -> StepOutcome:
     config = ctx.config
@@ -312,7 +319,7 @@ def _step_locked(repo: Repo, ctx: RunContext, *, say: Callable[[str], None],
     template = load_template(config.template)
     limits = Limits.of(config.evolver)
     step_ctx = StepContext(
-        config=config, params=params, run=ctx.run, step=n, commit=evaluated,
+        config=config, params=step_params(params), run=ctx.run, step=n, commit=evaluated,
         results=ev.results, k=ev.k, tasks=bench.split.tasks, rollouts_root=rollouts_home / "rollouts",
         step_dir=here, run_dir=run_dir(repo, ctx.run), work_tree=repo.work_tree, history=history,
         prev_changes=prev_changes, best=best, ledger=ledger, learner=budget.guard(_learner_factory(ctx)),

@@ -64,12 +64,12 @@ class PastRollback:
 @dataclass
 class StepContext:
     config: RunConfig
-    params: Mapping[str, Any]                      # config.params: merged once, read-only
+    params: Mapping[str, Any]                      # config.params without k (core/step.step_params): read-only
     run: str
     step: int                                      # N: this step; its rollouts evaluated H_{N-1}
     commit: str                                    # H_{N-1}
     results: dict[str, list[RolloutResult]]
-    k: int
+    k: int                                         # the step's k, carried here only (-k, evolver.params.k or the rows)
     tasks: tuple[str, ...]                         # the split's task ids
     rollouts_root: Path
     step_dir: Path                                 # scratch + checkpoints of this step
