@@ -87,9 +87,14 @@ def snapshot_state(path: Path) -> tuple[str, str]:
 @pytest.fixture(scope="session")
 def demo_made(tmp_path_factory):
     """One `git hermit demo` run per test session (about 20 s) and its output (a cli_helpers.Result);
-    copy the repository before changing it."""
-    from review_support import make_demo
-    return make_demo(tmp_path_factory.mktemp("demo-run"))
+    copy the repository before changing it.
+
+    Under pytest-xdist the workers share one run: the first to need it makes it in the directory all
+    workers' temporary directories live in, under a lock the others wait on, and leaves its output
+    next to it (a second demo on a 2-core machine cost a worker half a minute). (``--dist loadgroup``
+    would keep its tests on one worker, but xdist 3.8 under pytest 9 ignores the groups.)"""
+    from review_support import shared_demo
+    return shared_demo(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

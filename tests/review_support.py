@@ -38,6 +38,31 @@ def make_demo(root: Path) -> tuple[Path, Result]:
     return root / "demo", Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def shared_demo(tmp_path_factory) -> tuple[Path, Result]:
+    """``make_demo`` once for all the session's xdist workers (see conftest's ``demo_made``): in the
+    root every worker's base temporary directory is under, behind an exclusive ``flock``; a worker
+    that comes later reads the first one's output. Without xdist, the session's own directory."""
+    import fcntl
+    import json
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent      # pytest-of-<user>/pytest-<n>, shared
+    else:
+        root = tmp_path_factory.getbasetemp()
+    made = root / "shared-demo"
+    with open(root / "shared-demo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            done = made / "result.json"
+            if not done.is_file():
+                made.mkdir(exist_ok=True)
+                directory, result = make_demo(made)
+                done.write_text(json.dumps({"code": result.code, "out": result.out, "err": result.err}))
+            saved = json.loads(done.read_text())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return made / "demo", Result(saved["code"], saved["out"], saved["err"])
+
+
 def copy_demo(demo: Path, dest: Path) -> Path:
     shutil.copytree(demo, dest, symlinks=True)
     return dest
