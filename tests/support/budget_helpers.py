@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from budget_support import PRICE
+from card_support import edit_config as _edit   # the one hermit.yaml editor of the tests
 from cli_helpers import hermit
 from conftest import git
 from step_support import env_for, make_run, refs, rollouts_dir
@@ -29,16 +30,6 @@ def _run(repo: Path, budget: dict | None, *, prices: dict | None = None) -> Path
           prices=prices if prices is not None else {"fake-model": PRICE, "scripted": {"input": 1.0, "output": 1.0}},
           budget=budget)
     return control
-
-
-def _edit(repo: Path, **keys) -> None:
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    for key, value in keys.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _finished(repo: Path, step: int) -> list[dict]:
