@@ -1,7 +1,8 @@
 """One place per plugin (issue 26, item 1): a small package (tests/fixtures/toy_plugin/) adds a
 host and an evolver through entry points. Installed into a fresh venv (no network, no file of
 git-hermit touched), `init`, `check`, `step`, `deploy`, `doctor`, the man page and completion
-all see them; the venv this test runs in does not."""
+`trace` (the toy's trajectory reader) and `convert` (its plugin layout) all see them; the venv
+this test runs in does not."""
 
 from __future__ import annotations
 
@@ -133,6 +134,28 @@ def test_an_installed_package_adds_a_host_and_an_evolver_everywhere(venv, tmp_pa
     done = subprocess.run(command, shell=True, cwd=dest, input=json.dumps({"session_id": "s", "cwd": str(dest)}),
                           capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout) == {"context": (dest / ".hermit-adapter" / "MEMORY.md").read_text()}, done
+
+    # trace: the toy host's own reader reads a toy session (its format sniffed, its steps counted)
+    session = tmp_path / "toy-session.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in (
+        {"toy": "run", "cmd": "ls", "out": "a.txt", "exit": 0},
+        {"toy": "run", "cmd": "false", "out": "", "exit": 1},
+        {"toy": "say", "text": "4"})))
+    r = run(venv, repo, "trace", str(session), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    traced = json.loads(r.stdout)
+    assert (traced["format"], traced["steps"], traced["tool_calls"], traced["failed_tool_calls"],
+            traced["final_answer"]) == ("toy", 3, 2, 1, "4"), traced
+    r = run(venv, repo, "trace", str(session), "--format", "toy", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["format"] == "toy", r.stdout + r.stderr
+
+    # convert: the toy host's own plugin layout
+    plugin = tmp_path / "toy-plugin"
+    r = run(venv, repo, "convert", "hermit/r/step-0001", "--target", "toy-host", "-o", str(plugin))
+    assert r.returncode == 0, r.stdout + r.stderr
+    manifest = json.loads((plugin / "toy-plugin.json").read_text())
+    assert manifest["adapter"] == "adapter" and "MEMORY.md" in manifest["files"], manifest
+    assert "- step-1: hi" in (plugin / "adapter" / "MEMORY.md").read_text()
 
     # doctor, the man page, completion
     r = run(venv, repo, "doctor", "--json")
