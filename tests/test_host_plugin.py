@@ -165,12 +165,16 @@ def test_rollouts_and_the_session_harness_run_the_same_command(host, tmp_path, m
     assert private and private <= set(rollout_env)
 
 
-# -- no host names outside the host modules ------------------------------------------------
+# -- no host names outside the host packages ------------------------------------------------
 
-# The host modules, the trajectory reader of the one format named after its host, and the
-# generated completion table (built from the CLI's choices, which come from the registry).
-ALLOWED = {"hosts/codex.py", "hosts/claude_code.py", "hosts/pi.py", "hosts/registry.py",
-           "trajectories/pi.py", "_completion_table.py"}
+# Everything under hosts/ (each host's package, and the table that lists them) may name a host;
+# outside it only the generated completion table does (built from the CLI's choices, which come
+# from the registry).
+ALLOWED = {"_completion_table.py"}
+
+
+def _allowed(rel: str) -> bool:
+    return rel.startswith("hosts/") or rel in ALLOWED
 
 
 def _host_literals(path: Path, names: set[str]) -> list[int]:
@@ -185,7 +189,7 @@ def test_no_module_outside_the_host_modules_names_a_host():
     offenders = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel not in ALLOWED and (lines := _host_literals(path, names)):
+        if not _allowed(rel) and (lines := _host_literals(path, names)):
             offenders[rel] = lines
     assert offenders == {}
 
@@ -194,15 +198,71 @@ def test_the_grep_of_the_brief_finds_only_the_host_modules():
     pattern = re.compile(r"\"(pi|codex|claude-code)\"|'(pi|codex|claude-code)'")
     found = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
              if pattern.search(path.read_text(encoding="utf-8"))}
-    assert found <= ALLOWED
+    assert {rel for rel in found if not _allowed(rel)} == set()
+
+
+def _builtin_packages() -> set[str]:
+    """The built-in hosts' packages, as the registry names them (git_hermit.hosts.codex, …)."""
+    return {value.partition(":")[0] for value in registry.BUILTIN}
+
+
+def test_each_built_in_host_is_one_package_under_hosts():
+    """A host's parts (Host, trajectory reader, plugin layout) live in its package, nowhere else:
+    no module outside hosts/ is named after a built-in host or imports one's package."""
+    packages = _builtin_packages()
+    stems = {name.rsplit(".", 1)[1] for name in packages} | {h.family for h in registry.hosts()}
+    for package in packages:
+        folder = PACKAGE.parent / package.replace(".", "/")
+        assert {"__init__.py", "trajectory.py", "layout.py"} <= {p.name for p in folder.glob("*.py")}, package
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if _allowed(rel):
+            continue
+        if path.stem in stems or path.parent.name in stems:
+            offenders.append(f"{rel}: named after a host")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            imported = []
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            hit = [m for m in imported if any(m == p or m.startswith(p + ".") for p in packages)]
+            if hit:
+                offenders.append(f"{rel}:{node.lineno} imports {hit[0]}")
+    assert offenders == []
+
+
+def test_a_host_reaches_its_reader_and_layout_through_the_host():
+    """The generic reader and convert ask the Host; every built-in host brings both."""
+    from git_hermit.adapter.plugins import formats
+    for host in registry.hosts():
+        assert formats()[host.name] is host.plugin_format() and host.plugin_format().target == host.name
+    fixtures = Path(__file__).parent / "fixtures" / "trajectories"
+    for path in sorted(fixtures.rglob("*.jsonl"))[:40]:
+        from git_hermit.trajectories import detect_format
+        try:
+            fmt = detect_format(path)
+        except Exception:
+            continue
+        host = registry.host_for_format(fmt)
+        assert fmt == "atif" or (host is not None and fmt in host.trajectory_formats)
 
 
 def test_the_host_layer_imports_nothing_above_it():
-    """hosts/ sits below rollouts, adapter and learners: it imports only itself, errors, model, redact
-    and plugins (the entry points that add a host)."""
+    """The host protocol and table (hosts/*.py) sit below rollouts, adapter and learners: they
+    import only hosts/, errors, model, redact and plugins (the entry points that add a host). A
+    host's package (hosts/<host>/) sits above adapter and trajectories (pyproject's layers)."""
     allowed = ("git_hermit.hosts", "git_hermit.errors", "git_hermit.model", "git_hermit.redact", "git_hermit.plugins")
     for path in sorted((PACKAGE / "hosts").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # what only type checkers read (under `if TYPE_CHECKING:`) is no import at run time
+        typing_only = {id(n) for guard in ast.walk(tree) if isinstance(guard, ast.If)
+                       and isinstance(guard.test, ast.Name) and guard.test.id == "TYPE_CHECKING"
+                       for stmt in guard.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("git_hermit"):
                 module = node.module if node.module != "git_hermit" else f"git_hermit.{node.names[0].name}"
                 assert module.startswith(allowed), f"{path.name} imports {module}"

@@ -12,7 +12,7 @@ import pytest
 
 from git_hermit.model.rollout import Usage
 from git_hermit.trajectories import explode, iter_steps, summarize
-from git_hermit.trajectories.claude import claude_usage
+from git_hermit.hosts.claude_code.trajectory import claude_usage
 from support.trajectories_real_helpers import _web_search_rollout, write_jsonl  # noqa: F401
 
 REAL = Path(__file__).parent / "fixtures" / "trajectories" / "real"

@@ -1,5 +1,5 @@
 """`git hermit convert REV --target HOST`: the adapter at REV (default: the run's final tag) as the
-host's own plugin or package (adapter/plugins/), with its CARD.md. A conversion that would drop a
+host's own plugin or package (hosts/<host>/layout.py), with its CARD.md. A conversion that would drop a
 component is refused, one line per component, unless ``allow_lossy``; the plugin is built in a
 temporary directory beside the output and renamed into place, so a refusal or a failure leaves
 nothing behind and an existing output directory is never written into.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from git_hermit.adapter.components import inventory
-from git_hermit.adapter.plugins import FORMATS
+from git_hermit.adapter.plugins import formats
 from git_hermit.adapter.plugins.base import CARD_FILE, DEFAULT_PYTHON, Carried, Dropped, PluginSpec
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.card import CardText, build_card
@@ -75,7 +75,7 @@ def resolve_commit(ctx: RunContext, rev: str | None) -> str:
 
 
 def refusal(title: str, commit: str, dropped: list[Dropped]) -> LossyConversion:
-    faithful = " or ".join(f"--target {fmt.target}" for fmt in FORMATS.values() if fmt.carries_all)
+    faithful = " or ".join(f"--target {fmt.target}" for fmt in formats().values() if fmt.carries_all)
     return LossyConversion(f"a {title} would drop {len(dropped)} component(s) of the adapter at {commit[:12]}:",
                            details=tuple(d.line() for d in dropped),
                            hint=f"convert with {faithful} (its plugins carry every component), or pass "
@@ -85,9 +85,9 @@ def refusal(title: str, commit: str, dropped: list[Dropped]) -> LossyConversion:
 def convert(ctx: RunContext, rev: str | None, target: str, output: Path | None, card_text: CardText, *,
             allow_lossy: bool = False, python: str = DEFAULT_PYTHON, name: str | None = None) -> Conversion:
     """Write the plugin; returns what it carries and what it left out."""
-    fmt = FORMATS.get(target)
+    fmt = formats().get(target)
     if fmt is None:
-        raise InputError(f"unknown target {target!r}", hint=f"use one of: {', '.join(FORMATS)}")
+        raise InputError(f"unknown target {target!r}", hint=f"use one of: {', '.join(formats())}")
     name = name or plugin_name(ctx.run)
     if not _PLUGIN_NAME.match(name):
         raise InputError(f"invalid plugin name {name!r}", hint="use lowercase letters, digits and hyphens (--name)")

@@ -19,7 +19,6 @@ from git_hermit.errors import ConfigError, HermitError, InputError, NotAReposito
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 from git_hermit.trajectories import TrajectorySummary, detect_format, summarize
-from git_hermit.trajectories.codex import parent_thread
 
 def families() -> dict[str, tuple[str, ...]]:
     """--format names a host (its family); the file's own shape picks the variant (stream or
@@ -206,16 +205,9 @@ def _codex_parent(path: Path, summary: TrajectorySummary) -> Path | None:
 
 
 def _rollout_parent(path: Path) -> str | None:
-    """The parent thread a rollout's first line (its session_meta) names, read alone."""
-    with open(path, "rb") as lines:
-        first = lines.readline(1 << 24)
-    try:
-        record = json.loads(first)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or record.get("type") != "session_meta" or not isinstance(record.get("payload"), dict):
-        return None
-    return parent_thread(record["payload"])
+    """The parent session a stored session file names, read alone by the host that wrote it."""
+    host = registry.host_for_format("codex-rollout")
+    return host.parent_session(path) if host else None
 
 
 def _first_session_id(path: Path) -> str | None:

@@ -1,8 +1,11 @@
 """The Host protocol: what git-hermit needs to know and do for one coding-agent CLI.
 
-A host module (codex.py, claude_code.py, pi.py) subclasses ``Host`` once and the registry
-lists it; rollouts, learners, deploy, hostcheck, conformance and doctor ask the host, never
-branch on its name. This layer imports only errors and locate (no rollouts, no adapter).
+A host is one package (hosts/codex/, hosts/claude_code/, hosts/pi/, or a plugin's module): its
+``__init__`` subclasses ``Host`` once (binary, session, deploy layout, hook wire, capability
+rows), ``trajectory.py`` reads its session files and ``layout.py`` writes its plugin format;
+the Host reaches those two lazily, so listing hosts imports neither. Rollouts, learners,
+deploy, convert, trace, hostcheck, conformance and doctor ask the host, never branch on its
+name. This protocol imports only errors, locate and wire (no rollouts, no adapter, no readers).
 """
 
 from __future__ import annotations
@@ -10,10 +13,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Mapping
 
+from git_hermit.errors import InputError
 from git_hermit.hosts import locate
 from git_hermit.hosts.wire import Wire
+
+if TYPE_CHECKING:      # the layers above: a host's package imports them, this protocol does not
+    from git_hermit.adapter.plugins.base import PluginFormat
+    from git_hermit.trajectories._stream import ReadState
+    from git_hermit.trajectories.model import Step
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,28 @@ class Host(ABC):
     # -- deploy
     def sub_agent_file(self, agent: SubAgent) -> tuple[str, bytes] | None:
         """Where (and as what) the host reads a sub-agent natively; None when it has none."""
+        return None
+
+    # -- its trajectories (trajectories/reader.py reads every host's through these)
+    def sniff_format(self, record: dict[str, Any], weak: bool = False) -> str | None:
+        """Which of ``trajectory_formats`` a file whose line is ``record`` is, or None. The
+        reader asks every host (strong shapes first); ``weak`` is its second pass, for shapes
+        so plain another host's lines could have them."""
+        return None
+
+    def read_trajectory(self, fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+        """The steps of ``path``, a file in this host's format ``fmt``, read as a stream into
+        ``state`` (its records through trajectories._stream.iter_records)."""
+        raise InputError(f"{self.name} has no reader for its {fmt} trajectories",
+                         hint="convert the file to ATIF, or pass another format")
+
+    def parent_session(self, path: Path) -> str | None:
+        """The session that spawned the one stored in ``path`` (a sub-agent's), read cheaply."""
+        return None
+
+    # -- convert --target
+    def plugin_format(self) -> PluginFormat | None:
+        """Its own plugin (or package) format; None: `convert` cannot target it."""
         return None
 
     # -- hostcheck's synthetic session (hook hosts only)

@@ -1,4 +1,4 @@
-"""The one table of hosts: name → Host. Adding a host is one module and one line here, or, from
+"""The one table of hosts: name → Host. Adding a host is one package and one line here, or, from
 an installed package, a ``git_hermit.hosts`` entry point (git_hermit/plugins.py).
 
 Everything that lists hosts (the CLI's choices, the config's allowed values, doctor, the
@@ -80,11 +80,15 @@ def host_for_format(fmt: str) -> Host | None:
     return next((h for h in _HOSTS.values() if fmt in h.trajectory_formats), None)
 
 
+# The built-in hosts, named as a plugin's entry point names its host and loaded the same way:
+# a host package imports the layers above this table (its reader, its plugin layout), so the
+# table names it rather than importing it. Order: the default host first.
+BUILTIN = ("git_hermit.hosts.codex:HOST", "git_hermit.hosts.claude_code:HOST", "git_hermit.hosts.pi:HOST")
+
+
 def _register_builtin() -> None:
-    from git_hermit.hosts import claude_code, codex, pi
-    register(codex.HOST)
-    register(claude_code.HOST)
-    register(pi.HOST)
+    for value in BUILTIN:
+        register(plugins.load(value))
 
 
 def _register_plugins() -> None:

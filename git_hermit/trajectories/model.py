@@ -12,8 +12,14 @@ from typing import Any
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 
-# Each host module names the formats its sessions write (hosts/registry.py); ATIF is Harbor's.
-FORMATS: tuple[str, ...] = (*(fmt for host in registry.hosts() for fmt in host.trajectory_formats), "atif")
+
+
+def formats() -> tuple[str, ...]:
+    """Every format a reader reads: each registered host names the formats its sessions write
+    (asked when reading, so a plugin's host registered after this import counts); ATIF is Harbor's."""
+    return (*(fmt for host in registry.hosts() for fmt in host.trajectory_formats), "atif")
+
+
 TOOL_KINDS: tuple[str, ...] = ("shell", "patch", "read", "write", "mcp", "other")
 
 # The seed's tool-kind table (Codex and Claude names), plus Pi's lower-case built-ins.

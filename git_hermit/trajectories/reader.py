@@ -1,34 +1,23 @@
 """Entry points: sniff a trajectory's format, stream its steps, summarise it in one pass, and
 explode it into one Markdown file per step (plus an INDEX.md) for a learner to navigate.
+
+Each host's own formats are sniffed and read by the host (``Host.sniff_format``,
+``Host.read_trajectory``: its package's trajectory.py); only ATIF is read here.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterator
 
 from git_hermit.errors import InputError
 from git_hermit.hosts import registry
 
-from ._stream import ReadState, iter_records
+from ._stream import ReadState
 from .atif import load_atif, read_atif, steps_to_atif
-from .claude import abandoned_branches, read_claude_session, read_claude_stream
-from .codex import LEGACY_ROLLOUT_ITEMS, read_codex_exec, read_codex_rollout
-from .model import FORMATS, Step, ToolCall, TrajectorySummary
-from .pi import FORMAT as PI_FORMAT
-from .pi import read_pi
+from .model import Step, ToolCall, TrajectorySummary, formats
 
-_LINE_READERS: dict[str, Callable[[Iterable[dict[str, Any]], ReadState], Iterator[Step]]] = {
-    "codex-exec": read_codex_exec, "codex-rollout": read_codex_rollout,
-    "claude-stream": read_claude_stream, "claude-session": read_claude_session, PI_FORMAT: read_pi,
-}
-_CODEX_EXEC_TYPES = {"thread.started", "turn.started", "turn.completed", "turn.failed",
-                     "item.started", "item.updated", "item.completed"}
-_CODEX_ROLLOUT_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
-_PI_TYPES = {"session", "agent_start", "agent_end", "turn_start", "turn_end", "message_start",
-             "message_update", "message_end", "tool_execution_start", "tool_execution_update",
-             "tool_execution_end", "auto_retry_start", "auto_compaction_start"}
 _SNIFF_LINES = 50
 _SNIFF_LINE_BYTES = 1 << 24      # a session_meta line carries the whole system prompt
 _GIST_CHARS = 120
@@ -55,7 +44,7 @@ def resolve_trajectory(path: Path) -> Path:
 
 
 def detect_format(path: Path) -> str:
-    """One of FORMATS, judged from the first lines (a directory is a Harbor trial: atif)."""
+    """One of formats(), judged from the first lines (a directory is a Harbor trial: atif)."""
     path = resolve_trajectory(path)
     with open(path, "rb") as lines:
         head = lines.read(1 << 16)
@@ -78,7 +67,7 @@ def detect_format(path: Path) -> str:
     if head.lstrip()[:1] == b"{" and b'"schema_version"' in head and b'"steps"' in head:
         return "atif"
     raise InputError(f"cannot tell the trajectory format of {path}",
-                     hint=f"pass the format explicitly, one of: {', '.join(FORMATS)}")
+                     hint=f"pass the format explicitly, one of: {', '.join(formats())}")
 
 
 def _skip_rest_of_line(lines: Any) -> None:
@@ -89,22 +78,13 @@ def _skip_rest_of_line(lines: Any) -> None:
 
 
 def _format_of(record: dict[str, Any]) -> str | None:
-    kind = record.get("type")
     if isinstance(record.get("steps"), list) and "schema_version" in record:
         return "atif"
-    if kind in _CODEX_EXEC_TYPES:
-        return "codex-exec"
-    if kind in _CODEX_ROLLOUT_TYPES and "payload" in record:
-        return "codex-rollout"
-    if "parentUuid" in record or ("uuid" in record and "sessionId" in record) \
-            or kind in ("summary", "file-history-snapshot"):
-        return "claude-session"
-    if kind in ("system", "assistant", "user", "result") and "session_id" in record:
-        return "claude-stream"
-    if kind in _PI_TYPES or (kind == "message" and isinstance(record.get("message"), dict)):
-        return PI_FORMAT
-    if kind in LEGACY_ROLLOUT_ITEMS and "payload" not in record:
-        return "codex-rollout"
+    for weak in (False, True):      # every host's strong shapes before any host's weak one
+        for host in registry.hosts():
+            fmt = host.sniff_format(record, weak)
+            if fmt:
+                return fmt
     return None
 
 
@@ -120,8 +100,8 @@ def _is_blank(path: Path) -> bool:
 def _read(path: Path, fmt: str | None) -> tuple[Iterator[Step], ReadState]:
     """The step iterator and the state it fills while consumed."""
     path = resolve_trajectory(path)
-    if fmt is not None and fmt not in FORMATS:
-        raise InputError(f"unknown trajectory format: {fmt}", hint=f"use one of: {', '.join(FORMATS)}")
+    if fmt is not None and fmt not in formats():
+        raise InputError(f"unknown trajectory format: {fmt}", hint=f"use one of: {', '.join(formats())}")
     if _is_blank(path):
         # a session that recorded nothing (the host crashed before its first line): an empty
         # trajectory, said so, rather than "cannot tell the format"
@@ -132,9 +112,9 @@ def _read(path: Path, fmt: str | None) -> tuple[Iterator[Step], ReadState]:
     state = ReadState(fmt)
     if fmt == "atif":
         return read_atif(load_atif(path, state), state), state
-    if fmt == "claude-session":
-        state.abandoned = abandoned_branches(path)      # a pre-pass: rewinds point backwards
-    return _LINE_READERS[fmt](iter_records(path, state), state), state
+    host = registry.host_for_format(fmt)
+    assert host is not None      # formats() lists the registered hosts' formats and atif
+    return host.read_trajectory(fmt, path, state), state
 
 
 def iter_steps(path: Path, fmt: str | None = None) -> Iterator[Step]:

@@ -1,14 +1,18 @@
-"""Plugin formats: an adapter written as a host's own plugin or package, one module per host
-(claude_code, codex, pi) behind base.PluginFormat, and the one table `convert --target` reads.
+"""Plugin formats: an adapter written as a host's own plugin or package. The protocol and the
+shared pieces are in base.py; each host's format is in its package (hosts/<host>/layout.py),
+reached through ``Host.plugin_format``: the one table `convert --target` reads is built here.
 """
 
 from __future__ import annotations
 
-from git_hermit.adapter.plugins import claude_code, codex, pi
 from git_hermit.adapter.plugins.base import PluginFormat
+from git_hermit.hosts import registry
 
-FORMATS: dict[str, PluginFormat] = {fmt.target: fmt for fmt in (claude_code.FORMAT, codex.FORMAT, pi.FORMAT)}
+
+def formats() -> dict[str, PluginFormat]:
+    """convert --target value → the host's plugin format (hosts without one are left out)."""
+    return {fmt.target: fmt for host in registry.hosts() if (fmt := host.plugin_format()) is not None}
 
 
 def targets() -> tuple[str, ...]:
-    return tuple(FORMATS)
+    return tuple(formats())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from git_hermit.hosts.base import (ContextLimit, Fire, HookWire, Host, Layout, Login, SessionSpec, SubAgent,
                                    denied)
@@ -16,6 +16,10 @@ from git_hermit.hosts.wire import Wire, _exit_code_from, _text
 
 if TYPE_CHECKING:
     from hermit_hooks import HookResult
+
+    from git_hermit.adapter.plugins.base import PluginFormat
+    from git_hermit.trajectories._stream import ReadState
+    from git_hermit.trajectories.model import Step
 
 FLAGS = ("--output-format", "stream-json", "--verbose", "--include-hook-events",
          "--dangerously-skip-permissions")
@@ -229,6 +233,19 @@ class ClaudeCode(Host):
                 "last_assistant_message": "Done.", "background_tasks": [], "session_crons": []}
         if fire("Stop", stop).get("decision") == "block":
             fire("Stop", {**stop, "stop_hook_active": True})
+
+    # -- its trajectory reader and plugin layout, the package's other modules (imported when asked)
+    def sniff_format(self, record: dict[str, Any], weak: bool = False) -> str | None:
+        from git_hermit.hosts.claude_code import trajectory
+        return trajectory.sniff(record, weak)
+
+    def read_trajectory(self, fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+        from git_hermit.hosts.claude_code import trajectory
+        return trajectory.read(fmt, path, state)
+
+    def plugin_format(self) -> PluginFormat:
+        from git_hermit.hosts.claude_code import layout
+        return layout.FORMAT
 
 
 HOST = ClaudeCode()

@@ -24,8 +24,8 @@ from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
-from ._stream import ReadState, StepAssembler, as_int, content_text
-from .model import Step
+from git_hermit.trajectories._stream import iter_records, ReadState, StepAssembler, as_int, content_text
+from git_hermit.trajectories.model import Step
 
 _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
 # records that carry no conversation: skipped on purpose (progress ticks of running tools and
@@ -504,3 +504,25 @@ def _system(record: dict[str, Any], timestamp: str | None, asm: StepAssembler, s
         if subtype == "permission_denied":
             state.add_warning(f"permission denied: {text}")
         asm.system(f"{subtype}: {text}" if subtype else text, timestamp)
+
+
+# -- what the generic reader (trajectories/reader.py) asks of Claude Code, through its Host -----
+
+def sniff(record: dict[str, Any], weak: bool = False) -> str | None:
+    """The Claude Code format a line of this shape comes from (a session file or stream-json)."""
+    kind = record.get("type")
+    if weak:
+        return None
+    if "parentUuid" in record or ("uuid" in record and "sessionId" in record) \
+            or kind in ("summary", "file-history-snapshot"):
+        return "claude-session"
+    if kind in ("system", "assistant", "user", "result") and "session_id" in record:
+        return "claude-stream"
+    return None
+
+
+def read(fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+    if fmt == "claude-session":
+        state.abandoned = abandoned_branches(path)      # a pre-pass: rewinds point backwards
+        return read_claude_session(iter_records(path, state), state)
+    return read_claude_stream(iter_records(path, state), state)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from git_hermit.errors import ConfigError
 from git_hermit.hosts.base import (ContextLimit, Fire, HookWire, Host, Layout, Login, SessionSpec, SubAgent,
@@ -17,6 +17,10 @@ from git_hermit.hosts.wire import Wire, _join, _text
 
 if TYPE_CHECKING:
     from hermit_hooks import HookResult
+
+    from git_hermit.adapter.plugins.base import PluginFormat
+    from git_hermit.trajectories._stream import ReadState
+    from git_hermit.trajectories.model import Step
 
 EXEC_FLAGS = ("exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
               "--dangerously-bypass-approvals-and-sandbox",
@@ -235,6 +239,23 @@ class Codex(Host):
         if fire("Stop", stop).get("decision") == "block":
             fire("PreModelRequest", {**common, "turn_id": turn_id})
             fire("Stop", {**stop, "stop_hook_active": True})
+
+    # -- its trajectory reader and plugin layout, the package's other modules (imported when asked)
+    def sniff_format(self, record: dict[str, Any], weak: bool = False) -> str | None:
+        from git_hermit.hosts.codex import trajectory
+        return trajectory.sniff(record, weak)
+
+    def read_trajectory(self, fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+        from git_hermit.hosts.codex import trajectory
+        return trajectory.read(fmt, path, state)
+
+    def plugin_format(self) -> PluginFormat:
+        from git_hermit.hosts.codex import layout
+        return layout.FORMAT
+
+    def parent_session(self, path: Path) -> str | None:
+        from git_hermit.hosts.codex import trajectory
+        return trajectory.rollout_parent(path)
 
 
 HOST = Codex()

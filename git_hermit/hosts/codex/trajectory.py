@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
-from ._stream import ReadState, StepAssembler, as_int, content_text, image_placeholder, parse_arguments
-from .model import Step
+from git_hermit.trajectories._stream import iter_records, ReadState, StepAssembler, as_int, content_text, image_placeholder, parse_arguments
+from git_hermit.trajectories.model import Step
 
 # Early rollout files wrote response items bare (no timestamp/type/payload envelope).
 LEGACY_ROLLOUT_ITEMS = frozenset({"message", "reasoning", "function_call", "function_call_output",
@@ -440,3 +441,41 @@ def codex_tool_output(raw: Any) -> tuple[str | None, int | None, bool | None]:
         if text.startswith(_SUCCESS_TEXT):
             return text, None, False
     return text, None, None
+
+
+# -- what the generic reader (trajectories/reader.py) asks of Codex, through its Host ----------
+
+_EXEC_TYPES = {"thread.started", "turn.started", "turn.completed", "turn.failed",
+               "item.started", "item.updated", "item.completed"}
+_ROLLOUT_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+
+
+def sniff(record: dict[str, Any], weak: bool = False) -> str | None:
+    """The Codex format a line of this shape comes from; ``weak``: the second pass, for an early
+    rollout's bare items (their types are common words other hosts use too)."""
+    kind = record.get("type")
+    if weak:
+        return "codex-rollout" if kind in LEGACY_ROLLOUT_ITEMS and "payload" not in record else None
+    if kind in _EXEC_TYPES:
+        return "codex-exec"
+    if kind in _ROLLOUT_TYPES and "payload" in record:
+        return "codex-rollout"
+    return None
+
+
+def read(fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+    reader = read_codex_exec if fmt == "codex-exec" else read_codex_rollout
+    return reader(iter_records(path, state), state)
+
+
+def rollout_parent(path: Path) -> str | None:
+    """The parent thread a rollout's first line (its session_meta) names, read alone."""
+    with open(path, "rb") as lines:
+        first = lines.readline(1 << 24)
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("type") != "session_meta" or not isinstance(record.get("payload"), dict):
+        return None
+    return parent_thread(record["payload"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from git_hermit.errors import ConfigError
 from git_hermit.hosts.base import Host, Layout, Login, SessionSpec
@@ -16,6 +16,10 @@ from git_hermit.hosts.wire import Wire, _join
 
 if TYPE_CHECKING:
     from hermit_hooks import HookResult
+
+    from git_hermit.adapter.plugins.base import PluginFormat
+    from git_hermit.trajectories._stream import ReadState
+    from git_hermit.trajectories.model import Step
 
 # Pi's models.json ``api`` for each agent.provider.wire_api (unset: Anthropic Messages).
 APIS = {None: "anthropic-messages", "messages": "anthropic-messages", "chat": "openai-completions",
@@ -103,6 +107,19 @@ class Pi(Host):
         elif spec.model:
             argv += ["--model", model]
         return [*argv, *spec.args, prompt], env
+
+    # -- its trajectory reader and plugin layout, the package's other modules (imported when asked)
+    def sniff_format(self, record: dict[str, Any], weak: bool = False) -> str | None:
+        from git_hermit.hosts.pi import trajectory
+        return trajectory.sniff(record, weak)
+
+    def read_trajectory(self, fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+        from git_hermit.hosts.pi import trajectory
+        return trajectory.read(fmt, path, state)
+
+    def plugin_format(self) -> PluginFormat:
+        from git_hermit.hosts.pi import layout
+        return layout.FORMAT
 
 
 HOST = Pi()

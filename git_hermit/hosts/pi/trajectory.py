@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
-from ._stream import ReadState, StepAssembler, as_int, content_text
-from .model import Step
+from git_hermit.trajectories._stream import iter_records, ReadState, StepAssembler, as_int, content_text
+from git_hermit.trajectories.model import Step
 
 FORMAT = "pi"    # the format's name, as Pi's host module lists it
 _EXIT_CODE = re.compile(r"(?:Command exited with code|exit code:?)\s+(-?\d+)", re.IGNORECASE)
@@ -120,3 +121,21 @@ def _message(message: dict[str, Any], asm: StepAssembler, state: ReadState,
                    f"{message.get('output') or ''}".rstrip(), timestamp)
     else:                                   # extension / custom messages
         asm.system(f"{role}: {content_text(content)}", timestamp)
+
+
+# -- what the generic reader (trajectories/reader.py) asks of Pi, through its Host --------------
+
+_TYPES = {"session", "agent_start", "agent_end", "turn_start", "turn_end", "message_start",
+          "message_update", "message_end", "tool_execution_start", "tool_execution_update",
+          "tool_execution_end", "auto_retry_start", "auto_compaction_start"}
+
+
+def sniff(record: dict[str, Any], weak: bool = False) -> str | None:
+    kind = record.get("type")
+    if not weak and (kind in _TYPES or (kind == "message" and isinstance(record.get("message"), dict))):
+        return FORMAT
+    return None
+
+
+def read(fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
+    return read_pi(iter_records(path, state), state)
