@@ -4,6 +4,7 @@ of git_hermit, so a new module cannot sit outside the checked layering. (.ci/run
 
 from __future__ import annotations
 
+import importlib.util
 import pkgutil
 import re
 import shutil
@@ -28,11 +29,24 @@ def _layer_modules() -> set[str]:
     return {name.strip("() ") for layer in layers for name in re.split(r"[|:]", layer)}
 
 
+def _covered(module: str, named: set[str]) -> bool:
+    """Named by a layer itself, or a package each of whose modules is (hosts/: the protocol and
+    the table sit low, each host's package high)."""
+    if module in named:
+        return True
+    spec = importlib.util.find_spec(module)
+    children = [f"{module}.{m.name}" for m in pkgutil.iter_modules(spec.submodule_search_locations or [])] \
+        if spec is not None else []
+    return bool(children) and all(_covered(child, named) for child in children)
+
+
 def test_every_top_level_module_is_in_a_layer() -> None:
     modules = {f"git_hermit.{m.name}" for m in pkgutil.iter_modules(git_hermit.__path__)} - OUTSIDE
     named = _layer_modules()
-    assert sorted(modules - named) == [], "add each new top-level module to a layer in pyproject.toml"
-    assert sorted(named - modules) == [], "a layer names a module that no longer exists"
+    assert sorted(m for m in modules if not _covered(m, named)) == [], \
+        "add each new top-level module to a layer in pyproject.toml"
+    assert sorted(n for n in named if importlib.util.find_spec(n) is None) == [], \
+        "a layer names a module that no longer exists"
 
 
 def test_import_contracts_hold() -> None:
