@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
-from git_hermit.trajectories._stream import iter_records, ReadState, StepAssembler, as_int, content_text, image_placeholder, parse_arguments
+from git_hermit.trajectories._stream import (ReadState, StepAssembler, as_int, content_text, image_placeholder,
+                                            iter_records, parse_arguments)
 from git_hermit.trajectories.model import Step
 
 # Early rollout files wrote response items bare (no timestamp/type/payload envelope).

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
 
-from git_hermit.trajectories._stream import iter_records, ReadState, StepAssembler, as_int, content_text
+from git_hermit.trajectories._stream import ReadState, StepAssembler, as_int, content_text, iter_records
 from git_hermit.trajectories.model import Step
 
 FORMAT = "pi"    # the format's name, as Pi's host module lists it
