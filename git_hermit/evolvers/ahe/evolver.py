@@ -31,7 +31,7 @@ from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
-from git_hermit.rollouts.agent_files import RefusedFile, read_left_file
+from git_hermit.agents.agent_files import RefusedFile, read_left_file
 from git_hermit.trajectories import explode
 
 
