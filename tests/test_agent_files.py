@@ -94,7 +94,7 @@ def test_links_the_agent_leaves_are_refused_never_followed(repo, tmp_path, sandb
 
 
 def test_what_is_refused_and_why(tmp_path):
-    from git_hermit.rollouts.agent_files import RefusedFile, read_left_file
+    from git_hermit.agents.agent_files import RefusedFile, read_left_file
     outside = tmp_path / "outside.txt"
     outside.write_text("the user's file\n")
     root = tmp_path / "workspace"

@@ -20,7 +20,7 @@ from support.rollouts_e2e_helpers import make_project, result_files, scores_note
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hosts.registry import find_host_cli
-from git_hermit.rollouts.agents import AgentContext, make_agent
+from git_hermit.agents import AgentContext, make_agent
 from git_hermit.supervise.process import KILL_GRACE_S, run_process
 from support.agents_helpers import SECRET, _agent_block  # noqa: F401
 

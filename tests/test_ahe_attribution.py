@@ -84,8 +84,10 @@ def test_change_evaluation_json_shape_and_dataclass_input():
 
 
 def test_missing_fields_default():
-    c = evaluate_changes([{}], DIFF).changes[0]
-    assert (c.change_id, c.description, c.files, c.hit_rate, c.verdict) == ("unknown", "", (), "0/0", INEFFECTIVE)
+    evaluation = evaluate_changes([{}], DIFF)
+    c, declared = evaluation.changes[0], evaluation.declared[0]
+    assert (c.change_id, declared.description, declared.files, c.hit_rate, c.verdict) == (
+        "unknown", "", (), "0/0", INEFFECTIVE)
 
 
 def test_precision_recall_hand_made():
@@ -130,11 +132,30 @@ def test_flips_and_regressions_a_rollback_caused_are_not_counted_as_unpredicted(
     assert plain.prediction.to_dict()["counts"]["flipped"] == 3 and plain.unattributed_regressions == ("g",)
 
 
-def test_a_change_verdict_becomes_its_verdict_note_in_one_call():
-    """issue 26 item 4: the judgement's fields cross to the note in one place (ChangeVerdict.note)."""
-    from git_hermit.evolvers.ahe.attribution import ChangeVerdict
-    from git_hermit.model.records import VerdictNote
-    cv = ChangeVerdict("chg-1", "tweak", ("AGENTS.md",), ("t1", "t2"), ("t1",), ("t2",), ("t3",), (), "PARTIALLY_EFFECTIVE")
-    note = cv.note("run", 3, "abc")
+def test_the_attribution_produces_the_verdict_note_record_itself():
+    """issue 26 item 4: one record for a judged change, model's VerdictNote; the attribution makes it
+    (no parallel ChangeVerdict whose fields are copied into the note)."""
+    import git_hermit.evolvers.ahe.attribution as attribution_module
+    from git_hermit.model.records import VerdictNote, dumps, loads
+    assert not hasattr(attribution_module, "ChangeVerdict")
+    ev = evaluate_changes([change("chg-1", ["t1", "t2"], ["t3"])], StepDiff(flipped=("t1",), regressed=()),
+                          evaluating_iteration=2, run="run", evaluated_commit="abc")
+    (note,) = ev.changes
     assert note == VerdictNote("run", 3, "chg-1", "PARTIALLY_EFFECTIVE", ("t1",), ("t2",), (), ("t1", "t2"), ("t3",),
                                "1/2", evaluated_commit="abc")
+    assert loads("verdicts", dumps("verdicts", note)) == note          # field for field through the note
+
+
+def test_a_verdict_note_written_before_the_merge_reads_the_same():
+    """A change group's verdict note as the code before issue 26 item 4 wrote it (the fixture) reads as
+    the same record, and writes back byte for byte."""
+    from pathlib import Path
+    from git_hermit.model.records import VerdictNote, dumps, loads
+    text = (Path(__file__).parent / "fixtures" / "notes" / "verdict-v1-group.json").read_text()
+    note = loads("verdicts", text)
+    assert note == VerdictNote("run-a", 3, "chg-1", "PARTIALLY_EFFECTIVE", ("t1",), ("t2",), (), ("t1", "t2"), ("t3",),
+                               "1/2", evaluated_commit="abc123", rollback_commit="def456",
+                               also=(VerdictNote("run-a", 3, "chg-2", "HARMFUL", (), (), ("t4",), (), ("t4",), "0/0",
+                                                 rollback_note="rolled back with chg-1"),))
+    assert dumps("verdicts", note) == text
+    assert note.for_change("chg-2").rollback_commit == "def456"

@@ -14,7 +14,7 @@ import pytest
 from git_hermit.accounting.ledger import Ledger, format_usage
 from git_hermit.errors import AgentError
 from git_hermit.model.rollout import RolloutResult, Usage
-from git_hermit.rollouts.agents import AgentContext, make_agent
+from git_hermit.agents import AgentContext, make_agent
 
 TOKEN = "login-token-0123456789abcdef"
 

@@ -54,9 +54,9 @@ def _string_constants(path: Path) -> list[str]:
 
 
 def test_scripted_agent_names_no_package_module_by_string():
-    scripted = PACKAGE / "rollouts" / "agents" / "scripted.py"
+    scripted = PACKAGE / "agents" / "scripted.py"
     hidden = [s for s in _string_constants(scripted) if s.startswith("git_hermit.")]
-    assert not hidden, f"rollouts/agents/scripted.py loads {hidden} by name (a hidden edge to demo)"
+    assert not hidden, f"agents/scripted.py loads {hidden} by name (a hidden edge to demo)"
 
 
 def _is_sys_path(node: ast.AST) -> bool:
@@ -111,8 +111,8 @@ def test_scripted_agent_runs_the_function_its_config_names():
     from git_hermit.demo import acting
     from git_hermit.demo.benchmark import hermit_config
     from git_hermit.errors import ConfigError
-    from git_hermit.rollouts.agents import make_agent
-    from git_hermit.rollouts.agents.scripted import load_policy
+    from git_hermit.agents import make_agent
+    from git_hermit.agents.scripted import load_policy
     with pytest.raises(ConfigError, match="agent.scripted.policy"):
         make_agent({"backend": "scripted"}).check_available()
     agent_cfg = hermit_config()["agent"]           # the demo passes its own agent in

@@ -21,7 +21,7 @@ from git_hermit.config import parse_config
 from git_hermit.hostkit.sessions import session_command
 from git_hermit.hosts import registry
 from git_hermit.hosts.base import ContextLimit, Host, Layout, Login, SessionSpec, SubAgent
-from git_hermit.rollouts.agents import AgentContext, backends, make_agent
+from git_hermit.agents import AgentContext, backends, make_agent
 from git_hermit.trajectories import summarize
 
 PACKAGE = Path(git_hermit.__file__).parent

@@ -29,7 +29,7 @@ def test_a_bad_spec_raises_what_the_callers_turn_into_a_config_error(spec, error
 
 def test_a_bad_scripted_policy_is_one_config_error():
     from git_hermit.errors import ConfigError
-    from git_hermit.rollouts.agents.scripted import load_policy
+    from git_hermit.agents.scripted import load_policy
     with pytest.raises(ConfigError, match="cannot be loaded"):
         load_policy("no_colon_here")
     assert load_policy("os.path:join") is __import__("os").path.join

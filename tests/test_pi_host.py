@@ -27,7 +27,7 @@ from git_hermit.errors import ConfigError
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hosts.locate import find_node
 from git_hermit.hosts.registry import find_host_cli
-from git_hermit.rollouts.agents import AgentContext, make_agent
+from git_hermit.agents import AgentContext, make_agent
 from git_hermit.supervise.process import ProcessOutcome
 from git_hermit.trajectories import iter_steps, summarize
 

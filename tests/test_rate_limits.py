@@ -99,7 +99,7 @@ def _stream(tmp_path: Path, events: list[dict], stderr: str = "") -> tuple[Path,
 
 
 def test_the_hosts_rate_limit_reports_are_recognised_and_a_tool_printing_429_is_not(tmp_path):
-    from git_hermit.rollouts.agents.hosts import rate_limit_report
+    from git_hermit.agents.hosts import rate_limit_report
     # Claude Code still waiting out the limit when the timeout hit (as measured with 2.1.317)
     claude = [{"type": "system", "subtype": "init"},
               {"type": "system", "subtype": "api_retry", "attempt": 8, "max_retries": 10,
@@ -329,7 +329,7 @@ def test_a_claude_session_woken_after_a_429_that_then_answers_nothing_is_no_rate
     background sub-agent's end woke the session and its second query finished (the CLI prints
     both result lines at the end, exit 0). The session went on past that 429: if the woken
     query answered nothing, that is the agent's failure, not a rate limit to run again."""
-    from git_hermit.rollouts.agents.hosts import rate_limit_report
+    from git_hermit.agents.hosts import rate_limit_report
     recorded = Path(__file__).parent / "fixtures" / "trajectories" / "recorded" / "claude-2.1.317-woken-after-429-stream.jsonl"
     events = [json.loads(line) for line in recorded.read_text().splitlines() if line.strip()]
     assert [(e["is_error"], e["result"][:9]) for e in events if e["type"] == "result"] == [(True, "API Error"), (False, "42")]

@@ -26,7 +26,7 @@ from git_hermit.errors import BudgetReached, ConfigError, HermitError, InputErro
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo, RunLock
 from git_hermit.model.records import Attempt, BaselineCI, Scores, TaskScore, dumps, loads
 from git_hermit.model.rollout import RolloutResult, Usage, scored
-from git_hermit.rollouts.agents import make_agent
+from git_hermit.agents import make_agent
 from git_hermit.rollouts.executors import open_executor
 from git_hermit.rollouts.judges import check_judge_for_tasks, make_judge
 from git_hermit.rollouts.rows import Split, load_split

@@ -205,7 +205,7 @@ def _program(cfg: dict[str, Any], prefix: str, cwd: Path) -> list[Problem]:
 
 
 def _credentials(cfg: dict[str, Any], host: Host, prefix: str) -> list[Problem]:
-    """What the host CLI authenticates with (mirrors rollouts/agents/hosts.py): the user's login
+    """What the host CLI authenticates with (mirrors agents/hosts.py): the user's login
     files with ``login:``/``home:``, else the key ``provider.env_key`` names."""
     provider = cfg.get("provider") or {}
     env_key = provider.get("env_key")

@@ -15,15 +15,15 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
+from git_hermit.agents import AgentContext, make_agent
+from git_hermit.agents.base import AgentBackend
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 from git_hermit.supervise.scratch import scratch
 
-if TYPE_CHECKING:
-    from git_hermit.rollouts.agents.base import AgentBackend
 
 # The CLIs take the prompt as one argv string, and Linux caps one at 128 KiB (MAX_ARG_STRLEN);
 # a longer prompt goes to a file in the workspace and the session is told to read it.
@@ -89,7 +89,6 @@ class SessionLearner:
     hide: tuple[str, ...] = ()    # workspace paths (globs) the session must not see (seed 000 ``hide``)
 
     def _agent(self) -> AgentBackend:
-        from git_hermit.rollouts.agents import make_agent
         return make_agent({**self.cfg, "backend": self.backend})
 
     def check_available(self) -> None:
@@ -110,7 +109,6 @@ class SessionLearner:
     def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str,
             earlier: tuple[Exchange, ...] = (), sampling: Sampling | None = None) -> LearnerResult:
         # ``sampling`` is a chat call's: a session's CLI sets its own (the evolvers refuse it for one)
-        from git_hermit.rollouts.agents import AgentContext
         prompt = conversation_text(earlier, prompt)
         agent = self._checked_agent()
         session_dir = workspace.parent / f".session-{self.role}-{_safe(key)}"

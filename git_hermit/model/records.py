@@ -102,7 +102,8 @@ class Manifest:
 
 @dataclass(frozen=True)
 class VerdictNote:
-    """The verdict note on a change commit, once the next step's rollouts judged it."""
+    """The verdict note on a change commit, once the next step's rollouts judged it: the one record
+    of a judged change (the AHE attribution makes it; change_evaluation.json entries are drawn from it)."""
 
     run: str
     step: int                      # the step whose rollouts produced the verdict

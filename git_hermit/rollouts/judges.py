@@ -27,7 +27,7 @@ from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Outcome, RolloutResult, Usage
 from git_hermit.supervise.process import run_capture
 
-from .agent_files import RefusedFile, read_left_file
+from git_hermit.agents.agent_files import RefusedFile, read_left_file
 from .tasks import Task, listing
 
 PASS_REWARD = 1.0          # spec/ahe.md §1.1: reward >= 1.0 passes

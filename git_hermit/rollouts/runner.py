@@ -22,7 +22,7 @@ from git_hermit.atomic import write_atomic
 from git_hermit.errors import disk_full
 from git_hermit.model.rollout import RolloutResult, Usage
 from git_hermit.redact import redact, secret_values
-from git_hermit.rollouts.agents.hosts import RATE_LIMITED
+from git_hermit.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.executors import RolloutHandle
 from git_hermit.rollouts.worker import DISK_FULL, TASK_FILE, RolloutJob, RolloutOutput, execute_rollout
 from git_hermit.supervise.process import kill_all

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, ContextManager
 
 from git_hermit.errors import NO_SPACE_ERRNOS
 from git_hermit.model.rollout import RolloutResult
-from git_hermit.rollouts.agent_files import left_file
-from git_hermit.rollouts.agents import AgentContext, make_agent
-from git_hermit.rollouts.agents.hosts import RATE_LIMITED
+from git_hermit.agents.agent_files import left_file
+from git_hermit.agents import AgentContext, make_agent
+from git_hermit.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset, reset_to_plan
 from git_hermit.rollouts.judges import make_judge
 from git_hermit.rollouts.tasks import Task

@@ -48,39 +48,22 @@ def _field(change: Any, name: str, default: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class ChangeVerdict:
-    """One declared change, judged (a `change_evaluations` entry of §4.4)."""
+class Declared:
+    """What a judged change declared beyond its predictions, for its change_evaluation.json entry (the
+    verdict note leaves these to the manifest note on the same commit)."""
 
-    change_id: str
     description: str
     files: tuple[str, ...]
-    predicted_fixes: tuple[str, ...]
-    actually_fixed: tuple[str, ...]
-    still_failed: tuple[str, ...]
-    predicted_risks: tuple[str, ...]
-    risk_realized: tuple[str, ...]
-    verdict: VerdictName
 
-    @property
-    def hit_rate(self) -> str:
-        return f"{len(self.actually_fixed)}/{len(self.predicted_fixes)}"
 
-    def note(self, run: str, step: int, evaluated_commit: str) -> VerdictNote:
-        """This judgement as the verdict note on the change's commit (the one place the shared
-        fields cross from the change_evaluation.json entry to the note)."""
-        return VerdictNote(run=run, step=step, change_id=self.change_id, verdict=self.verdict,
-                           actually_fixed=self.actually_fixed, still_failed=self.still_failed,
-                           risk_realized=self.risk_realized, predicted_fixes=self.predicted_fixes,
-                           predicted_risks=self.predicted_risks, hit_rate=self.hit_rate,
-                           evaluated_commit=evaluated_commit)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "change_id": self.change_id, "description": self.description, "files": list(self.files),
-            "predicted_fixes": list(self.predicted_fixes), "actually_fixed": list(self.actually_fixed),
-            "still_failed": list(self.still_failed), "predicted_risks": list(self.predicted_risks),
-            "risk_realized": list(self.risk_realized), "hit_rate": self.hit_rate, "verdict": self.verdict,
-        }
+def _entry(note: VerdictNote, declared: Declared) -> dict[str, Any]:
+    # a `change_evaluations` entry of §4.4: the verdict note's own fields, in upstream's order
+    return {
+        "change_id": note.change_id, "description": declared.description, "files": list(declared.files),
+        "predicted_fixes": list(note.predicted_fixes), "actually_fixed": list(note.actually_fixed),
+        "still_failed": list(note.still_failed), "predicted_risks": list(note.predicted_risks),
+        "risk_realized": list(note.risk_realized), "hit_rate": note.hit_rate, "verdict": note.verdict,
+    }
 
 
 @dataclass(frozen=True)
@@ -143,25 +126,29 @@ class ChangeEvaluation:
     """The verdicts on one manifest (§4.4 change_evaluation.json) plus its prediction scores."""
 
     evaluating_iteration: int
-    changes: tuple[ChangeVerdict, ...]
+    changes: tuple[VerdictNote, ...]   # each change's verdict note, as the model writes it
     unattributed_regressions: tuple[str, ...]
     prediction: PredictionScores
     # flips / regressions of tasks a rollback of the previous step was expected to move, and no
     # change predicted: the rollback's, kept out of the prediction counts (task → which rollback)
     rollback_flips: Mapping[str, str] = field(default_factory=dict)
     rollback_regressions: Mapping[str, str] = field(default_factory=dict)
+    declared: tuple[Declared, ...] = ()   # beside ``changes``, one for each
 
     @property
     def summary(self) -> str:
         return ", ".join(f"{c.change_id}: {c.verdict}" for c in self.changes)
 
-    def with_verdict(self, *verdicts: str) -> list[ChangeVerdict]:
+    def with_verdict(self, *verdicts: str) -> list[VerdictNote]:
         return [c for c in self.changes if c.verdict in verdicts]
+
+    def declared_by(self, change_id: str) -> Declared:
+        return next((d for c, d in zip(self.changes, self.declared) if c.change_id == change_id), Declared("", ()))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "evaluating_iteration": self.evaluating_iteration,
-            "change_evaluations": [c.to_dict() for c in self.changes],
+            "change_evaluations": [_entry(c, d) for c, d in zip(self.changes, self.declared, strict=True)],
             "unattributed_regressions": list(self.unattributed_regressions),
             "summary": self.summary,
             "prediction": self.prediction.to_dict(),
@@ -172,7 +159,8 @@ class ChangeEvaluation:
 
 def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
                      evaluating_iteration: int = 0,
-                     rollbacks: Sequence[tuple[str, Sequence[str], Sequence[str]]] = ()) -> ChangeEvaluation:
+                     rollbacks: Sequence[tuple[str, Sequence[str], Sequence[str]]] = (),
+                     run: str = "", evaluated_commit: str | None = None) -> ChangeEvaluation:
     """Judge each change by the tasks that flipped / regressed (§4.2, §4.3).
 
     Only task-level fail→pass counts as a fix and pass→fail as a regression; a change's
@@ -180,9 +168,12 @@ def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
     ``rollbacks`` — (label, tasks it restores, tasks it undoes) for each rollback made since the
     changes' commit: a flip of a restored task (a regression of an undone one) that no change
     predicted is the rollback's, and is not counted as an unpredicted fix (regression).
+    Each verdict is the verdict note of ``run``'s step ``evaluating_iteration + 1`` (whose rollouts
+    judged it), on ``evaluated_commit``.
     """
     flipped, regressed = set(diff.flipped), set(diff.regressed)
-    verdicts: list[ChangeVerdict] = []
+    verdicts: list[VerdictNote] = []
+    declared: list[Declared] = []
     all_fixes: set[str] = set()
     all_risks: set[str] = set()
     for change in manifest_changes:
@@ -190,15 +181,15 @@ def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
         risks = tuple(str(t) for t in _field(change, "risk_tasks", ()))
         fixed = tuple(t for t in predicted if t in flipped)
         realized = tuple(t for t in risks if t in regressed)
-        verdicts.append(ChangeVerdict(
-            change_id=str(_field(change, "id", "unknown")),
-            description=str(_field(change, "description", "")),
-            files=tuple(str(f) for f in _field(change, "files", ())),
-            predicted_fixes=predicted, actually_fixed=fixed,
-            still_failed=tuple(t for t in predicted if t not in flipped),
-            predicted_risks=risks, risk_realized=realized,
+        verdicts.append(VerdictNote(
+            run=run, step=evaluating_iteration + 1, change_id=str(_field(change, "id", "unknown")),
             verdict=verdict_for(len(fixed), len(predicted), len(realized)),
+            actually_fixed=fixed, still_failed=tuple(t for t in predicted if t not in flipped),
+            risk_realized=realized, predicted_fixes=predicted, predicted_risks=risks,
+            hit_rate=f"{len(fixed)}/{len(predicted)}", evaluated_commit=evaluated_commit,
         ))
+        declared.append(Declared(str(_field(change, "description", "")),
+                                 tuple(str(f) for f in _field(change, "files", ()))))
         all_fixes.update(predicted)
         all_risks.update(risks)
     rollback_flips: dict[str, str] = {}
@@ -219,7 +210,7 @@ def evaluate_changes(manifest_changes: Iterable[Any], diff: StepDiff, *,
         regressed=len(regressions_counted), regressed_predicted=len(regressions_counted & all_risks),
     )
     return ChangeEvaluation(
-        evaluating_iteration=evaluating_iteration, changes=tuple(verdicts),
+        evaluating_iteration=evaluating_iteration, changes=tuple(verdicts), declared=tuple(declared),
         unattributed_regressions=tuple(sorted(regressions_counted - all_fixes - all_risks)), prediction=prediction,
         rollback_flips=dict(sorted(rollback_flips.items())),
         rollback_regressions=dict(sorted(rollback_regressions.items())))

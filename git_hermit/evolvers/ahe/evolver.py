@@ -31,7 +31,7 @@ from git_hermit.model.records import Change, Manifest, VerdictNote
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 from git_hermit.redact import redact
-from git_hermit.rollouts.agent_files import RefusedFile, read_left_file
+from git_hermit.agents.agent_files import RefusedFile, read_left_file
 from git_hermit.trajectories import explode
 
 
@@ -108,12 +108,12 @@ class AHEEvolver:
         if step_diff is not None and ctx.prev_changes:
             evaluation = attribution.evaluate_changes(
                 [pc.change for pc in ctx.prev_changes], step_diff, evaluating_iteration=ctx.step - 1,
-                rollbacks=[(r.label, r.restores, r.undoes) for r in ctx.prev_rollbacks])
+                rollbacks=[(r.label, r.restores, r.undoes) for r in ctx.prev_rollbacks],
+                run=ctx.run, evaluated_commit=ctx.commit)
             records.write_change_evaluation(state / "evaluations", ctx.step, evaluation)
             commit_of = {pc.change.id: pc.commit for pc in ctx.prev_changes}
-            for cv in evaluation.changes:
-                verdict = cv.note(ctx.run, ctx.step, ctx.commit)
-                commit = commit_of[cv.change_id]
+            for verdict in evaluation.changes:
+                commit = commit_of[verdict.change_id]
                 first = result.verdicts.get(commit)
                 # changes declared together share a commit: one note holds each one's verdict
                 result.verdicts[commit] = verdict if first is None else replace(first, also=(*first.also, verdict))
@@ -675,7 +675,7 @@ def _rollback_body(ctx: StepContext, evaluation: attribution.ChangeEvaluation, g
         cv = by_id.get(r.change_id)
         if cv is None:
             continue
-        lines += ["", f"{r.change_id} ({r.verdict}): {cv.description}".strip(),
+        lines += ["", f"{r.change_id} ({r.verdict}): {evaluation.declared_by(r.change_id).description}".strip(),
                   f"- risks realised (predicted tasks that regressed): {', '.join(cv.risk_realized) or 'none'}",
                   f"- predicted fixes that did not happen: {', '.join(cv.still_failed) or 'none'}",
                   f"- predicted fixes that happened: {', '.join(cv.actually_fixed) or 'none'}"]

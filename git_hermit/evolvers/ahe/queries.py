@@ -172,10 +172,10 @@ def _attribution(evaluation: ChangeEvaluation, rollback: str, rolled_back: Seque
              "INEFFECTIVE changes for rollback.", "",
              "| Change | Predicted Fixes | Actually Fixed | Regressions | Verdict | Suggested Action |",
              "|---|---|---|---|---|---|"]
-    for c in evaluation.changes:
+    for c, declared in zip(evaluation.changes, evaluation.declared, strict=True):
         fixed = ", ".join(c.actually_fixed[:ATTRIBUTION_TASKS_SHOWN]) or "-"
         risks = ", ".join(c.risk_realized[:ATTRIBUTION_TASKS_SHOWN]) or "-"
-        description = c.description[:40].replace("|", "/").replace("\n", " ")
+        description = declared.description[:40].replace("|", "/").replace("\n", " ")
         lines.append(f"| {c.change_id}: {description} | {c.hit_rate} | {fixed} | {risks} | "
                      f"{c.verdict} | {SUGGESTED_ACTIONS[c.verdict]} |")
     for c in evaluation.changes:

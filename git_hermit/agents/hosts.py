@@ -21,8 +21,8 @@ from typing import Any, Mapping
 from git_hermit.errors import AgentError
 from git_hermit.hosts.base import Host, SessionSpec
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agent_files import is_plain_file, left_file
-from git_hermit.rollouts.agents.base import (AGENT_EXIT_ERROR, AgentContext, AgentRun, copy_login_files, in_sandbox,
+from git_hermit.agents.agent_files import is_plain_file, left_file
+from git_hermit.agents.base import (AGENT_EXIT_ERROR, AgentContext, AgentRun, copy_login_files, in_sandbox,
                                             real_home)
 from git_hermit.supervise.process import ProcessOutcome, run_process
 from git_hermit.trajectories import summarize

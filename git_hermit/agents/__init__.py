@@ -6,7 +6,7 @@ from typing import Any
 
 from git_hermit.errors import AgentError
 from git_hermit.hosts import registry
-from git_hermit.rollouts.agents.base import AgentBackend, AgentContext, AgentRun
+from git_hermit.agents.base import AgentBackend, AgentContext, AgentRun
 
 OTHER_BACKENDS = ("command", "scripted")
 
@@ -21,14 +21,14 @@ def make_agent(cfg: dict[str, Any]) -> AgentBackend:
     (config.AgentConfig.block(): it crosses the process / Dask boundary), its backend filled in there."""
     backend = cfg["backend"]
     if backend == "scripted":
-        from git_hermit.rollouts.agents.scripted import ScriptedAgent
+        from git_hermit.agents.scripted import ScriptedAgent
         return ScriptedAgent(cfg)
     if backend == "command":
-        from git_hermit.rollouts.agents.command import CommandAgent
+        from git_hermit.agents.command import CommandAgent
         return CommandAgent(list(cfg.get("command") or []))
     if not registry.known(backend):
         raise AgentError(f"unknown agent backend {backend!r}", hint=f"use one of {', '.join(backends())}")
-    from git_hermit.rollouts.agents.hosts import HostCLIAgent
+    from git_hermit.agents.hosts import HostCLIAgent
     return HostCLIAgent(cfg, registry.get(backend))
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agent_files import left_file
-from git_hermit.rollouts.agents.base import AGENT_EXIT_ERROR, AgentContext, AgentRun, in_sandbox, last_nonempty_line
+from git_hermit.agents.agent_files import left_file
+from git_hermit.agents.base import AGENT_EXIT_ERROR, AgentContext, AgentRun, in_sandbox, last_nonempty_line
 from git_hermit.supervise.process import run_process
 
 

@@ -19,7 +19,7 @@ from git_hermit.adapter.deploy import read_record
 from git_hermit.adapter.hookcall import fire, installed_commands, merged_output
 from git_hermit.errors import ConfigError
 from git_hermit.model.rollout import Usage
-from git_hermit.rollouts.agents.base import AgentContext, AgentRun
+from git_hermit.agents.base import AgentContext, AgentRun
 from git_hermit.trajectories import summarize
 
 HOOK_TIMEOUT_S = 30.0
