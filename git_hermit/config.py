@@ -13,17 +13,20 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from dataclasses import field as dataclasses_field   # JudgeConfig has a field named `field`
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from git_hermit import __version__, checked
+from git_hermit.accounting.ledger import Price, load_prices
 from git_hermit.errors import ConfigError, ConfigMissing
 from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, param_defaults, params_problems,
                                         refused_params)
 from git_hermit.hosts import registry
+from git_hermit.rollouts.executors import RateLimitPolicy
 from git_hermit.model.schema import extend as extend_schema
 from git_hermit.model.schema import config_schema_errors, fingerprint, load_schema
 
@@ -97,25 +100,184 @@ class AgentConfig:
         return {**self.given, "backend": self.backend}
 
 
+def _fields(cls: type, block: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The block's keys that name a field of ``cls`` and are set (a null is the default)."""
+    names = set(cls.__dataclass_fields__) - {"given"}   # type: ignore[attr-defined]
+    return {k: v for k, v in (block or {}).items() if k in names and v is not None}
+
+
+# The other blocks, typed once here like AgentConfig. Each field's default is the one
+# schemas/config.schema.json gives it (tests/test_config_typed.py checks they agree); ``given``
+# keeps the block as written for the parsers below config (rollouts/tasks.py, rollouts/judges.py),
+# which name every unknown key of it.
+
+@dataclass(frozen=True)
+class TasksConfig:
+    """``tasks:``: a records file (``path``) or a Harbor directory (``harbor``)."""
+
+    path: str | None = None
+    harbor: str | None = None
+    id_field: str = "id"
+    prompt_field: str = "prompt"
+    answer_field: str = "answer"
+    files_field: str | None = None
+    prompt_file_field: str | None = None
+    answer_file_field: str | None = None
+    files_dir: str | None = None
+    given: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> TasksConfig:
+        return cls(**_fields(cls, block), given=dict(block or {}))
+
+    @property
+    def configured(self) -> bool:
+        """Whether hermit.yaml has a ``tasks:`` block at all."""
+        return bool(self.given)
+
+    def block(self) -> dict[str, Any]:
+        """The block as written, for rollouts/tasks.py's load_tasks (it names an unknown key)."""
+        return dict(self.given)
+
+
+# The judge's defaulted keys by kind (the others take none): filled into block() so the judge
+# the worker builds reads the defaults applied here.
+_JUDGE_DEFAULTED = {"answer": ("mode", "tolerance"), "llm": ("env_key", "max_retries")}
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """``judge:``: how a finished rollout is scored."""
+
+    kind: str | None = None             # required by the schema; None: no judge block
+    mode: str = "exact"
+    tolerance: float = 0.0
+    field: str | None = None
+    command: Any = None                 # a string (split as by a shell) or an argv list
+    timeout_s: float | None = None
+    model: str | None = None
+    rubric: str | None = None
+    base_url: str | None = None
+    env_key: str = "OPENAI_API_KEY"
+    max_retries: int = 2
+    given: Mapping[str, Any] = dataclasses_field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> JudgeConfig:
+        return cls(**_fields(cls, block), given=dict(block or {}))
+
+    def block(self) -> dict[str, Any]:
+        """The block as written with its kind's defaults filled in: the form that crosses the
+        process / Dask boundary (RolloutJob.judge_cfg; make_judge builds the judge on the worker)."""
+        filled = {key: getattr(self, key) for key in _JUDGE_DEFAULTED.get(self.kind or "", ())}
+        return {**filled, **{k: v for k, v in self.given.items() if v is not None}}
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """``data:``: the splits (``<split>: <rows file>``) and a streaming evolver's ``step_size``."""
+
+    splits: Mapping[str, str] = dataclasses_field(default_factory=dict)
+    step_size: int | None = None
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> DataConfig:
+        block = block or {}
+        size = block.get("step_size")
+        return cls(splits={k: v for k, v in block.items() if isinstance(v, str)},
+                   step_size=None if size is None else int(size))
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """``executor:``: where rollouts run."""
+
+    kind: str = "local"
+    address: str = "local"              # dask: `local` starts a LocalCluster (the schema names no default)
+    slots: Mapping[str, int] = dataclasses_field(default_factory=dict)
+    workers: int = 2
+    rate_limit: RateLimitPolicy = dataclasses_field(default_factory=RateLimitPolicy)   # its defaults its own
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> ExecutorConfig:
+        values = _fields(cls, block)
+        values["slots"] = dict(values.get("slots") or {})
+        values["rate_limit"] = RateLimitPolicy.from_config(values.get("rate_limit"))   # checked once, here
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """``budget:``: the run's spending cap (core/budget.py); None: no cap of that kind."""
+
+    max_usd: float | None = None
+    max_tokens: int | None = None
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> BudgetConfig:
+        values = _fields(cls, block)
+        return cls(max_usd=float(values["max_usd"]) if "max_usd" in values else None,
+                   max_tokens=int(values["max_tokens"]) if "max_tokens" in values else None)
+
+    def items(self) -> list[tuple[str, float | int]]:
+        """The caps set, by name."""
+        return [(k, v) for k, v in (("max_tokens", self.max_tokens), ("max_usd", self.max_usd)) if v is not None]
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """``sandbox:`` (seed 000's): bubblewrap around agents and learners; absent: off."""
+
+    enabled: bool = False
+    network: str = "restricted"
+    allow: tuple[str, ...] = ()
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> SandboxConfig:
+        values = _fields(cls, block)
+        if "allow" in values:
+            values["allow"] = tuple(values["allow"])
+        return cls(**values)
+
+    def block(self) -> dict[str, Any]:
+        """Every key, defaults applied: what supervise/sandbox.py's spec_from_config reads."""
+        return {"enabled": self.enabled, "network": self.network, "allow": list(self.allow)}
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """``trainer:``: how ``train`` runs steps."""
+
+    epochs: int = 10
+    allow_early_stop: bool = True
+    concurrency: int = 4
+    max_exception_rate: float = 0.9     # see core/failures.py
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any] | None) -> TrainerConfig:
+        values = _fields(cls, block)
+        return cls(**{k: type(getattr(cls, k))(v) for k, v in values.items()})
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """A validated hermit.yaml. The agent block is typed (AgentConfig); the other nested blocks
-    the subsystems own stay plain dicts."""
+    """A validated hermit.yaml, every block typed once (config.py's frozen dataclasses) with its
+    defaults applied here; only ``evolver`` stays a plain dict (its params: ``params``)."""
 
     run: str
     template: str
     adapter: str                       # repo-relative directory, no trailing slash
     host: str = registry.DEFAULT
     agent: AgentConfig = field(default_factory=AgentConfig)
-    tasks: dict[str, Any] = field(default_factory=dict)
-    judge: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     evolver: dict[str, Any] = field(default_factory=dict)
-    trainer: dict[str, Any] = field(default_factory=dict)
-    executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
-    prices: dict[str, Any] = field(default_factory=dict)
-    budget: dict[str, Any] = field(default_factory=dict)    # {max_usd, max_tokens}: core/budget.py
-    sandbox: dict[str, Any] = field(default_factory=dict)   # seed 000: {enabled, network, allow}
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    prices: Mapping[str, Price] = field(default_factory=dict)   # parsed once (accounting/ledger.py)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)  # core/budget.py
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)   # seed 000: {enabled, network, allow}
     path: Path | None = None           # where it was read from
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -138,8 +300,8 @@ class RunConfig:
         level deep): merged here, once per config, and read-only, so every reader (the step, the
         evolvers, preflight, the card) sees the same values and none applies a default again."""
         params = param_defaults(self.evolver_name)
-        if "step_size" in params and self.data.get("step_size"):
-            params["step_size"] = self.data["step_size"]   # seed 002: data.step_size is the stream's window
+        if "step_size" in params and self.data.step_size:
+            params["step_size"] = self.data.step_size   # seed 002: data.step_size is the stream's window
         for key, value in (self.evolver.get("params") or {}).items():
             if isinstance(value, dict) and isinstance(params.get(key), dict):
                 params[key] = {**params[key], **value}
@@ -182,21 +344,28 @@ class RunConfig:
 
     @property
     def epochs(self) -> int:
-        return int(self.trainer.get("epochs", 10))
+        return self.trainer.epochs
 
     @property
     def concurrency(self) -> int:
-        return int(self.trainer.get("concurrency", 4))
+        return self.trainer.concurrency
 
     @property
     def allow_early_stop(self) -> bool:
-        return bool(self.trainer.get("allow_early_stop", True))
+        return self.trainer.allow_early_stop
 
     @property
     def max_exception_rate(self) -> float:
         """The share of a step's rollouts that may end in an exception before it stops, before its
         learners (see core/failures.py): 0.9 stops a step that measured (almost) nothing."""
-        return float(self.trainer.get("max_exception_rate", 0.9))
+        return self.trainer.max_exception_rate
+
+    @property
+    def final_mode(self) -> str:
+        """``evolver.params.final``: ``best_ever`` or ``last``. Each evolver's params schema sets
+        its default (best_ever where it keeps a best-ever tag); an evolver whose schema names none
+        hands back its tip: ``last``, applied here and only here (finalize, the card, heldout)."""
+        return str(self.params.get("final") or "last")
 
     @property
     def base_dir(self) -> Path | None:
@@ -215,11 +384,10 @@ class RunConfig:
         return self.path.relative_to(self.base_dir).as_posix()
 
     def split_path(self, split: str) -> str | None:
-        value = self.data.get(split)
-        return value if isinstance(value, str) else None
+        return self.data.splits.get(split)
 
     def splits(self) -> list[str]:
-        return [k for k, v in self.data.items() if isinstance(v, str)]
+        return list(self.data.splits)
 
 
 def parse_config(text: str, *, source: str = CONFIG_FILE, path: Path | None = None) -> RunConfig:
@@ -312,7 +480,13 @@ def _config_from(data: dict[str, Any], source: str, path: Path | None, *, check_
     known = set(RunConfig.__dataclass_fields__) - {"path", "raw"}
     values = {k: v for k, v in data.items() if k in known and v is not None}
     values["adapter"] = str(values["adapter"]).strip("/") or "."
-    values["agent"] = AgentConfig.from_block(values.get("agent"))   # its defaults applied here, once
+    # every block typed here, its defaults applied here, once
+    values["agent"] = AgentConfig.from_block(values.get("agent"))
+    for name, typed in (("tasks", TasksConfig), ("judge", JudgeConfig), ("data", DataConfig),
+                        ("executor", ExecutorConfig), ("budget", BudgetConfig), ("sandbox", SandboxConfig),
+                        ("trainer", TrainerConfig)):
+        values[name] = typed.from_block(values.get(name))
+    values["prices"] = load_prices(values.get("prices"))
     config = RunConfig(**values, path=path, raw=data)
     if evolver_registry.find(config.evolver_name) is None:
         where = "evolver.name" if config.evolver.get("name") else "template (no evolver.name)"

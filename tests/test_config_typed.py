@@ -157,3 +157,118 @@ def test_k_is_read_from_the_config_in_one_place():
                                                 and value.func.attr == "evolver_params")):
                 found.append(f"{rel}:{node.lineno}")
     assert found == []
+
+
+# --- the other blocks (judge, tasks, data, executor, budget, sandbox, trainer, prices) -----------
+
+BLOCKS = ("tasks", "judge", "data", "executor", "budget", "sandbox", "trainer")
+CONFIG_BLOCKS = (*BLOCKS, "prices")
+
+
+def test_every_block_is_a_frozen_dataclass():
+    config = parse_config(BASE)
+    for name in BLOCKS:
+        block = getattr(config, name)
+        assert dataclasses.is_dataclass(block), name
+        assert type(block).__dataclass_params__.frozen, name   # type: ignore[attr-defined]
+    from git_hermit.accounting.ledger import Price
+    priced = parse_config(BASE + "prices: {m: {input: 1, output: 2}}\n").prices
+    assert priced == {"m": Price(1.0, 1.0, 2.0)}     # parsed once: cached_input defaults to input
+
+
+def _schema_defaults(props):
+    return {key: spec["default"] for key, spec in props.items() if "default" in spec}
+
+
+def test_the_blocks_defaults_are_the_schemas():
+    """One place for each default: the dataclasses' defaults are the ones the JSON Schema (and so
+    docs/configuration.md) states."""
+    import json
+    schema = json.loads((PACKAGE.parent / "schemas" / "config.schema.json").read_text(encoding="utf-8"))
+    config = parse_config(BASE.replace("judge: {kind: answer}\n", "").replace("tasks: {path: tasks.jsonl}\n", ""))
+    mismatched = []
+    for name in BLOCKS:
+        props = schema["properties"][name].get("properties", {})
+        for key, default in _schema_defaults(props).items():
+            if key == "rate_limit":
+                continue
+            if getattr(getattr(config, name), key) != default:
+                mismatched.append(f"{name}.{key}: {getattr(getattr(config, name), key)!r} != schema {default!r}")
+    rate = schema["properties"]["executor"]["properties"]["rate_limit"]["properties"]
+    for key, default in _schema_defaults(rate).items():
+        if getattr(config.executor.rate_limit, key) != default:
+            mismatched.append(f"executor.rate_limit.{key}")
+    assert mismatched == []
+
+
+def test_defaults_apply_when_a_block_is_partly_written():
+    config = parse_config(BASE + "trainer: {epochs: 3}\nsandbox: {enabled: true}\n"
+                                 "executor: {kind: dask, rate_limit: {retries: 1}}\nbudget: {max_usd: 5}\n")
+    assert (config.trainer.epochs, config.trainer.concurrency, config.trainer.max_exception_rate) == (3, 4, 0.9)
+    assert config.sandbox.enabled and config.sandbox.network == "restricted" and config.sandbox.allow == ()
+    assert config.executor.address == "local" and config.executor.workers == 2
+    assert (config.executor.rate_limit.retries, config.executor.rate_limit.backoff_s) == (1, 5.0)
+    assert (config.budget.max_usd, config.budget.max_tokens) == (5.0, None)
+    # the judge crosses to the worker as a dict with its kind's defaults filled in
+    assert config.judge.block() == {"mode": "exact", "tolerance": 0.0, "kind": "answer"}
+
+
+def test_a_bad_rate_limit_is_refused_when_the_config_is_read():
+    from git_hermit.errors import ConfigError
+    with pytest.raises(ConfigError):
+        parse_config(BASE + "executor: {rate_limit: {backoff_s: 10, max_backoff_s: 1}}\n")
+
+
+def _config_block(node: ast.expr) -> str | None:
+    """``<…>config.<block>`` or ``(<…>config.<block> or {})``: the block's name, else None."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        node = node.values[0]
+    if (isinstance(node, ast.Attribute) and node.attr in CONFIG_BLOCKS
+            and ((isinstance(node.value, ast.Name) and node.value.id in ("config", "cfg"))
+                 or (isinstance(node.value, ast.Attribute) and node.value.attr == "config"))):
+        return node.attr
+    return None
+
+
+def test_no_module_reads_a_config_block_as_a_dict():
+    """Outside config.py no ``config.<block>.get(…)``, ``config.<block>[…]``, ``(config.<block> or {})``
+    nor ``config.raw[…]``: the blocks are read as typed attributes."""
+    found = []
+    for rel, tree in _modules():
+        if rel == "config.py":
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and _config_block(node.func.value)):
+                found.append(f"{rel}:{node.lineno} config.{_config_block(node.func.value)}.get(…)")
+            if isinstance(node, ast.Subscript) and _config_block(node.value) and _config_block(node.value) != "prices":
+                found.append(f"{rel}:{node.lineno} config.{_config_block(node.value)}[…]")
+            if (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and _config_block(node)
+                    and any(isinstance(v, ast.Dict) for v in node.values)):
+                found.append(f"{rel}:{node.lineno} config.{_config_block(node)} or {{}}")
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "raw"
+                    and isinstance(node.slice, ast.Constant) and node.slice.value in CONFIG_BLOCKS):
+                found.append(f"{rel}:{node.lineno} .raw[{node.slice.value!r}]")
+    assert found == []
+
+
+def test_the_final_mode_has_one_default():
+    """``evolver.params.final`` is read by RunConfig.final_mode only (finalize, the card and the
+    held-out snapshot used to fall back to different modes)."""
+    found = []
+    for rel, tree in _modules():
+        if rel == "config.py":
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "final"):
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []
+
+
+def test_final_mode_default_is_last_without_an_evolver_default(monkeypatch):
+    from git_hermit.config import RunConfig
+    config = parse_config(BASE)
+    assert config.final_mode == "best_ever"            # ahe's params schema sets it
+    monkeypatch.setattr(RunConfig, "params", property(lambda self: {}))
+    assert config.final_mode == "last"

@@ -317,7 +317,7 @@ def test_a_row_whose_worker_breaks_runs_again_and_is_stored_as_that_only_after_i
     with Repo.discover(repo) as opened:
         ctx = open_run(opened)
         jobs = make_jobs(ctx.config, load_benchmark(ctx.config, "train"), ctx.tip[1])
-        with open_executor(opened, {"kind": "local"}, 2) as handle:
+        with open_executor(opened, ctx.config.executor, 2) as handle:
             results = runner.run_jobs(jobs, tmp_path / "out", handle)
     outcomes = {f"{r.task}#{r.attempt}": (r.outcome, r.exception_type) for rs in results.values() for r in rs}
     assert calls["t0#1"] == 2 and outcomes["t0#1"] == ("pass", None)

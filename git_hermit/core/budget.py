@@ -35,10 +35,7 @@ LEDGER_FILE = "ledger.json"
 
 
 def budget_limits(config: RunConfig) -> tuple[float | None, int | None]:
-    budget = config.budget or {}
-    max_usd = budget.get("max_usd")
-    max_tokens = budget.get("max_tokens")
-    return (None if max_usd is None else float(max_usd)), (None if max_tokens is None else int(max_tokens))
+    return config.budget.max_usd, config.budget.max_tokens
 
 
 def _learner_models(config: RunConfig) -> dict[str, str | None]:
@@ -60,10 +57,10 @@ def check_budget_config(config: RunConfig) -> None:
     max_usd, _ = budget_limits(config)
     if max_usd is None:
         return
-    prices = load_prices(config.prices)
+    prices = config.prices
     roles: dict[str, str | None] = {"agent.model": config.agent.model}
-    if (config.judge or {}).get("kind") == "llm":
-        roles["judge.model"] = config.judge.get("model")
+    if config.judge.kind == "llm":
+        roles["judge.model"] = config.judge.model
     for role, model in _learner_models(config).items():
         roles["evolver.model.name" if role == "learners" else f"evolver.params.{role}.model"] = model
     unset = [key for key, model in roles.items() if not model]
@@ -85,7 +82,7 @@ def step_ledgers(ctx: RunContext, before: int | None = None) -> dict[int, list[L
     tip counts; ``before`` leaves out that step and later ones. A step is read from its records
     (``steps/NNNN/ledger.json`` in the run's records ref), else from a local ledger (a step recorded
     before records existed), else from its notes (never two of them: no double count)."""
-    prices = load_prices(ctx.config.prices)
+    prices = ctx.config.prices
     last = ctx.tip[0] + 1 if before is None else before - 1
     found: dict[int, list[LedgerEntry]] = {}
     missing: list[int] = []
@@ -107,7 +104,7 @@ def step_ledgers(ctx: RunContext, before: int | None = None) -> dict[int, list[L
 
 def _role_model(config: RunConfig, role: str) -> str | None:
     if role in ROLLOUT_ROLES:
-        return config.agent.model if role == "acting" else (config.judge or {}).get("model")
+        return config.agent.model if role == "acting" else config.judge.model
     models = _learner_models(config)
     return models.get(role) or models.get("learners")
 
@@ -184,7 +181,7 @@ def eval_ledgers(ctx: RunContext) -> list[LedgerEntry]:
     ``train``: in step N's ledger, or the unfinished step's). The usage its scores note records
     for the split beyond the local ledger counts too (``notes/…``): all of it in a fresh clone,
     other machines' rollouts of it after a fetch (the note sums every machine's)."""
-    prices = load_prices(ctx.config.prices)
+    prices = ctx.config.prices
     in_steps = {f"{sha[:12]}-train" for _, sha in ctx.steps}
     ledger = Ledger(prices)
     local: dict[str, dict[str, Usage]] = {}
@@ -236,13 +233,13 @@ def unfinished_step(ctx: RunContext) -> tuple[int, list[LedgerEntry]]:
     n, commit = ctx.tip[0] + 1, ctx.tip[1]
     if (step_dir(ctx.repo, ctx.run, n) / LEDGER_FILE).is_file():
         return n, []
-    ledger = Ledger(load_prices(ctx.config.prices))
+    ledger = Ledger(ctx.config.prices)
     root = eval_dir(ctx, commit, "train") / "rollouts"
     model = ctx.config.agent.model
     for directory in sorted(p.parent for p in root.glob("*/*/result.json")):
         result = read_result(directory, commit)
         if result is not None:
-            ledger.add_rollout(result, model=model, judge_model=(ctx.config.judge or {}).get("model"), step=n)
+            ledger.add_rollout(result, model=model, judge_model=ctx.config.judge.model, step=n)
     for path in sorted(root.glob(f"*/*/{RETRIED_FILE}")):    # re-queued rate-limited attempts: billed too
         for retried in read_retried(path.parent, commit):
             ledger.add_retried(retried.task, retried.attempt, retried.id, retried.usage, model=model, step=n)
@@ -274,7 +271,7 @@ def carried_over(ctx: RunContext, local: list[LedgerEntry], *, resuming: bool = 
     noted, count = noted_unfinished(ctx)
     mine = Ledger(entries=local).totals("role")
     count -= len(rollout_usages(local))
-    ledger = Ledger(load_prices(ctx.config.prices))
+    ledger = Ledger(ctx.config.prices)
     n = ctx.tip[0] + 1
     for role, usage in noted.items():
         if role not in ROLLOUT_ROLES and resuming and local:
@@ -315,8 +312,8 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
     max_usd, max_tokens = budget_limits(config)
     if max_usd is None and max_tokens is None:
         # nothing to check: the run's history (ledgers, notes) is not read on every step
-        return Budget(step=step, prices=load_prices(config.prices), model=config.agent.model,
-                      judge_model=(config.judge or {}).get("model"))
+        return Budget(step=step, prices=config.prices, model=config.agent.model,
+                      judge_model=config.judge.model)
     past = step_ledgers(ctx, before=step)
     entries = [e for step_entries in past.values() for e in step_entries]
     outside = eval_ledgers(ctx)
@@ -325,11 +322,11 @@ def open_budget(ctx: RunContext, step: int) -> Budget:
         carried = carried_over(ctx, unfinished_step(ctx)[1], resuming=True)
     learners = [_learner_usage(step_entries) for step_entries in past.values()]
     learner_mean = _per(sum_usage(learners), len(learners)) if learners else None
-    prices = load_prices(config.prices)
+    prices = config.prices
     return Budget(step=step, max_usd=max_usd, max_tokens=max_tokens,
                   prior=sum_usage(e.usage for e in [*entries, *outside]), prior_entries=[*entries, *outside, *carried],
                   history_rollouts=rollout_usages([*entries, *carried]), learner_per_step=learner_mean, prices=prices,
-                  model=config.agent.model, judge_model=(config.judge or {}).get("model"),
+                  model=config.agent.model, judge_model=config.judge.model,
                   carried=carried)
 
 
@@ -344,8 +341,8 @@ def open_evaluation_budget(ctx: RunContext, what: str = "the rollouts") -> Budge
     running = unfinished_step(ctx)[1]
     every = [*entries, *eval_ledgers(ctx), *running, *carried_over(ctx, running)]
     return Budget(step=None, max_usd=max_usd, max_tokens=max_tokens, prior=sum_usage(e.usage for e in every),
-                  prior_entries=every, history_rollouts=rollout_usages(every), prices=load_prices(config.prices),
-                  model=config.agent.model, judge_model=(config.judge or {}).get("model"),
+                  prior_entries=every, history_rollouts=rollout_usages(every), prices=config.prices,
+                  model=config.agent.model, judge_model=config.judge.model,
                   evaluation=True, what=what)
 
 

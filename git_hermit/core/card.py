@@ -206,20 +206,19 @@ def _stream(view: StepView) -> StreamStep | None:
 
 def _settings(ctx: RunContext) -> tuple[tuple[str, str], ...]:
     config = ctx.config
-    sandbox = config.sandbox or {}
-    enabled = bool(sandbox.get("enabled", False))
+    sandbox = config.sandbox
+    enabled = sandbox.enabled
     limits = Limits.of(config.evolver)
     rows = [("sandbox", "on (bubblewrap)" if enabled else "off: agents and learners ran unconfined")]
     if enabled:
-        network = sandbox.get("network", "restricted")
-        allow = ", ".join(sandbox.get("allow") or ()) or "none"
+        network = sandbox.network
+        allow = ", ".join(sandbox.allow) or "none"
         rows.append(("network", f"{network}" + (f" (allow-list: {allow}; and the model endpoint)"
                                                  if network == "restricted" else "")))
     rows.append(("learner output limits", f"files ≤ {limits.max_file_bytes:,} bytes, "
                                           f"adapter ≤ {limits.max_adapter_bytes:,} bytes"))
-    budget = config.budget or {}
-    rows.append(("budget", ", ".join(f"{k} {v}" for k, v in sorted(budget.items())) or "none"))
-    priced = sorted(config.prices or {})
+    rows.append(("budget", ", ".join(f"{k} {v}" for k, v in sorted(config.budget.items())) or "none"))
+    priced = sorted(config.prices)
     rows.append(("prices", ", ".join(priced) if priced else "none set: costs are unknown"))
     return tuple(rows)
 
@@ -281,7 +280,7 @@ def build_card(ctx: RunContext, commit: str, history: RunHistory | None = None) 
         for name, data in _splits(summary).items():
             if name != TRAIN_SPLIT and isinstance(data.get("usage_by_role"), dict):
                 eval_ledgers.append(data["usage_by_role"])
-    mode = str(config.evolver_params().get("final") or "last")
+    mode = config.final_mode
     agent = config.agent
     model = config.evolver.get("model")
     model_name = model.get("name") if isinstance(model, dict) else model

@@ -96,9 +96,9 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
     """The tasks and the split's rows, parsed. ``k`` is resolved here and only here: the command's
     ``-k``, else ``evolver.params.k`` on the training split, else what the rows file holds."""
     base_dir = config.base_dir or Path.cwd()
-    if not config.tasks:
+    if not config.tasks.configured:
         raise ConfigError("hermit.yaml has no tasks: block", hint="e.g. tasks: {path: tasks.jsonl, id_field: id}")
-    tasks = load_tasks(config.tasks, base_dir)
+    tasks = load_tasks(config.tasks.block(), base_dir)
     rows_path = config.split_path(split_name)
     if rows_path is None:
         raise ConfigError(f"hermit.yaml data: has no split {split_name!r}",
@@ -133,13 +133,15 @@ def reuse_policy(config: RunConfig, keep_exceptions: bool) -> Callable[[RolloutR
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
     agent_cfg = config.agent.block()   # a dict: it crosses the Dask boundary in each RolloutJob
-    judge = make_judge(config.judge, base_dir=bench.base_dir)
+    judge = make_judge(config.judge.block(), base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
-    sandbox = spec_from_config(config.sandbox, backend=config.agent.backend,
+    sandbox = spec_from_config(config.sandbox.block(), backend=config.agent.backend,
                                provider=config.agent.provider)
     # one of each shared by every job: a step holds a job per row until it ends
-    judge_cfg, base_dir = dict(config.judge), str(bench.base_dir)
+    # the judge crosses to the worker as a dict (RolloutJob.judge_cfg: a Dask task's arguments are
+    # pickled), its kind's defaults filled in by JudgeConfig.block(); the worker builds it with make_judge
+    judge_cfg, base_dir = config.judge.block(), str(bench.base_dir)
     timeout_s = config.agent.timeout_s
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,
                        adapter_prefix=config.adapter, host=config.host, agent_cfg=agent_cfg,
@@ -158,7 +160,7 @@ def run_split(repo: Repo, config: RunConfig, bench: Benchmark, commit: str, out_
     jobs = make_jobs(config, bench, commit)
     progress = Progress(total=len(jobs), on_change=on_progress, concurrency=config.concurrency)
     start = time.monotonic()
-    slots = (config.executor or {}).get("slots") or {}
+    slots = dict(config.executor.slots)
     try:
         with open_executor(repo, config.executor, config.concurrency) as handle:
             results = run_jobs(jobs, out_dir, handle, slots=slots, progress=progress, budget=budget,
@@ -188,9 +190,9 @@ def _evaluated(config: RunConfig, bench: Benchmark, commit: str, out_dir: Path,
                reused_rows: set[str]) -> EvalRun:
     """The run's results scored (``timeout_as``), billed, and its directory's ledger written."""
     results = {task: [scored(r, config.timeout_as) for r in attempts] for task, attempts in results.items()}
-    ledger = Ledger(load_prices(config.prices))
+    ledger = Ledger(config.prices)
     model = config.agent.model
-    judge_model = config.judge.get("model")
+    judge_model = config.judge.model
     for attempts in results.values():
         for result in attempts:
             ledger.add_rollout(result, model=model, judge_model=judge_model, step=step)

@@ -39,7 +39,7 @@ class HeldOut:
 def final_snapshot(ctx: RunContext) -> tuple[str, str]:
     """The commit `finalize` would hand back now: the best-ever commit when the run keeps one
     (``final: best_ever``) and has it, else the tip (the streaming evolvers have no best)."""
-    mode = ctx.config.evolver_params().get("final", "best_ever")
+    mode = ctx.config.final_mode
     best = ctx.repo.read_ref(best_tag(ctx.run)) if mode == "best_ever" else None
     if best:
         return best, "best-ever"

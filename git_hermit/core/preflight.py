@@ -76,7 +76,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
         problems += _guarded(lambda: _evolver_refuses(config), "evolver")
         problems += _learners(config)
     from git_hermit.supervise.sandbox import spec_from_config   # its own refusal, collected with the rest
-    problems += _guarded(lambda: spec_from_config(config.sandbox), "sandbox.enabled")
+    problems += _guarded(lambda: spec_from_config(config.sandbox.block()), "sandbox.enabled")
     return PreflightReport(tuple(problems))
 
 
@@ -126,17 +126,17 @@ def configured_binaries(repo: Repo) -> list[str]:
 # --- paths ------------------------------------------------------------------------------------
 def _paths(config: RunConfig, base_dir: Path, splits: list[str]) -> list[Problem]:
     problems = []
-    tasks = config.tasks or {}
-    if not tasks:
+    tasks = config.tasks
+    if not tasks.configured:
         problems.append(Problem("hermit.yaml has no tasks: block", "tasks", "e.g. tasks: {path: tasks.jsonl, id_field: id}",
                                 "config"))
-    elif "harbor" in tasks:
-        if not (base_dir / str(tasks["harbor"])).is_dir():
-            problems.append(Problem(f"Harbor task directory {tasks['harbor']} not found at {base_dir / str(tasks['harbor'])}",
+    elif tasks.harbor is not None:
+        if not (base_dir / str(tasks.harbor)).is_dir():
+            problems.append(Problem(f"Harbor task directory {tasks.harbor} not found at {base_dir / str(tasks.harbor)}",
                                     _setting(config, "tasks.harbor"),
                                     f"give the directory holding one sub-directory per task ({RELATIVE})", "input"))
-    elif "path" in tasks and not (base_dir / str(tasks["path"])).is_file():
-        problems.append(Problem(f"tasks file {tasks['path']} not found at {base_dir / str(tasks['path'])}",
+    elif tasks.path is not None and not (base_dir / str(tasks.path)).is_file():
+        problems.append(Problem(f"tasks file {tasks.path} not found at {base_dir / str(tasks.path)}",
                                 _setting(config, "tasks.path"),
                                 f"create it (one JSON object per line: id, prompt, answer) or fix tasks.path ({RELATIVE})",
                                 "input"))
@@ -162,7 +162,7 @@ def _step_size(config: RunConfig, base_dir: Path) -> list[Problem]:
     one AHE iteration over every trial row"): it must cover the train rows, or it would promise
     steps of fewer rows that no step runs."""
     from git_hermit.evolvers.params import data_step_size
-    size = config.data.get("step_size")
+    size = config.data.step_size
     rule = data_step_size(config.evolver_name)
     rows = config.split_path("train")
     if size is None or rule is None or rule.get("means") != "every-row" or rows is None \
@@ -290,12 +290,12 @@ def _one_shot(base: str, model: dict[str, Any]) -> list[Problem]:
 # --- the judge ----------------------------------------------------------------------------------
 def _judge(config: RunConfig, base_dir: Path) -> list[Problem]:
     from git_hermit.rollouts.judges import make_judge
-    spec = config.judge or {}
-    problems = _guarded(lambda: make_judge(spec, base_dir=base_dir), "judge")
-    if spec.get("kind") == "llm" and importlib.util.find_spec("openai") is None:
+    judge = config.judge
+    problems = _guarded(lambda: make_judge(judge.block(), base_dir=base_dir), "judge")
+    if judge.kind == "llm" and importlib.util.find_spec("openai") is None:
         problems.append(Problem("the openai package is not installed", "judge.kind: llm",
                                 "pip install 'git-hermit[openai]'", "binary"))
-    command = spec.get("command") if spec.get("kind") == "command" else None
+    command = judge.command if judge.kind == "command" else None
     if isinstance(command, str):
         command = shlex.split(command)
     if command and isinstance(command[0], str):

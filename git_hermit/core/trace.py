@@ -73,7 +73,7 @@ def trace_prices(start: Path | None = None) -> dict[str, Price]:
             config = parse_config(path.read_text(), source=str(path.relative_to(work_tree)), path=path)
         except ConfigError:
             continue            # a broken run config is `check`'s business, not trace's
-        prices.update(load_prices(config.prices))
+        prices.update(config.prices)
     return prices
 
 

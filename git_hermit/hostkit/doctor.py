@@ -170,7 +170,7 @@ def _sandbox_enabled(repo: "Repo") -> bool:
     from git_hermit.errors import HermitError
     for path in config_paths(repo.work_tree):
         try:
-            if parse_config(path.read_text(), source=path.name).sandbox.get("enabled"):
+            if parse_config(path.read_text(), source=path.name).sandbox.enabled:
                 return True
         except (HermitError, OSError):
             continue

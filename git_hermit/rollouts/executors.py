@@ -27,6 +27,20 @@ if TYPE_CHECKING:      # the dask extra: imported when a Dask executor connects
 PREPARE_AHEAD = 2   # jobs in flight per agent slot: one running its agent, one preparing
 
 
+class ExecutorSettings(Protocol):
+    """What the executors read of config.ExecutorConfig (typed, its defaults applied, in config.py,
+    a layer above this one)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def rate_limit(self) -> RateLimitPolicy: ...
+
+
 @dataclass(frozen=True)
 class RateLimitPolicy:
     """``executor.rate_limit``: how often a rate-limited rollout is rerun, and the host's backoff
@@ -119,8 +133,9 @@ class DaskHandle:
 
     kind = "dask"
 
-    def __init__(self, repo: Repo, executor_cfg: dict[str, Any], concurrency: int, rate_limit: RateLimitPolicy):
-        self._repo, self._cfg, self._concurrency = repo, executor_cfg, concurrency
+    def __init__(self, repo: Repo, settings: ExecutorSettings, concurrency: int):
+        self._repo, self._settings, self._concurrency = repo, settings, concurrency
+        rate_limit = settings.rate_limit
         self.rate_limit = rate_limit
         self._client: Client | None = None
         self._cluster: LocalCluster | None = None
@@ -138,9 +153,9 @@ class DaskHandle:
             from dask.distributed import Client, LocalCluster
         except ImportError:
             raise ConfigError("executor.kind dask needs the dask extra", hint="pip install 'git-hermit[dask]'") from None
-        address = self._cfg.get("address", "local")
+        address = self._settings.address
         if address == "local":
-            workers = int(self._cfg.get("workers", 2))
+            workers = self._settings.workers
             self._agent_slots = max(1, self._concurrency // workers)
             self._cluster = LocalCluster(n_workers=workers, threads_per_worker=PREPARE_AHEAD * self._agent_slots,
                                          processes=True, dashboard_address=None, host="127.0.0.1")
@@ -236,9 +251,9 @@ class _Tracked(Executor):
 
 
 @contextmanager
-def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) -> Iterator[RolloutHandle]:
-    kind = (executor_cfg or {}).get("kind", "local")
-    rate_limit = RateLimitPolicy.from_config((executor_cfg or {}).get("rate_limit"))
+def open_executor(repo: Repo, settings: ExecutorSettings, concurrency: int) -> Iterator[RolloutHandle]:
+    """The executor hermit.yaml's ``executor:`` block (config.ExecutorConfig) describes."""
+    kind, rate_limit = settings.kind, settings.rate_limit
     if kind == "local":
         # twice the threads, half of them preparing the next workspaces; agents capped at concurrency
         pool = ThreadPoolExecutor(max_workers=PREPARE_AHEAD * concurrency, thread_name_prefix="hermit-rollout")
@@ -251,7 +266,7 @@ def open_executor(repo: Repo, executor_cfg: dict[str, Any], concurrency: int) ->
         return
     if kind != "dask":
         raise ConfigError(f"executor.kind {kind!r} is not supported", hint="use local or dask")
-    handle = DaskHandle(repo, executor_cfg, concurrency, rate_limit)
+    handle = DaskHandle(repo, settings, concurrency)
     try:
         yield handle
     finally:
