@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from git_hermit.accounting.budget import ROLLOUT_ROLES, Budget, Spread, rollout_usages
-from git_hermit.accounting.ledger import Ledger, LedgerEntry, load_prices, sum_usage
+from git_hermit.accounting.ledger import Ledger, LedgerEntry, sum_usage
 from git_hermit.config import RunConfig
 from git_hermit.core.integrity import Damage
 from git_hermit.core.records import RunRecords, records_ref

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 from git_hermit.accounting import stats
 from git_hermit.accounting.budget import Budget
-from git_hermit.accounting.ledger import RETRIED, Ledger, LedgerEntry, load_prices, row_of, sum_usage
+from git_hermit.accounting.ledger import RETRIED, Ledger, LedgerEntry, row_of, sum_usage
 from git_hermit.config import RunConfig
 from git_hermit.core import preflight
 from git_hermit.core.budget import check_budget_config, open_evaluation_budget

@@ -35,7 +35,7 @@ from git_hermit.gitio import (NOTES_REFS, FileChange, KeepAlive, NotesStore, Ref
                               check_ref_locks, drop_stale_keepalive)
 from git_hermit.accounting import stats
 from git_hermit.accounting.budget import ROLLOUT_ROLES, Budget
-from git_hermit.accounting.ledger import Ledger, load_prices
+from git_hermit.accounting.ledger import Ledger
 from git_hermit.atomic import write_atomic
 from git_hermit.learners import Learner, SessionLearner, make_learner
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads

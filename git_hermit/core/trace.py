@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Mapping
 
-from git_hermit.accounting.ledger import Price, load_prices, price_usage
+from git_hermit.accounting.ledger import Price, price_usage
 from git_hermit.errors import ConfigError, HermitError, InputError, NotARepository
 from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
