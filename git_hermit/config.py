@@ -26,7 +26,7 @@ from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, param_defaults, params_problems,
                                         refused_params)
 from git_hermit.hosts import registry
-from git_hermit.rollouts.executors import RateLimitPolicy
+from git_hermit.model.rate_limit import RateLimitPolicy
 from git_hermit.model.schema import extend as extend_schema
 from git_hermit.model.schema import config_schema_errors, fingerprint, load_schema
 
