@@ -20,12 +20,12 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from git_hermit import __version__, checked
-from git_hermit.accounting.ledger import Price, load_prices
 from git_hermit.errors import ConfigError, ConfigMissing
 from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, param_defaults, params_problems,
                                         refused_params)
 from git_hermit.hosts import registry
+from git_hermit.model.prices import Price, load_prices
 from git_hermit.model.rate_limit import RateLimitPolicy
 from git_hermit.model.schema import extend as extend_schema
 from git_hermit.model.schema import config_schema_errors, fingerprint, load_schema

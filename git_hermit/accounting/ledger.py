@@ -12,8 +12,8 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping
 
-from git_hermit.errors import ConfigError
 from git_hermit.model.jsonstream import LazyList, json_chunks
+from git_hermit.model.prices import Price as Price, load_prices as load_prices   # re-exported: the ledger's readers name them here
 from git_hermit.model.rollout import RolloutResult, Usage
 
 _PER_TOKEN = 1e-6
@@ -25,37 +25,6 @@ RETRIED = "~rate-limited-"
 def row_of(key: str) -> str:
     """The row (``task#attempt``) a ledger key bills: a re-queued attempt's key names its row."""
     return key.split(RETRIED, 1)[0]
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per 1M tokens. Cached input is billed at ``cached_input`` instead of ``input``."""
-
-    input: float
-    cached_input: float
-    output: float
-
-
-def load_prices(spec: Mapping[str, Any] | None) -> dict[str, Price]:
-    """Parse hermit.yaml ``prices:``; ``cached_input`` defaults to ``input``."""
-    prices: dict[str, Price] = {}
-    for model, entry in (spec or {}).items():
-        if not isinstance(entry, Mapping) or "input" not in entry or "output" not in entry:
-            raise ConfigError(f"prices.{model}: needs input and output (USD per 1M tokens)",
-                              "e.g. prices: {gpt-5.6-luna: {input: 1.25, cached_input: 0.125, output: 10.0}}")
-        unknown = sorted(set(entry) - {"input", "cached_input", "output"})
-        if unknown:
-            raise ConfigError(f"prices.{model}: unknown key(s) {', '.join(unknown)}",
-                              "known keys: input, cached_input, output")
-        try:
-            price = Price(float(entry["input"]), float(entry.get("cached_input", entry["input"])),
-                          float(entry["output"]))
-        except (TypeError, ValueError):
-            raise ConfigError(f"prices.{model}: prices must be numbers", "USD per 1M tokens") from None
-        if min(price.input, price.cached_input, price.output) < 0:
-            raise ConfigError(f"prices.{model}: prices cannot be negative")
-        prices[str(model)] = price
-    return prices
 
 
 def price_usage(usage: Usage, price: Price | None) -> Usage:
