@@ -275,7 +275,7 @@ class RunConfig:
     evolver: dict[str, Any] = field(default_factory=dict)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
-    prices: Mapping[str, Price] = field(default_factory=dict)   # parsed once (accounting/ledger.py)
+    prices: Mapping[str, Price] = field(default_factory=dict)   # parsed once (model/prices.py)
     budget: BudgetConfig = field(default_factory=BudgetConfig)  # core/budget.py
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)   # seed 000: {enabled, network, allow}
     path: Path | None = None           # where it was read from

@@ -13,7 +13,6 @@ from git_hermit.hosts import registry
 from git_hermit.model.rollout import Usage
 
 
-
 def formats() -> tuple[str, ...]:
     """Every format a reader reads: each registered host names the formats its sessions write
     (asked when reading, so a plugin's host registered after this import counts); ATIF is Harbor's."""
