@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from dataclasses import field as dataclasses_field   # JudgeConfig has a field named `field`
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
@@ -25,8 +24,9 @@ from git_hermit.evolvers import registry as evolver_registry
 from git_hermit.evolvers.params import (Elsewhere, data_step_size, init_params, param_defaults, params_problems,
                                         refused_params)
 from git_hermit.hosts import registry
+from git_hermit.model.config_blocks import (BudgetConfig, DataConfig, ExecutorConfig, JudgeConfig, SandboxConfig,
+                                            TasksConfig, TrainerConfig, set_fields)
 from git_hermit.model.prices import Price, load_prices
-from git_hermit.model.rate_limit import RateLimitPolicy
 from git_hermit.model.schema import extend as extend_schema
 from git_hermit.model.schema import config_schema_errors, fingerprint, load_schema
 
@@ -85,8 +85,7 @@ class AgentConfig:
     def from_block(cls, block: Mapping[str, Any] | None) -> AgentConfig:
         """The typed block of a validated config's ``agent:`` mapping (absent: every default)."""
         given = dict(block or {})
-        names = set(cls.__dataclass_fields__) - {"given"}
-        values: dict[str, Any] = {k: v for k, v in given.items() if k in names and v is not None}
+        values = set_fields(cls, given)
         for name in ("args", "command", "pass_env"):
             if name in values:
                 values[name] = tuple(values[name])
@@ -98,165 +97,6 @@ class AgentConfig:
         """The block as a plain dict, as written with its backend filled in: the form that crosses
         the process / Dask boundary (RolloutJob.agent_cfg, make_agent on the worker's side)."""
         return {**self.given, "backend": self.backend}
-
-
-def _fields(cls: type, block: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The block's keys that name a field of ``cls`` and are set (a null is the default)."""
-    names = set(cls.__dataclass_fields__) - {"given"}   # type: ignore[attr-defined]
-    return {k: v for k, v in (block or {}).items() if k in names and v is not None}
-
-
-# The other blocks, typed once here like AgentConfig. Each field's default is the one
-# schemas/config.schema.json gives it (tests/test_config_typed.py checks they agree); ``given``
-# keeps the block as written for the parsers below config (rollouts/tasks.py, rollouts/judges.py),
-# which name every unknown key of it.
-
-@dataclass(frozen=True)
-class TasksConfig:
-    """``tasks:``: a records file (``path``) or a Harbor directory (``harbor``)."""
-
-    path: str | None = None
-    harbor: str | None = None
-    id_field: str = "id"
-    prompt_field: str = "prompt"
-    answer_field: str = "answer"
-    files_field: str | None = None
-    prompt_file_field: str | None = None
-    answer_file_field: str | None = None
-    files_dir: str | None = None
-    given: Mapping[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> TasksConfig:
-        return cls(**_fields(cls, block), given=dict(block or {}))
-
-    @property
-    def configured(self) -> bool:
-        """Whether hermit.yaml has a ``tasks:`` block at all."""
-        return bool(self.given)
-
-    def block(self) -> dict[str, Any]:
-        """The block as written, for rollouts/tasks.py's load_tasks (it names an unknown key)."""
-        return dict(self.given)
-
-
-# The judge's defaulted keys by kind (the others take none): filled into block() so the judge
-# the worker builds reads the defaults applied here.
-_JUDGE_DEFAULTED = {"answer": ("mode", "tolerance"), "llm": ("env_key", "max_retries")}
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """``judge:``: how a finished rollout is scored."""
-
-    kind: str | None = None             # required by the schema; None: no judge block
-    mode: str = "exact"
-    tolerance: float = 0.0
-    field: str | None = None
-    command: Any = None                 # a string (split as by a shell) or an argv list
-    timeout_s: float | None = None
-    model: str | None = None
-    rubric: str | None = None
-    base_url: str | None = None
-    env_key: str = "OPENAI_API_KEY"
-    max_retries: int = 2
-    given: Mapping[str, Any] = dataclasses_field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> JudgeConfig:
-        return cls(**_fields(cls, block), given=dict(block or {}))
-
-    def block(self) -> dict[str, Any]:
-        """The block as written with its kind's defaults filled in: the form that crosses the
-        process / Dask boundary (RolloutJob.judge_cfg; make_judge builds the judge on the worker)."""
-        filled = {key: getattr(self, key) for key in _JUDGE_DEFAULTED.get(self.kind or "", ())}
-        return {**filled, **{k: v for k, v in self.given.items() if v is not None}}
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """``data:``: the splits (``<split>: <rows file>``) and a streaming evolver's ``step_size``."""
-
-    splits: Mapping[str, str] = dataclasses_field(default_factory=dict)
-    step_size: int | None = None
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> DataConfig:
-        block = block or {}
-        size = block.get("step_size")
-        return cls(splits={k: v for k, v in block.items() if isinstance(v, str)},
-                   step_size=None if size is None else int(size))
-
-
-@dataclass(frozen=True)
-class ExecutorConfig:
-    """``executor:``: where rollouts run."""
-
-    kind: str = "local"
-    address: str = "local"              # dask: `local` starts a LocalCluster (the schema names no default)
-    slots: Mapping[str, int] = dataclasses_field(default_factory=dict)
-    workers: int = 2
-    rate_limit: RateLimitPolicy = dataclasses_field(default_factory=RateLimitPolicy)   # its defaults its own
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> ExecutorConfig:
-        values = _fields(cls, block)
-        values["slots"] = dict(values.get("slots") or {})
-        values["rate_limit"] = RateLimitPolicy.from_config(values.get("rate_limit"))   # checked once, here
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class BudgetConfig:
-    """``budget:``: the run's spending cap (core/budget.py); None: no cap of that kind."""
-
-    max_usd: float | None = None
-    max_tokens: int | None = None
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> BudgetConfig:
-        values = _fields(cls, block)
-        return cls(max_usd=float(values["max_usd"]) if "max_usd" in values else None,
-                   max_tokens=int(values["max_tokens"]) if "max_tokens" in values else None)
-
-    def items(self) -> list[tuple[str, float | int]]:
-        """The caps set, by name."""
-        return [(k, v) for k, v in (("max_tokens", self.max_tokens), ("max_usd", self.max_usd)) if v is not None]
-
-
-@dataclass(frozen=True)
-class SandboxConfig:
-    """``sandbox:`` (seed 000's): bubblewrap around agents and learners; absent: off."""
-
-    enabled: bool = False
-    network: str = "restricted"
-    allow: tuple[str, ...] = ()
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> SandboxConfig:
-        values = _fields(cls, block)
-        if "allow" in values:
-            values["allow"] = tuple(values["allow"])
-        return cls(**values)
-
-    def block(self) -> dict[str, Any]:
-        """Every key, defaults applied: what supervise/sandbox.py's spec_from_config reads."""
-        return {"enabled": self.enabled, "network": self.network, "allow": list(self.allow)}
-
-
-@dataclass(frozen=True)
-class TrainerConfig:
-    """``trainer:``: how ``train`` runs steps."""
-
-    epochs: int = 10
-    allow_early_stop: bool = True
-    concurrency: int = 4
-    max_exception_rate: float = 0.9     # see core/failures.py
-
-    @classmethod
-    def from_block(cls, block: Mapping[str, Any] | None) -> TrainerConfig:
-        values = _fields(cls, block)
-        return cls(**{k: type(getattr(cls, k))(v) for k, v in values.items()})
 
 
 @dataclass(frozen=True)

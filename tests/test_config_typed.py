@@ -209,8 +209,12 @@ def test_defaults_apply_when_a_block_is_partly_written():
     assert config.executor.address == "local" and config.executor.workers == 2
     assert (config.executor.rate_limit.retries, config.executor.rate_limit.backoff_s) == (1, 5.0)
     assert (config.budget.max_usd, config.budget.max_tokens) == (5.0, None)
-    # the judge crosses to the worker as a dict with its kind's defaults filled in
-    assert config.judge.block() == {"mode": "exact", "tolerance": 0.0, "kind": "answer"}
+    # the judge crosses to the worker as the block as written; the worker's judge has the defaults
+    from git_hermit.rollouts.judges import AnswerJudge, judge_timeout_s, make_judge
+    assert config.judge.block() == {"kind": "answer"}
+    judge = make_judge(config.judge.block())
+    assert isinstance(judge, AnswerJudge) and (judge.mode, judge.tolerance) == ("exact", 0.0)
+    assert judge_timeout_s(config.judge.block()) == 600.0
 
 
 def test_a_bad_rate_limit_is_refused_when_the_config_is_read():

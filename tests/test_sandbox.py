@@ -24,6 +24,7 @@ import yaml
 from cli_helpers import hermit
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
+from git_hermit.model.config_blocks import SandboxConfig
 from git_hermit.supervise import sandbox
 from step_support import make_run
 from support.evolve_codex_helpers import require_codex
@@ -82,7 +83,7 @@ def test_codex_learner_session_works_inside_the_sandbox_and_meets_its_walls(tmp_
         provider = {"base_url": f"{server.base_url}/v1", "env_key": "SCRIPTED_API_KEY"}
         learner = make_learner({"base": "codex", "model": {"name": "scripted-model", "provider": provider}},
                                "evolve")
-        learner.sandbox = sandbox.spec_from_config(SEED_000, backend="codex", provider=provider)
+        learner.sandbox = sandbox.spec_from_config(SandboxConfig.from_block(SEED_000), backend="codex", provider=provider)
         answer = learner.ask(workspace, "Probe the sandbox.", timeout_s=120, key="step-1")
         requests = server.model_requests()
     assert answer.ok, answer.error

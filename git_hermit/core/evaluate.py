@@ -98,7 +98,7 @@ def load_benchmark(config: RunConfig, split_name: str, *, k: int | None = None,
     base_dir = config.base_dir or Path.cwd()
     if not config.tasks.configured:
         raise ConfigError("hermit.yaml has no tasks: block", hint="e.g. tasks: {path: tasks.jsonl, id_field: id}")
-    tasks = load_tasks(config.tasks.block(), base_dir)
+    tasks = load_tasks(config.tasks, base_dir)
     rows_path = config.split_path(split_name)
     if rows_path is None:
         raise ConfigError(f"hermit.yaml data: has no split {split_name!r}",
@@ -133,14 +133,14 @@ def reuse_policy(config: RunConfig, keep_exceptions: bool) -> Callable[[RolloutR
 
 def make_jobs(config: RunConfig, bench: Benchmark, commit: str) -> list[RolloutJob]:
     agent_cfg = config.agent.block()   # a dict: it crosses the Dask boundary in each RolloutJob
-    judge = make_judge(config.judge.block(), base_dir=bench.base_dir)
+    judge = make_judge(config.judge, base_dir=bench.base_dir)
     check_judge_for_tasks(judge, {t: bench.tasks[t] for t in bench.split.tasks})
     agent_env = config.agent_env()   # read here, on the user's machine: a Dask worker has another environment
-    sandbox = spec_from_config(config.sandbox.block(), backend=config.agent.backend,
+    sandbox = spec_from_config(config.sandbox, backend=config.agent.backend,
                                provider=config.agent.provider)
     # one of each shared by every job: a step holds a job per row until it ends
     # the judge crosses to the worker as a dict (RolloutJob.judge_cfg: a Dask task's arguments are
-    # pickled), its kind's defaults filled in by JudgeConfig.block(); the worker builds it with make_judge
+    # pickled) as written; the worker types it again with make_judge, so JudgeConfig's defaults hold there
     judge_cfg, base_dir = config.judge.block(), str(bench.base_dir)
     timeout_s = config.agent.timeout_s
     return [RolloutJob(task=bench.tasks[row.task], attempt=row.attempt, commit=commit,

@@ -76,7 +76,7 @@ def preflight(config: RunConfig, *, splits: Iterable[str], learners: bool = True
         problems += _guarded(lambda: _evolver_refuses(config), "evolver")
         problems += _learners(config)
     from git_hermit.supervise.sandbox import spec_from_config   # its own refusal, collected with the rest
-    problems += _guarded(lambda: spec_from_config(config.sandbox.block()), "sandbox.enabled")
+    problems += _guarded(lambda: spec_from_config(config.sandbox), "sandbox.enabled")
     return PreflightReport(tuple(problems))
 
 
@@ -291,7 +291,7 @@ def _one_shot(base: str, model: dict[str, Any]) -> list[Problem]:
 def _judge(config: RunConfig, base_dir: Path) -> list[Problem]:
     from git_hermit.rollouts.judges import make_judge
     judge = config.judge
-    problems = _guarded(lambda: make_judge(judge.block(), base_dir=base_dir), "judge")
+    problems = _guarded(lambda: make_judge(judge, base_dir=base_dir), "judge")
     if judge.kind == "llm" and importlib.util.find_spec("openai") is None:
         problems.append(Problem("the openai package is not installed", "judge.kind: llm",
                                 "pip install 'git-hermit[openai]'", "binary"))

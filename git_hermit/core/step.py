@@ -154,7 +154,7 @@ def _learner_factory(ctx: RunContext) -> Callable[[str], Learner]:
         learner = make_learner(ctx.config.evolver, role, base=ctx.config.learner_base, scripted_default=scripted.get(role), overrides=overrides)
         if isinstance(learner, SessionLearner):
             # seed 000: the learners' sandbox, hosted web search set explicitly, hidden paths
-            learner.sandbox = spec_from_config(ctx.config.sandbox.block(), backend=learner.backend,
+            learner.sandbox = spec_from_config(ctx.config.sandbox, backend=learner.backend,
                                                provider=learner.cfg.get("provider"))
             if learner.sandbox is not None:      # the traces its prompt names, read-only
                 readable, held_out = training_rollouts(ctx)
@@ -181,7 +181,7 @@ def run_step(repo: Repo, run: str | None = None, *, say: Callable[[str], None] =
     ctx = open_run(repo, run)
     _refuse_if_stopped(repo, ctx)            # a finished run says so, whatever this machine lacks
     preflight.require_for_step(ctx.config)   # every missing file, program, key or login, before spending
-    spec_from_config(ctx.config.sandbox.block())     # refuse now when the sandbox is asked for but cannot run
+    spec_from_config(ctx.config.sandbox)     # refuse now when the sandbox is asked for but cannot run
     check_budget_config(ctx.config)          # a USD budget over an unpriced model: refused, never unbounded
     with RunLock(repo, ctx.run, "git hermit step", wait=wait, on_wait=say):
         ctx = open_run(repo, ctx.run)        # re-read under the lock: another step may have landed

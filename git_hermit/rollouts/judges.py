@@ -20,10 +20,11 @@ import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Protocol, overload
+from typing import Any, Mapping, Protocol
 
 from git_hermit.accounting.ledger import Price, price_usage
 from git_hermit.errors import ConfigError
+from git_hermit.model.config_blocks import JudgeConfig
 from git_hermit.model.rollout import Outcome, RolloutResult, Usage
 from git_hermit.supervise.process import run_capture
 
@@ -32,6 +33,8 @@ from .tasks import Task, listing
 
 PASS_REWARD = 1.0          # spec/ahe.md §1.1: reward >= 1.0 passes
 ANSWER_MODES = ("exact", "normalised", "numeric")
+# the verifier's wall clock when neither judge.timeout_s nor the task names one (the schema's 600 s)
+DEFAULT_JUDGE_TIMEOUT_S = 600.0
 JUDGE_KEYS = {
     "answer": {"kind", "field", "mode", "tolerance"},
     "command": {"kind", "command", "timeout_s"},
@@ -113,53 +116,52 @@ REWARD_MISSING = "RewardFileNotFoundError"
 JUDGE_REPLY_ERROR = "JudgeReplyError"
 
 
-def make_judge(spec: Mapping[str, Any], *, prices: Mapping[str, Price] | None = None,
+def make_judge(judge: JudgeConfig | Mapping[str, Any], *, prices: Mapping[str, Price] | None = None,
                base_dir: Path | None = None) -> Judge:
-    """Build the judge the hermit.yaml ``judge:`` block describes (ConfigError on bad config)."""
-    kind = spec.get("kind")
+    """Build the judge the hermit.yaml ``judge:`` block describes (ConfigError on bad config). A
+    plain mapping (the block as it crosses to a worker) is typed here: JudgeConfig holds the defaults."""
+    spec = judge if isinstance(judge, JudgeConfig) else JudgeConfig.from_block(judge)
+    kind = spec.kind
     if kind not in JUDGE_KEYS:
         raise ConfigError(f"judge.kind must be one of {', '.join(JUDGE_KEYS)}, got {kind!r}",
                           "e.g. judge: {kind: answer, mode: numeric, tolerance: 0.01}")
-    unknown = sorted(set(spec) - JUDGE_KEYS[kind])
+    unknown = sorted(set(spec.given) - JUDGE_KEYS[kind])
     if unknown:
         raise ConfigError(f"judge ({kind}): unknown key(s) {', '.join(unknown)}",
                           f"known keys: {', '.join(sorted(JUDGE_KEYS[kind]))}")
     if kind == "answer":
-        mode = spec.get("mode", "exact")
-        if mode not in ANSWER_MODES:
-            raise ConfigError(f"judge.mode must be one of {', '.join(ANSWER_MODES)}, got {mode!r}")
-        tolerance = _number(spec, "tolerance", 0.0)
+        if spec.mode not in ANSWER_MODES:
+            raise ConfigError(f"judge.mode must be one of {', '.join(ANSWER_MODES)}, got {spec.mode!r}")
+        tolerance = _number("tolerance", spec.tolerance)
         if not 0.0 <= tolerance < 1.0:
             raise ConfigError(f"judge.tolerance is relative, in [0, 1): got {tolerance}", "e.g. 0.01 for 1%")
-        return AnswerJudge(mode, tolerance, spec.get("field"))
+        return AnswerJudge(spec.mode, tolerance, spec.field)
     if kind == "command":
-        command = spec.get("command")
-        if isinstance(command, str):
-            command = shlex.split(command)
+        command = shlex.split(spec.command) if isinstance(spec.command, str) else spec.command
         if command is not None and (not command or not all(isinstance(part, str) for part in command)):
             raise ConfigError("judge.command must be a non-empty string or list of strings",
                               "e.g. command: [python, verify.py, '{workspace}']")
-        timeout = _number(spec, "timeout_s", None)
+        timeout = None if spec.timeout_s is None else _number("timeout_s", spec.timeout_s)
         return CommandJudge(tuple(command) if command else None, timeout, base_dir)
-    for key in ("model", "rubric"):
-        if not spec.get(key):
-            raise ConfigError(f"judge (llm) needs `{key}`", "e.g. judge: {kind: llm, model: …, rubric: …}")
-    env_key = spec.get("env_key", "OPENAI_API_KEY")
-    if not os.environ.get(env_key):
-        raise ConfigError(f"judge (llm): environment variable {env_key} is not set",
+    if not spec.model or not spec.rubric:
+        raise ConfigError(f"judge (llm) needs `{'model' if not spec.model else 'rubric'}`",
+                          "e.g. judge: {kind: llm, model: …, rubric: …}")
+    if not os.environ.get(spec.env_key):
+        raise ConfigError(f"judge (llm): environment variable {spec.env_key} is not set",
                           "export it, or name another with judge.env_key")
-    return LLMJudge(spec["model"], spec["rubric"], spec.get("base_url"), env_key,
-                    int(_number(spec, "max_retries", 2)), (prices or {}).get(spec["model"]))
+    return LLMJudge(spec.model, spec.rubric, spec.base_url, spec.env_key,
+                    int(_number("max_retries", spec.max_retries)), (prices or {}).get(spec.model))
 
 
-@overload
-def _number(spec: Mapping[str, Any], key: str, default: float) -> float: ...
-@overload
-def _number(spec: Mapping[str, Any], key: str, default: None) -> float | None: ...
-def _number(spec: Mapping[str, Any], key: str, default: float | None) -> float | None:
-    value = spec.get(key)
-    if value is None:      # absent or null: the default (so a float default always gives a float)
-        return default
+def judge_timeout_s(judge: JudgeConfig | Mapping[str, Any]) -> float:
+    """The wall clock a verdict may take: ``judge.timeout_s``, else DEFAULT_JUDGE_TIMEOUT_S (which
+    the command judge puts after a Harbor task's own ``verifier_timeout_s``)."""
+    spec = judge if isinstance(judge, JudgeConfig) else JudgeConfig.from_block(judge)
+    return DEFAULT_JUDGE_TIMEOUT_S if spec.timeout_s is None else _number("timeout_s", spec.timeout_s)
+
+
+def _number(key: str, value: Any) -> float:
+    """A numeric field of the block (JudgeConfig filled the default in): refused unless a number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"judge.{key} must be a number, got {value!r}")
     return float(value)
@@ -266,8 +268,8 @@ class AnswerJudge(JudgeBase):
     (OfficeQA's convention), else the whole final message; no answer at all is a fail.
     """
 
-    mode: str = "exact"
-    tolerance: float = 0.0
+    mode: str                         # JudgeConfig's fields (make_judge builds it)
+    tolerance: float
     answer_field: str | None = None   # a task record field holding the answer; None: Task.expected
 
     def expected_for(self, task: Task) -> str | None:

@@ -12,9 +12,10 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from git_hermit.errors import ConfigError, InputError
+from git_hermit.model.config_blocks import TasksConfig
 
 RECORD_KEYS = frozenset({"path", "id_field", "prompt_field", "prompt_file_field", "answer_field",
                          "answer_file_field", "files_field", "files_dir"})
@@ -43,27 +44,29 @@ class Task:
     needs_container: bool = False
 
 
-def load_tasks(spec: dict[str, Any], base_dir: Path) -> dict[str, Task]:
+def load_tasks(tasks: TasksConfig | Mapping[str, Any], base_dir: Path) -> dict[str, Task]:
     """Load the tasks the hermit.yaml ``tasks:`` block names, keyed by id in source order.
 
     ``{path: tasks.jsonl|tasks.csv, id_field: uid, prompt_field: question, answer_field:
     answer, files_field: files}`` or ``{harbor: tasks/}``; relative paths are resolved
-    against ``base_dir`` (the directory holding hermit.yaml).
+    against ``base_dir`` (the directory holding hermit.yaml). A plain mapping is typed here
+    (TasksConfig holds the defaults); an unknown key of the block as written is refused.
     """
-    if not isinstance(spec, dict):
+    if not isinstance(tasks, (TasksConfig, Mapping)):
         raise ConfigError("tasks: expected a mapping", "e.g. tasks: {path: tasks.jsonl, id_field: uid}")
-    if "harbor" in spec:
-        _reject_unknown(spec, HARBOR_KEYS)
-        return _load_harbor(base_dir / spec["harbor"])
-    if "path" not in spec:
+    spec = tasks if isinstance(tasks, TasksConfig) else TasksConfig.from_block(tasks)
+    if spec.harbor is not None:
+        _reject_unknown(spec.given, HARBOR_KEYS)
+        return _load_harbor(base_dir / spec.harbor)
+    if spec.path is None:
         raise ConfigError("tasks: needs `path` (a .jsonl or .csv file) or `harbor` (a directory)",
                           "e.g. tasks: {path: tasks.jsonl, id_field: uid, prompt_field: question}")
-    _reject_unknown(spec, RECORD_KEYS)
-    return _load_records(spec, base_dir)
+    _reject_unknown(spec.given, RECORD_KEYS)
+    return _load_records(spec, spec.path, base_dir)
 
 
-def _reject_unknown(spec: dict[str, Any], known: frozenset[str]) -> None:
-    unknown = sorted(set(spec) - known)
+def _reject_unknown(given: Mapping[str, Any], known: frozenset[str]) -> None:
+    unknown = sorted(set(given) - known)
     if unknown:
         raise ConfigError(f"tasks: unknown key(s) {', '.join(unknown)}",
                           f"known keys: {', '.join(sorted(known))}")
@@ -71,17 +74,13 @@ def _reject_unknown(spec: dict[str, Any], known: frozenset[str]) -> None:
 
 # --- JSONL / CSV records -------------------------------------------------------------------
 
-def _load_records(spec: dict[str, Any], base_dir: Path) -> dict[str, Task]:
-    path = base_dir / spec["path"]
+def _load_records(spec: TasksConfig, records_file: str, base_dir: Path) -> dict[str, Task]:
+    path = base_dir / records_file
     if not path.is_file():
         raise InputError(f"tasks file not found: {path}", "check `tasks.path` in hermit.yaml")
-    id_field = spec.get("id_field", "id")
-    prompt_field = spec.get("prompt_field", "prompt")
-    prompt_file_field = spec.get("prompt_file_field")
-    answer_field = spec.get("answer_field", "answer")
-    answer_file_field = spec.get("answer_file_field")
-    files_field = spec.get("files_field")
-    files_dir = base_dir / spec["files_dir"] if "files_dir" in spec else path.parent
+    id_field, prompt_field, answer_field = spec.id_field, spec.prompt_field, spec.answer_field
+    prompt_file_field, answer_file_field, files_field = spec.prompt_file_field, spec.answer_file_field, spec.files_field
+    files_dir = base_dir / spec.files_dir if spec.files_dir is not None else path.parent
 
     problems: list[str] = []
     tasks: dict[str, Task] = {}

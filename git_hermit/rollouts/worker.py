@@ -26,7 +26,7 @@ from git_hermit.agents.agent_files import left_file
 from git_hermit.agents import AgentContext, make_agent
 from git_hermit.agents.hosts import RATE_LIMITED
 from git_hermit.rollouts.deploy_cache import deploy_reset, reset_to_plan
-from git_hermit.rollouts.judges import make_judge
+from git_hermit.rollouts.judges import judge_timeout_s, make_judge
 from git_hermit.rollouts.tasks import Task
 from git_hermit.supervise.process import in_batch
 from git_hermit.supervise.scratch import clean_stale_once, rollout_slot
@@ -307,7 +307,7 @@ def _execute_rollout(job: RolloutJob, bundle: bytes | None) -> RolloutOutput:
         else:
             judge = make_judge(job.judge_cfg, base_dir=Path(job.judge_base_dir))
             verdict = judge.judge(job.task, workspace, run.final_answer,
-                                  timeout_s=float(job.judge_cfg.get("timeout_s", 600)),
+                                  timeout_s=judge_timeout_s(job.judge_cfg),
                                   verifier_dir=root / "verifier")
             result = verdict.apply(result)
         full = _out_of_space(workspace, home, out) if result.outcome != "pass" else None

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
+from git_hermit.model.config_blocks import SandboxConfig
 from git_hermit.supervise._netbridge import pump
 
 BRIDGE = Path(__file__).with_name("_netbridge.py")
@@ -72,12 +73,12 @@ def default_endpoint(backend: str | None) -> str | None:
     return registry.get(backend).default_endpoint if backend and registry.known(backend) else None
 
 
-def spec_from_config(block: dict[str, Any] | None, *, backend: str | None = None,
+def spec_from_config(sandbox: SandboxConfig, *, backend: str | None = None,
                      provider: dict[str, Any] | None = None) -> SandboxSpec | None:
-    """hermit.yaml's ``sandbox:`` block as a spec for one backend, or None when it is absent
-    or disabled. Refuses (ConfigError) when it is enabled and bubblewrap cannot run here."""
+    """hermit.yaml's ``sandbox:`` block as a spec for one backend, or None when it is disabled
+    (absent: disabled). Refuses (ConfigError) when it is enabled and bubblewrap cannot run here."""
     from git_hermit.errors import ConfigError
-    if not block or not block.get("enabled", False):
+    if not sandbox.enabled:
         return None
     ok, detail = probe()
     if not ok:
@@ -85,7 +86,7 @@ def spec_from_config(block: dict[str, Any] | None, *, backend: str | None = None
                           hint="install bubblewrap (apt-get install bubblewrap), or run unsandboxed "
                                "explicitly with `sandbox: {enabled: false}` in hermit.yaml")
     endpoint = (provider or {}).get("base_url") or default_endpoint(backend)
-    spec = SandboxSpec(network=block.get("network", "restricted"), allow=tuple(block.get("allow") or ()))
+    spec = SandboxSpec(network=sandbox.network, allow=sandbox.allow)
     return spec.with_endpoint(endpoint)
 
 
