@@ -1,16 +1,14 @@
 """`git hermit trace`: what each session file holds, read by the trajectory readers in one
 streaming pass — format and version, steps, tool calls, failures, tokens, cost (when
 hermit.yaml has ``prices``), the final answer, and a session's sub-agent files beside it (and
-a sub-agent's parent session): Claude Code's ``<session>/subagents/agent-*.jsonl``, Codex's
-rollouts whose ``session_meta`` names this thread as their parent.
+a sub-agent's parent session), found where the file's host keeps them (Host.sub_sessions and
+Host.parent_file: Claude Code's ``<session>/subagents/agent-*.jsonl``, Codex's rollouts whose
+``session_meta`` names this thread as their parent).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from datetime import date, timedelta
 from pathlib import Path
 from typing import Mapping
 
@@ -92,12 +90,9 @@ def trace_files(paths: list[Path], family: str | None = None,
 def _trace(path: Path, family: str | None, prices: Mapping[str, Price]) -> TraceReport:
     summary = summarize(path, _format_for(path, family))
     usage, source = _priced(summary, prices)
-    subagents: tuple[SubagentTrace, ...] = ()
-    parent: Path | None = None
-    if summary.format == "claude-session":
-        subagents, parent = _subagents(path, summary), _claude_parent(path, summary)
-    elif summary.format == "codex-rollout":
-        subagents, parent = _codex_subagents(path, summary), _codex_parent(path, summary)
+    host = registry.host_for_format(summary.format)     # where its relatives are is the host's to say
+    subagents = _sub_traces(host.sub_sessions(summary.format, path, summary.session_id), summary.format) if host else ()
+    parent = host.parent_file(summary.format, path, summary.session_id, summary.parent_session_id) if host else None
     return TraceReport(str(path), summary, usage, source, subagents, parent=str(parent) if parent else None)
 
 
@@ -127,18 +122,6 @@ def _priced(summary: TrajectorySummary, prices: Mapping[str, Price]) -> tuple[Us
     return summary.usage, None
 
 
-def _subagents(path: Path, summary: TrajectorySummary) -> tuple[SubagentTrace, ...]:
-    """Sub-agent transcripts of this session: ``<session>/subagents/**/agent-*.jsonl`` beside
-    it (Claude Code 2.1+), or older flat ``agent-*.jsonl`` files carrying its sessionId."""
-    if path.name.startswith("agent-"):
-        return ()
-    found = sorted((path.parent / path.stem / "subagents").glob("**/agent-*.jsonl"))
-    if summary.session_id:
-        found += [p for p in sorted(path.parent.glob("agent-*.jsonl"))
-                  if _first_session_id(p) == summary.session_id]
-    return _sub_traces(found, "claude-session")
-
-
 def _sub_traces(found: list[Path], fmt: str) -> tuple[SubagentTrace, ...]:
     traces = []
     for sub in found:
@@ -148,75 +131,3 @@ def _sub_traces(found: list[Path], fmt: str) -> tuple[SubagentTrace, ...]:
             continue
         traces.append(SubagentTrace(str(sub), sub_summary.steps, sub_summary.tool_calls, sub_summary.usage))
     return tuple(traces)
-
-
-def _claude_parent(path: Path, summary: TrajectorySummary) -> Path | None:
-    """A sub-agent transcript's session file: ``<session>.jsonl`` beside the ``<session>/``
-    folder whose ``subagents/`` holds it, else (older flat files) ``<sessionId>.jsonl``."""
-    if not path.name.startswith("agent-"):
-        return None
-    for folder in path.parents:
-        if folder.name == "subagents":
-            session = folder.parent.with_name(folder.parent.name + ".jsonl")
-            return session if session.is_file() else None
-    flat = path.with_name(f"{summary.session_id}.jsonl") if summary.session_id else None
-    return flat if flat is not None and flat.is_file() and flat != path else None
-
-
-_DAY_DIR = re.compile(r"\d{4}/\d{2}/\d{2}$")
-
-
-def _session_dirs(path: Path, *days: int) -> list[Path]:
-    """Where a rollout's relatives are: its own folder and, when the folder is Codex's
-    ``sessions/YYYY/MM/DD``, the folders ``days`` away (a child spawned past midnight)."""
-    folders = [path.parent]
-    if not _DAY_DIR.search(path.parent.as_posix()):
-        return folders
-    sessions = path.parent.parent.parent.parent
-    try:
-        day = date(int(path.parent.parent.parent.name), int(path.parent.parent.name), int(path.parent.name))
-    except ValueError:
-        return folders
-    for offset in days:
-        other = day + timedelta(days=offset)
-        folder = sessions / f"{other:%Y}" / f"{other:%m}" / f"{other:%d}"
-        if folder.is_dir():
-            folders.append(folder)
-    return folders
-
-
-def _codex_subagents(path: Path, summary: TrajectorySummary) -> tuple[SubagentTrace, ...]:
-    """Rollouts beside this one whose session_meta names this thread as their parent."""
-    if not summary.session_id:
-        return ()
-    found = [candidate for folder in _session_dirs(path, 1) for candidate in sorted(folder.glob("rollout-*.jsonl"))
-             if candidate != path and _rollout_parent(candidate) == summary.session_id]
-    return _sub_traces(found, "codex-rollout")
-
-
-def _codex_parent(path: Path, summary: TrajectorySummary) -> Path | None:
-    """A sub-agent rollout's parent: the rollout file named after the parent thread's id."""
-    if not summary.parent_session_id:
-        return None
-    for folder in _session_dirs(path, -1):
-        for candidate in sorted(folder.glob(f"rollout-*-{summary.parent_session_id}.jsonl")):
-            return candidate
-    return None
-
-
-def _rollout_parent(path: Path) -> str | None:
-    """The parent session a stored session file names, read alone by the host that wrote it."""
-    host = registry.host_for_format("codex-rollout")
-    return host.parent_session(path) if host else None
-
-
-def _first_session_id(path: Path) -> str | None:
-    with open(path, "rb") as lines:
-        for raw in lines:
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("sessionId"):
-                return str(record["sessionId"])
-    return None

@@ -187,8 +187,15 @@ class Host(ABC):
         raise InputError(f"{self.name} has no reader for its {fmt} trajectories",
                          hint="convert the file to ATIF, or pass another format")
 
-    def parent_session(self, path: Path) -> str | None:
-        """The session that spawned the one stored in ``path`` (a sub-agent's), read cheaply."""
+    def sub_sessions(self, fmt: str, path: Path, session_id: str | None) -> list[Path]:
+        """The sessions this one (``path``, in this host's format ``fmt``, its ``session_id``)
+        spawned: its sub-agents' files where the host keeps them (`git hermit trace` reads them
+        in the same format)."""
+        return []
+
+    def parent_file(self, fmt: str, path: Path, session_id: str | None,
+                    parent_session_id: str | None) -> Path | None:
+        """The session file that spawned the one in ``path`` (a sub-agent's), when it is found."""
         return None
 
     # -- convert --target

@@ -243,6 +243,15 @@ class ClaudeCode(Host):
         from git_hermit.hosts.claude_code import trajectory
         return trajectory.read(fmt, path, state)
 
+    def sub_sessions(self, fmt: str, path: Path, session_id: str | None) -> list[Path]:
+        from git_hermit.hosts.claude_code import trajectory     # only its stored sessions have relatives on disk
+        return trajectory.subagent_files(path, session_id) if fmt == "claude-session" else []
+
+    def parent_file(self, fmt: str, path: Path, session_id: str | None,
+                    parent_session_id: str | None) -> Path | None:
+        from git_hermit.hosts.claude_code import trajectory
+        return trajectory.parent_session_file(path, session_id) if fmt == "claude-session" else None
+
     def plugin_format(self) -> PluginFormat:
         from git_hermit.hosts.claude_code import layout
         return layout.FORMAT

@@ -526,3 +526,40 @@ def read(fmt: str, path: Path, state: ReadState) -> Iterator[Step]:
         state.abandoned = abandoned_branches(path)      # a pre-pass: rewinds point backwards
         return read_claude_session(iter_records(path, state), state)
     return read_claude_stream(iter_records(path, state), state)
+
+
+# -- a session's relatives: its sub-agents' transcripts and, for one of those, its session
+def subagent_files(path: Path, session_id: str | None) -> list[Path]:
+    """Sub-agent transcripts of this session: ``<session>/subagents/**/agent-*.jsonl`` beside
+    it (Claude Code 2.1+), or older flat ``agent-*.jsonl`` files carrying its sessionId."""
+    if path.name.startswith("agent-"):
+        return []
+    found = sorted((path.parent / path.stem / "subagents").glob("**/agent-*.jsonl"))
+    if session_id:
+        found += [p for p in sorted(path.parent.glob("agent-*.jsonl")) if _first_session_id(p) == session_id]
+    return found
+
+
+def parent_session_file(path: Path, session_id: str | None) -> Path | None:
+    """A sub-agent transcript's session file: ``<session>.jsonl`` beside the ``<session>/``
+    folder whose ``subagents/`` holds it, else (older flat files) ``<sessionId>.jsonl``."""
+    if not path.name.startswith("agent-"):
+        return None
+    for folder in path.parents:
+        if folder.name == "subagents":
+            session = folder.parent.with_name(folder.parent.name + ".jsonl")
+            return session if session.is_file() else None
+    flat = path.with_name(f"{session_id}.jsonl") if session_id else None
+    return flat if flat is not None and flat.is_file() and flat != path else None
+
+
+def _first_session_id(path: Path) -> str | None:
+    with open(path, "rb") as lines:
+        for raw in lines:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("sessionId"):
+                return str(record["sessionId"])
+    return None

@@ -253,9 +253,14 @@ class Codex(Host):
         from git_hermit.hosts.codex import layout
         return layout.FORMAT
 
-    def parent_session(self, path: Path) -> str | None:
+    def sub_sessions(self, fmt: str, path: Path, session_id: str | None) -> list[Path]:
+        from git_hermit.hosts.codex import trajectory     # only its stored sessions have relatives on disk
+        return trajectory.child_rollouts(path, session_id) if fmt == "codex-rollout" else []
+
+    def parent_file(self, fmt: str, path: Path, session_id: str | None,
+                    parent_session_id: str | None) -> Path | None:
         from git_hermit.hosts.codex import trajectory
-        return trajectory.rollout_parent(path)
+        return trajectory.parent_rollout(path, parent_session_id) if fmt == "codex-rollout" else None
 
 
 HOST = Codex()

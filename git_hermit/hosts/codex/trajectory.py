@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -480,3 +481,45 @@ def rollout_parent(path: Path) -> str | None:
     if not isinstance(record, dict) or record.get("type") != "session_meta" or not isinstance(record.get("payload"), dict):
         return None
     return parent_thread(record["payload"])
+
+
+# -- a rollout's relatives: the sub-agents it spawned and the thread that spawned it
+_DAY_DIR = re.compile(r"\d{4}/\d{2}/\d{2}$")
+
+
+def _session_dirs(path: Path, *days: int) -> list[Path]:
+    """Where a rollout's relatives are: its own folder and, when the folder is Codex's
+    ``sessions/YYYY/MM/DD``, the folders ``days`` away (a child spawned past midnight)."""
+    folders = [path.parent]
+    if not _DAY_DIR.search(path.parent.as_posix()):
+        return folders
+    sessions = path.parent.parent.parent.parent
+    try:
+        day = date(int(path.parent.parent.parent.name), int(path.parent.parent.name), int(path.parent.name))
+    except ValueError:
+        return folders
+    for offset in days:
+        other = day + timedelta(days=offset)
+        folder = sessions / f"{other:%Y}" / f"{other:%m}" / f"{other:%d}"
+        if folder.is_dir():
+            folders.append(folder)
+    return folders
+
+
+def child_rollouts(path: Path, thread_id: str | None) -> list[Path]:
+    """Rollouts beside this one (or in the next day's folder) whose session_meta names
+    ``thread_id`` as their parent."""
+    if not thread_id:
+        return []
+    return [candidate for folder in _session_dirs(path, 1) for candidate in sorted(folder.glob("rollout-*.jsonl"))
+            if candidate != path and rollout_parent(candidate) == thread_id]
+
+
+def parent_rollout(path: Path, parent_thread_id: str | None) -> Path | None:
+    """A sub-agent rollout's parent: the rollout file named after the parent thread's id."""
+    if not parent_thread_id:
+        return None
+    for folder in _session_dirs(path, -1):
+        for candidate in sorted(folder.glob(f"rollout-*-{parent_thread_id}.jsonl")):
+            return candidate
+    return None
