@@ -121,10 +121,6 @@ class RunRecords:
     def steps(self) -> list[int]:
         return sorted(self.step_trees)
 
-    def step(self, n: int) -> StepRecord | None:
-        """Step ``n``'s step.json (None: not recorded)."""
-        return self.steps_of([n]).get(n)
-
     def steps_of(self, steps: Iterable[int]) -> dict[int, StepRecord]:
         wanted = [n for n in steps if n in self.step_trees]
         found = self._bounded(wanted, STEP_FILE)
