@@ -341,7 +341,8 @@ def test_max_tokens_or_temperature_for_a_session_refiner_is_refused(repo):
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_a_conversation_and_its_sampling_reach_the_chat_apis(tmp_path, monkeypatch, api):
-    from git_hermit.learners import Exchange, OneShotLearner, Sampling
+    from git_hermit.learners import OneShotLearner
+    from git_hermit.model.learner import Exchange, Sampling
     monkeypatch.setenv("HERMIT_TEST_KEY", "not-a-real-key")
     with ScriptedModelServer([Turn.say("second answer")]) as server:
         url = server.base_url + ("/v1" if api == "openai" else "")

@@ -76,3 +76,45 @@ def test_adapter_package_imports_form_no_cycle():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+def _module_level_imports(path: Path, name: str) -> set[str]:
+    """Like ``_imports``, but only the imports a module makes when it loads or is type checked:
+    its top level and its ``if`` blocks (``TYPE_CHECKING`` included), not a function's own."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [node for top in tree.body for node in (ast.walk(top) if isinstance(top, ast.If) else [top])]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_package_imports_form_no_cycle_even_for_the_type_checker():
+    """Issue 26.4: hosts/base.py named PluginFormat, ReadState and Step under TYPE_CHECKING from
+    the layers above it, which import it back: a circle of six files mypy and readers walk."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {name: sorted(m for m in _module_level_imports(path, name) if m in modules and m != name)
+             for name, path in modules.items()}
+    state: dict[str, int] = {}   # 1 while on the current path, 2 once done
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for target in graph[name]:
+            if state.get(target) == 1:
+                pytest.fail("import cycle: " + " -> ".join(trail[trail.index(target):] + [target]))
+            if target not in state:
+                visit(target, trail + [target])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])

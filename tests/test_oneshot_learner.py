@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_hermit.learners import LearnerResult, OneShotLearner, Sampling
+from git_hermit.learners import OneShotLearner
+from git_hermit.model.learner import LearnerResult, Sampling
 from git_hermit.model.rollout import Usage
 from git_hermit.model.schema import schema_errors
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from git_hermit import __version__
 from git_hermit.accounting import stats
-from git_hermit.adapter.components import Inventory, inventory
+from git_hermit.adapter.components import inventory
 from git_hermit.adapter.plugins.base import CARD_FILE
 from git_hermit.adapter.screen import Limits
 from git_hermit.adapter.templates import load_template
@@ -28,6 +28,7 @@ from git_hermit.core.runs import RunContext, final_tag, list_runs, open_run, ste
 from git_hermit.errors import HermitError
 from git_hermit.evolvers import registry
 from git_hermit.gitio import Repo
+from git_hermit.model.inventory import Inventory
 
 TRAIN_SPLIT = "train"
 

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from git_hermit.adapter.components import inventory
 from git_hermit.adapter.plugins import formats
-from git_hermit.adapter.plugins.base import CARD_FILE, DEFAULT_PYTHON, Carried, Dropped, PluginSpec
+from git_hermit.adapter.plugins.base import CARD_FILE, DEFAULT_PYTHON
 from git_hermit.adapter.templates import load_template
 from git_hermit.core.card import CardText, build_card
 from git_hermit.core.runs import RunContext, final_tag
 from git_hermit.errors import GitStateError, InputError, LossyConversion
+from git_hermit.model.plugin_format import Carried, Dropped, PluginSpec
 
 _PLUGIN_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 

@@ -37,7 +37,8 @@ from git_hermit.accounting import stats
 from git_hermit.accounting.budget import ROLLOUT_ROLES, Budget
 from git_hermit.accounting.ledger import Ledger
 from git_hermit.atomic import write_atomic
-from git_hermit.learners import Learner, SessionLearner, make_learner
+from git_hermit.learners import SessionLearner, make_learner
+from git_hermit.model.learner import Learner
 from git_hermit.model.records import Analysis, Scores, content_hash, dumps, loads
 from git_hermit.redact import redact
 from git_hermit.rollouts.runner import Progress, task_dirname

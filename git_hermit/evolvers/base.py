@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from git_hermit.accounting.ledger import Ledger
 from git_hermit.adapter.check_spec import Violation
-from git_hermit.learners import Learner
 from git_hermit.model.files import FileChange
+from git_hermit.model.learner import Learner
 from git_hermit.model.records import Change, Manifest, Provenance, ReviewEntry, Scores, VerdictNote
 from git_hermit.model.rollout import RolloutResult
 

@@ -5,7 +5,8 @@ A host is one package (hosts/codex/, hosts/claude_code/, hosts/pi/, or a plugin'
 rows), ``trajectory.py`` reads its session files and ``layout.py`` writes its plugin format;
 the Host reaches those two lazily, so listing hosts imports neither. Rollouts, learners,
 deploy, convert, trace, hostcheck, conformance and doctor ask the host, never branch on its
-name. This protocol imports only errors, locate and wire (no rollouts, no adapter, no readers).
+name. This protocol imports only errors, locate and wire (no rollouts, no adapter, no readers);
+the data it names (PluginFormat, ReadState, Step) is in model/, below it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from git_hermit.errors import InputError
 from git_hermit.hosts import locate
 from git_hermit.hosts.wire import Wire
 
-if TYPE_CHECKING:      # the layers above: a host's package imports them, this protocol does not
-    from git_hermit.adapter.plugins.base import PluginFormat
-    from git_hermit.trajectories._stream import ReadState
-    from git_hermit.trajectories.model import Step
+# Data from the layer below, named in signatures only: a warm `log` lists hosts and must not
+# import the rollout record model/trajectory.py's Usage brings (tests/test_scale.py).
+if TYPE_CHECKING:
+    from git_hermit.model.plugin_format import PluginFormat
+    from git_hermit.model.trajectory import ReadState, Step
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from git_hermit.agents import AgentContext, make_agent
 from git_hermit.agents.base import AgentBackend
 from git_hermit.errors import AgentError, ConfigError
 from git_hermit.hosts import registry
+from git_hermit.model.learner import Exchange, Learner, LearnerResult, Sampling
 from git_hermit.model.rollout import Usage
 from git_hermit.supervise.scratch import scratch
 
@@ -29,43 +30,6 @@ from git_hermit.supervise.scratch import scratch
 # a longer prompt goes to a file in the workspace and the session is told to read it.
 PROMPT_FILE_THRESHOLD = 100_000
 ANTHROPIC_MAX_TOKENS = 8000     # an Anthropic call's max_tokens when the caller sets none
-
-
-@dataclass(frozen=True)
-class LearnerResult:
-    text: str
-    usage: Usage
-    ok: bool
-    error: str | None = None
-    duration_s: float = 0.0
-    model: str | None = None
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One earlier round of a conversation: what the learner was asked and what it answered."""
-
-    asked: str
-    answered: str
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """A one-shot call's sampling settings; None leaves the endpoint's own default."""
-
-    max_tokens: int | None = None
-    temperature: float | None = None
-
-
-class Learner(Protocol):
-    role: str
-
-    def check_available(self) -> None: ...
-
-    def ask(self, workspace: Path, prompt: str, *, timeout_s: float, key: str,
-            earlier: tuple[Exchange, ...] = (), sampling: Sampling | None = None) -> LearnerResult:
-        """Run one session (or call) in ``workspace``; the learner may edit files there.
-        ``earlier``: the rounds before this one (``prompt`` then follows up on them)."""
 
 
 def conversation_text(earlier: tuple[Exchange, ...], prompt: str) -> str:

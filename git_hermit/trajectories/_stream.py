@@ -1,5 +1,6 @@
-"""Streaming plumbing shared by the readers: tolerant JSONL records, the per-read state, and
-the assembler that groups host events into ATIF-like steps while holding only the open step.
+"""Streaming plumbing shared by the readers: tolerant JSONL records filling the per-read state
+(model/trajectory.py's ReadState), and the assembler that groups host events into ATIF-like
+steps while holding only the open step.
 """
 
 from __future__ import annotations
@@ -11,68 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from git_hermit.model.rollout import Usage
-
-from .model import Step, ToolCall, tool_kind
-
-MAX_KEPT_MESSAGES = 50   # errors/warnings kept verbatim; the rest are only counted (constant memory)
-
-
-@dataclass
-class ReadState:
-    """What a reader learns besides the steps; filled in while the step iterator is consumed."""
-
-    format: str
-    session_id: str | None = None
-    model: str | None = None
-    final_answer: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    dropped_messages: int = 0
-    malformed_lines: int = 0
-    cut_last_line: bool = False
-    # Streams with an end marker (turn.completed, result, turn_end) set ``open_turn`` while a
-    # turn runs; a stream that stops inside one was cut off.
-    open_turn: bool = False
-    # calls whose result never came; when the last agent step has one, the session stopped
-    # while a tool ran (earlier ones were interrupted and the session went on)
-    unanswered_calls: int = 0
-    stopped_mid_call: bool = False
-    # False when the file carries no usage record at all: totals are unknown, not zero
-    usage_known: bool = True
-    version: str | None = None
-    user_turns: int = 0
-    parent_session_id: str | None = None
-    line_number: int = 0                # of the record being read (set by iter_records)
-    # (first, last) line ranges a pre-pass found to be abandoned branches (Claude rewinds)
-    abandoned: list[tuple[int, int]] = field(default_factory=list)
-
-    @property
-    def truncated(self) -> bool:
-        return self.cut_last_line or self.open_turn or self.stopped_mid_call
-
-    @property
-    def usage_recorded(self) -> bool:
-        """Usage is known when the file records some, and not only zeros: a session whose every
-        model call failed writes zero counts (Pi) or none (Codex exec), and zero is not a count."""
-        usage = self.usage
-        return self.usage_known and any((usage.input_tokens, usage.cached_input_tokens, usage.output_tokens,
-                                         usage.reasoning_tokens, usage.cost_usd))
-
-    def add_error(self, text: str, *, repeat: bool = False) -> None:
-        """Keep an error; an immediate repeat is dropped (Codex repeats a fatal error as
-        turn.failed) unless ``repeat`` says each occurrence is its own event."""
-        if repeat or not self.errors or self.errors[-1] != text:
-            self._keep(self.errors, text)
-
-    def add_warning(self, text: str) -> None:
-        self._keep(self.warnings, text)
-
-    def _keep(self, into: list[str], text: str) -> None:
-        if len(into) < MAX_KEPT_MESSAGES:
-            into.append(text)
-        else:
-            self.dropped_messages += 1
+from git_hermit.model.trajectory import ReadState, Step, ToolCall, tool_kind
 
 
 def iter_records(path: Path, state: ReadState) -> Iterator[dict[str, Any]]:

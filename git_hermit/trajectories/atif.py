@@ -12,9 +12,9 @@ from typing import Any, Iterable, Iterator
 
 from git_hermit.errors import InputError
 from git_hermit.model.rollout import Usage
+from git_hermit.model.trajectory import ReadState, Step
 
-from ._stream import ReadState, StepAssembler, as_int, content_text
-from .model import Step
+from ._stream import StepAssembler, as_int, content_text
 
 ATIF_VERSION = "ATIF-v1.4"
 

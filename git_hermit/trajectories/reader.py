@@ -13,14 +13,20 @@ from typing import Any, Iterator
 
 from git_hermit.errors import InputError
 from git_hermit.hosts import registry
+from git_hermit.model.trajectory import ReadState, Step, ToolCall, TrajectorySummary
 
-from ._stream import ReadState
 from .atif import load_atif, read_atif, steps_to_atif
-from .model import Step, ToolCall, TrajectorySummary, formats
 
 _SNIFF_LINES = 50
 _SNIFF_LINE_BYTES = 1 << 24      # a session_meta line carries the whole system prompt
 _GIST_CHARS = 120
+
+
+def formats() -> tuple[str, ...]:
+    """Every format a reader reads: each registered host names the formats its sessions write
+    (asked when reading, so a plugin's host registered after this import counts); ATIF is Harbor's.
+    Here, not beside Step, so that the trajectory data imports no host table."""
+    return (*(fmt for host in registry.hosts() for fmt in host.trajectory_formats), "atif")
 
 
 def _agent_name(fmt: str) -> str:

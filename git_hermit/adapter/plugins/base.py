@@ -1,6 +1,7 @@
-"""The PluginFormat protocol and what every format shares: the adapter copied into the plugin,
-its skills, the hook configuration that runs the adapter's middleware from the plugin's own
-directory, the hook runner's record, the context text and the README.
+"""What every plugin format shares: the adapter copied into the plugin, its skills, the hook
+configuration that runs the adapter's middleware from the plugin's own directory, the hook
+runner's record, the context text and the README (the PluginFormat protocol and its data are
+model/plugin_format.py).
 
 A plugin is installed by the host from a directory git-hermit does not choose and runs where
 git-hermit may not be installed: nothing written here names this machine's interpreter, this
@@ -14,14 +15,13 @@ import json
 import os
 import shlex
 import shutil
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from git_hermit import errors, resources
-from git_hermit.adapter.components import HOOKS_FILE, Inventory
+from git_hermit.adapter.components import HOOKS_FILE
 from git_hermit.hosts import registry
+from git_hermit.model.inventory import Inventory
+from git_hermit.model.plugin_format import Carried, Dropped, PluginSpec
 # the hook runner's record (it looks beside adapter/ for it), as a deployment writes it
 from git_hermit.adapter.deploy import (HOOK_TIMEOUT_S, RECORD_NAME, RECORD_VERSION, RUNNER_FILES, WIRE_FILE, render_hooks,
                                        wire_source)
@@ -30,61 +30,6 @@ ADAPTER_DIR = "adapter"          # the adapter as committed, inside the plugin
 CARD_FILE = "CARD.md"
 README_FILE = "README.md"
 DEFAULT_PYTHON = "python3"
-
-
-@dataclass(frozen=True)
-class Dropped:
-    """A component the target's plugin format cannot carry."""
-
-    component: str
-    detail: str          # which of it: the file, the names, the middleware functions
-    reason: str          # why the host cannot take it from a plugin
-
-    def line(self) -> str:
-        return f"{self.component}: {self.detail} — {self.reason}"
-
-
-@dataclass(frozen=True)
-class Carried:
-    """A component the plugin carries, and where (relative to the output directory)."""
-
-    component: str
-    where: str
-
-
-@dataclass(frozen=True)
-class PluginSpec:
-    """What the plugin is called and where it will live."""
-
-    name: str            # the plugin's (and its marketplace entry's) name, kebab-case
-    version: str
-    description: str
-    python: str          # the interpreter the hooks run
-    card: str            # CARD.md's text
-    output: Path         # the directory the plugin ends up in (named in the README's commands)
-
-
-@dataclass(frozen=True)
-class Written:
-    plugin_dir: str                   # the plugin's root, relative to the output directory
-    carried: tuple[Carried, ...]
-    install: tuple[str, ...]          # the host's commands that install it
-
-
-class PluginFormat(ABC):
-    """One host's plugin (or package) format."""
-
-    target: ClassVar[str]             # convert --target value (the host's name)
-    title: ClassVar[str]              # "Claude Code plugin"
-    carries_all: ClassVar[bool] = False   # its format has a place for every component
-
-    @abstractmethod
-    def dropped(self, inv: Inventory) -> list[Dropped]:
-        """The components of ``inv`` this format cannot carry (empty: a faithful conversion)."""
-
-    @abstractmethod
-    def write(self, inv: Inventory, adapter: Path, out: Path, spec: PluginSpec) -> Written:
-        """Write the plugin of the adapter in ``adapter`` into the empty directory ``out``."""
 
 
 # -- shared pieces ------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ from git_hermit.evolvers.base import PlannedCommit, StepContext, StepResult, rev
 from git_hermit.evolvers.continual_harness import deltas, evidence
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout, OverLimit
 from git_hermit.evolvers.params import param_defaults
-from git_hermit.learners import Exchange, Sampling
 from git_hermit.model.files import FileChange
+from git_hermit.model.learner import Exchange, Sampling
 from git_hermit.redact import redact
 
 PASSES = ("policy", "subagents", "skills", "memory")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_hermit.adapter.components import CONTEXT, HOOKS, MEMORY, SCRIPTS, SKILLS, SUB_AGENTS, Inventory
-from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE, Carried, Dropped,
-                                             PluginFormat, PluginSpec, Written, context_text, copy_adapter,
+from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE, context_text, copy_adapter,
                                              copy_skills, hook_config, unlisted_scripts, python_note, readme, write_json,
                                              write_record, write_text)
 from git_hermit.hosts.claude_code import HOST as CLAUDE_CODE
+from git_hermit.model.inventory import CONTEXT, HOOKS, MEMORY, SCRIPTS, SKILLS, SUB_AGENTS, Inventory
+from git_hermit.model.plugin_format import Carried, Dropped, PluginFormat, PluginSpec, Written
 
 HOST = CLAUDE_CODE.name
 RUNTIME = '"${CLAUDE_PLUGIN_ROOT}/' + ADAPTER_DIR + '"'

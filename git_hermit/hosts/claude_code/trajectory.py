@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
+from git_hermit.model.trajectory import ReadState, Step
 
-from git_hermit.trajectories._stream import ReadState, StepAssembler, as_int, content_text, iter_records
-from git_hermit.trajectories.model import Step
+from git_hermit.trajectories._stream import StepAssembler, as_int, content_text, iter_records
 
 _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
 # records that carry no conversation: skipped on purpose (progress ticks of running tools and

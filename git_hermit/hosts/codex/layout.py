@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from git_hermit.adapter.components import CONTEXT, HOOKS, MEMORY, SCRIPTS, SKILLS, SUB_AGENTS, Inventory
-from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE, Carried, Dropped,
-                                             PluginFormat, PluginSpec, Written, copy_adapter, copy_skills,
+from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE, copy_adapter, copy_skills,
                                              hook_config, python_note, readme, unlisted_scripts, write_json,
                                              write_record, write_text)
 from git_hermit.hosts.codex import HOST as CODEX
+from git_hermit.model.inventory import CONTEXT, HOOKS, MEMORY, SCRIPTS, SKILLS, SUB_AGENTS, Inventory
+from git_hermit.model.plugin_format import Carried, Dropped, PluginFormat, PluginSpec, Written
 
 HOST = CODEX.name
 RUNTIME = '"${PLUGIN_ROOT}/' + ADAPTER_DIR + '"'

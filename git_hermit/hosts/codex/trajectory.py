@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
+from git_hermit.model.trajectory import ReadState, Step
 
-from git_hermit.trajectories._stream import (ReadState, StepAssembler, as_int, content_text, image_placeholder,
+from git_hermit.trajectories._stream import (StepAssembler, as_int, content_text, image_placeholder,
                                             iter_records, parse_arguments)
-from git_hermit.trajectories.model import Step
 
 # Early rollout files wrote response items bare (no timestamp/type/payload envelope).
 LEGACY_ROLLOUT_ITEMS = frozenset({"message", "reasoning", "function_call", "function_call_output",

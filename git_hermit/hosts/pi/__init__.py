@@ -17,9 +17,8 @@ from git_hermit.hosts.wire import Wire, _join
 if TYPE_CHECKING:
     from hermit_hooks import HookResult
 
-    from git_hermit.adapter.plugins.base import PluginFormat
-    from git_hermit.trajectories._stream import ReadState
-    from git_hermit.trajectories.model import Step
+    from git_hermit.model.plugin_format import PluginFormat
+    from git_hermit.model.trajectory import ReadState, Step
 
 # Pi's models.json ``api`` for each agent.provider.wire_api (unset: Anthropic Messages).
 APIS = {None: "anthropic-messages", "messages": "anthropic-messages", "chat": "openai-completions",

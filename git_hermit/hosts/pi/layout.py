@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 
 from git_hermit import resources
-from git_hermit.adapter.components import (CONTEXT, HOOKS, MEMORY, MIDDLEWARE_FUNCTIONS, SCRIPTS, SKILLS,
-                                           SUB_AGENTS, Inventory)
-from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE, Carried, Dropped,
-                                             PluginFormat, PluginSpec, Written, context_text, copy_adapter,
+from git_hermit.adapter.plugins.base import (ADAPTER_DIR, CARD_FILE, README_FILE, context_text, copy_adapter,
                                              copy_skills, python_note, readme, unlisted_scripts, write_json,
                                              write_record, write_text)
 from git_hermit.hosts.pi import HOST as PI
+from git_hermit.model.inventory import (CONTEXT, HOOKS, MEMORY, MIDDLEWARE_FUNCTIONS, SCRIPTS, SKILLS, SUB_AGENTS,
+                                        Inventory)
+from git_hermit.model.plugin_format import Carried, Dropped, PluginFormat, PluginSpec, Written
 
 HOST = PI.name
 EXTENSION = "extensions/hermit.ts"

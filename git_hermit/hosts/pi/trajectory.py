@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from git_hermit.model.rollout import Usage
+from git_hermit.model.trajectory import ReadState, Step
 
-from git_hermit.trajectories._stream import ReadState, StepAssembler, as_int, content_text, iter_records
-from git_hermit.trajectories.model import Step
+from git_hermit.trajectories._stream import StepAssembler, as_int, content_text, iter_records
 
 FORMAT = "pi"    # the format's name, as Pi's host module lists it
 _EXIT_CODE = re.compile(r"(?:Command exited with code|exit code:?)\s+(-?\d+)", re.IGNORECASE)
