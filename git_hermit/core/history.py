@@ -679,3 +679,23 @@ def resolve_target(ctx: RunContext | None, repo: Repo, target: str) -> tuple[int
             raise GitStateError(f"cannot resolve {target!r} without a run", hint="pass --run NAME")
         return step, ctx.step_commit(step)
     return None, repo.resolve_commit(target)
+
+
+def stream_scores(history: RunHistory) -> dict[int, dict[str, Any]]:
+    """Per step with training scores: the cumulative stream pass@1 over every window rolled out up
+    to it, seed 002's one number for a stream (the mean per-task pass@1 over all the stream's tasks
+    so far, a task's latest window counting; None while no task has an attempt), with how many
+    tasks that covers, the window's own tasks and the windows so far. `report` and `log` read it."""
+    per_task: dict[str, float] = {}
+    out: dict[int, dict[str, Any]] = {}
+    for view in history.steps:
+        scores = view.scores if view.scores is not None and view.scores.split == "train" else None
+        if scores is None:
+            continue       # a note written only by a held-out eval
+        for task, score in scores.tasks.items():
+            if score.attempts:
+                per_task[task] = sum(a.outcome == "pass" for a in score.attempts) / len(score.attempts)
+        out[view.step] = {"pass_at_1": round(sum(per_task.values()) / len(per_task), 6) if per_task else None,
+                          "tasks": len(per_task), "window_tasks": len(scores.tasks), "windows": len(out) + 1}
+    return out
+

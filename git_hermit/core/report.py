@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from git_hermit.core.card import AdapterCard, build_card
-from git_hermit.core.history import RunHistory, StepView, load_history
+from git_hermit.core.history import RunHistory, StepView, load_history, stream_scores
 from git_hermit.core.runs import RunContext, parse_step_name, seed_branch, step_ref
 from git_hermit.errors import DamagedRecord, GitStateError, SchemaError
 from git_hermit.gitio import NOTES_REFS, NotesStore, remote_url
@@ -303,21 +303,9 @@ def _provenance(ctx: RunContext, view: StepView) -> tuple[ProvenanceRow, ...]:
 
 
 def stream_score(history: RunHistory, step: int) -> dict[str, Any] | None:
-    """The cumulative stream pass@1 up to ``step`` (views.stream_scores' number: the mean per-task
-    pass@1 over every task of the windows rolled out so far), None before any window."""
-    per_task: dict[str, float] = {}
-    windows = 0
-    for v in history.steps:
-        if v.step > step + 1:
-            break
-        scores = v.scores if v.scores is not None and v.scores.split == "train" else None
-        if scores is None or v.step > step:
-            continue
-        windows += 1
-        for task, score in scores.tasks.items():
-            if score.attempts:
-                per_task[task] = sum(a.outcome == "pass" for a in score.attempts) / len(score.attempts)
-    if not per_task:
+    """The cumulative stream pass@1 up to ``step`` (history.stream_scores' number), None before
+    any window."""
+    upto = [entry for n, entry in stream_scores(history).items() if n <= step]
+    if not upto or upto[-1]["pass_at_1"] is None:
         return None
-    return {"pass_at_1": round(sum(per_task.values()) / len(per_task), 6), "tasks": len(per_task),
-            "windows": windows}
+    return {key: upto[-1][key] for key in ("pass_at_1", "tasks", "windows")}

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from git_hermit.core.history import CommitRecords, RunHistory, StepView, exception_types
+from git_hermit.core.history import stream_scores as history_stream_scores
 from git_hermit.render.escape import terminal as _t
 if TYPE_CHECKING:   # the records module is imported where a record is read: a warm `log --json` reads none
     from git_hermit.checked import Fragments
@@ -78,20 +79,9 @@ def _split(view: StepView, name: str) -> dict[str, Any] | None:
 
 
 def stream_scores(history: RunHistory) -> dict[int, dict[str, Any]]:
-    """Per step: the cumulative stream pass@1 over every window rolled out up to it (the mean
-    per-task pass@1 over all the stream's tasks so far, seed 002's one number for a stream)."""
-    per_task: dict[str, float] = {}
-    out: dict[int, dict[str, Any]] = {}
-    for view in history.steps:
-        scores = _train(view)
-        if scores is None:
-            continue
-        for task, score in scores.tasks.items():
-            if score.attempts:
-                per_task[task] = sum(a.outcome == "pass" for a in score.attempts) / len(score.attempts)
-        out[view.step] = {"pass_at_1": round(sum(per_task.values()) / len(per_task), 6) if per_task else 0.0,
-                          "tasks": len(per_task), "window_tasks": len(scores.tasks)}
-    return out
+    """Per step: the cumulative stream pass@1 (core.history.stream_scores; 0.0 before any attempt)."""
+    return {n: {"pass_at_1": entry["pass_at_1"] or 0.0, "tasks": entry["tasks"], "window_tasks": entry["window_tasks"]}
+            for n, entry in history_stream_scores(history).items()}
 
 
 def held_out(history: RunHistory, split: str = "test") -> dict[str, Any] | None:
