@@ -315,7 +315,9 @@ def _read_notes(repo: Repo, bad: list[Damage], read_ref: Callable[[str], str | N
             continue
         record = RECORD_KINDS[kind][1].from_dict(found)
         data = record.to_dict()   # kept as to_dict gives it, when that reads back as the same record
-        new[kind][blob] = data if RECORD_KINDS[kind][1].from_dict(data) == record else found
+        # (a note to_dict gives back unchanged, as git-hermit writes them, reads back as itself: one
+        # dict comparison in place of a second from_dict, ~10 ms of a 1,000-step fetch)
+        new[kind][blob] = data if data == found or RECORD_KINDS[kind][1].from_dict(data) == record else found
         if new[kind][blob] is not data:
             raw[kind].append(blob)
         if kind == "manifest":
