@@ -14,6 +14,7 @@ leases are the remote state it merged with; if the remote moved meanwhile, it me
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import re
@@ -506,6 +507,18 @@ def fetch_runs(repo: Repo, remote: str = "origin", *, accept_remote: bool = Fals
                traces: bool = False) -> FetchOutcome:
     """Every run's refs reviewed (share_rules) and moved in one local transaction; what was refused is
     in the outcome (the CLI exits 21 naming it), everything else moved."""
+    # the review parses thousands of notes into a million objects, none in a cycle (reference counting
+    # frees them): the cyclic collector's 146 passes over them were 30 ms of a 1,000-step fetch's CPU
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _fetch_runs(repo, remote, accept_remote=accept_remote, keep_local=keep_local, traces=traces)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _fetch_runs(repo: Repo, remote: str, *, accept_remote: bool, keep_local: bool, traces: bool) -> FetchOutcome:
     remote_refs = fetch_tracking(repo, remote, traces=traces)
     configure_notes_rewrite(repo)      # a clone never ran init: make the notes readable and kept here too
     review = _Review(ACCEPT if accept_remote else KEEP if keep_local else REFUSE)
