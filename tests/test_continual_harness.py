@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT, Result, hermit
+from support.cli_helpers import GIT_HERMIT, Result, hermit
 from conftest import git
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
@@ -25,7 +25,7 @@ from git_hermit.evolvers.params import param_defaults
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
 from git_hermit.model.rollout import RolloutResult
-from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
+from support.step_support import AGENT_SCRIPT, calls, kill_group, wait_for
 from support.continual_harness_helpers import SUPPORT, TEMPLATE, _env, _hermit, _make_run  # noqa: F401
 
 

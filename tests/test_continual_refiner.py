@@ -20,7 +20,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.adapter.templates import load_template
 from git_hermit.evolvers.continual_harness import deltas

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git, snapshot_state
 
 from git_hermit.adapter.templates import list_templates

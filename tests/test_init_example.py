@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git, snapshot_state
 
 ANSWERS = '''import json, pathlib, sys

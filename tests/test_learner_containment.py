@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 
 SUPPORT = Path(__file__).parent / "support"
 SKILL_SCRIPTS = ".agents/skills/debug-failing-test/scripts"

@@ -20,7 +20,7 @@ from git_hermit.hostkit.sessions import run_session
 from support.conformance_helpers import require_cli
 from support.continual_harness_helpers import _hermit, _make_run
 from support.evo_harness_helpers import env as evo_env, make_evo_run, plan as evo_plan, skill
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 
 HOSTS = ("codex", "claude-code")
 

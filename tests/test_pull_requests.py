@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import copy_demo
-from step_support import RUN, change, env_for, make_run, plan
+from support.review_support import copy_demo
+from support.step_support import RUN, change, env_for, make_run, plan
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 from fake_gh import FakeGitHub, install  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.redact import MARK, redact
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.redact import MARK, findings, redact
 

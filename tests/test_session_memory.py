@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 
 
 AGENT = """

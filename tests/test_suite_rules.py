@@ -1,6 +1,6 @@
-"""Rules the test suite keeps (issue 26, item 7): helpers that several test files use live in
-support modules (tests/support/, tests/*_support.py), never in a test file another one imports;
-and every fixture a test reads is inside the repository."""
+"""Rules the test suite keeps (issue 26, item 7): helpers live in one package, tests/support/
+(conftest.py aside), never in a test file another one imports; and every fixture a test reads is
+inside the repository."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def test_no_test_imports_another_test_files_helpers():
             found += [f"{path.relative_to(TESTS)}:{node.lineno} imports {name}"
                       for name in names if name.split(".")[-1].startswith("test_")]
     assert found == [], "move the helpers into tests/support/"
+
+
+def test_every_helper_module_is_in_the_support_package():
+    """tests/ holds test files and conftest.py; a helper module elsewhere is a second helper package."""
+    stray = sorted(p.name for p in TESTS.glob("*.py") if not p.name.startswith("test_") and p.name != "conftest.py")
+    assert stray == [], "move them into tests/support/"
 
 
 def test_no_test_reads_a_fixture_outside_the_repository():

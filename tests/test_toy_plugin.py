@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import git
-from step_support import AGENT_SCRIPT
+from support.step_support import AGENT_SCRIPT
 
 from git_hermit.evolvers import registry as evolvers
 from git_hermit.hosts import registry as hosts

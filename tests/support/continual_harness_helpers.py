@@ -8,9 +8,9 @@ import os
 import sys
 from pathlib import Path
 import yaml
-from cli_helpers import Result, hermit
+from support.cli_helpers import Result, hermit
 from git_hermit.evolvers.continual_harness import deltas
-from step_support import AGENT_SCRIPT
+from support.step_support import AGENT_SCRIPT
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/
 

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 import yaml
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/

@@ -10,7 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 import yaml
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 
 AGENT_PRELUDE = '''\

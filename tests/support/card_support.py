@@ -11,11 +11,11 @@ from pathlib import Path
 
 import yaml
 
-from cli_helpers import hermit
-from review_support import copy_demo
-from step_support import AGENT_SCRIPT, make_run
+from support.cli_helpers import hermit
+from support.review_support import copy_demo
+from support.step_support import AGENT_SCRIPT, make_run
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]   # tests/
 
 
 def demo_copy(demo_run: Path, tmp_path: Path) -> Path:
@@ -61,11 +61,11 @@ def make_continual_run(repo: Path, tasks: int = 3) -> Path:
 
 
 def make_budget_run(repo: Path, max_usd: float) -> Path:
-    """An ahe run whose scripted agent bills $0.02 a rollout (tests/budget_support.py), under a budget."""
-    from budget_support import PRICE
+    """An ahe run whose scripted agent bills $0.02 a rollout (tests/support/budget_support.py), under a budget."""
+    from support.budget_support import PRICE
     control = make_run(repo, {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}, k=2, concurrency=1)
     edit_config(repo, agent={"backend": "scripted", "model": "fake-model", "timeout_s": 60,
-                             "scripted": {"policy": "budget_support:fixed_usage_agent"}},
+                             "scripted": {"policy": "support.budget_support:fixed_usage_agent"}},
                 prices={"fake-model": PRICE, "scripted": {"input": 1.0, "output": 1.0}},
                 budget={"max_usd": max_usd})
     return control

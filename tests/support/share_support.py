@@ -20,11 +20,11 @@ from typing import Any
 
 import yaml
 
-from cli_helpers import Result, hermit
+from support.cli_helpers import Result, hermit
 from conftest import git
-from step_support import AGENT_SCRIPT, change, plan
+from support.step_support import AGENT_SCRIPT, change, plan
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]   # tests/
 SUPPORT = TESTS / "support"
 RUN = "r"
 TEMPLATES = {"ahe": None, "continual-harness": "continual-harness@1.0", "evo-harness": "evo-harness@1.0"}

@@ -2,7 +2,7 @@
 benchmark, a ``command`` acting agent that answers what the deployed MEMORY.md tells it, and
 scripted Agent Debugger / Evolve Agent learners driven by a per-test control directory.
 
-The learners run inside the `git hermit` subprocess: set ``PYTHONPATH`` to this folder and
+The learners run inside the `git hermit` subprocess: set ``PYTHONPATH`` to tests/ and
 ``HERMIT_TEST_CONTROL`` to the control directory (``env_for``). Every agent and learner call
 is appended to a log in the control directory, so tests can count them; a ``hold-*`` file
 makes the matching call block, so a test can kill the process at a known point.
@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from conftest import git
 
 RUN = "r"
 CONTROL_ENV = "HERMIT_TEST_CONTROL"
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]   # tests/
 
 # The acting agent: a `command` backend program. Its environment is filtered by the framework,
 # so the control directory is baked into the script instead of passed through the environment.
@@ -76,8 +76,8 @@ def make_run(repo: Path, answers: dict[str, str], *, k: int = 2, params: dict[st
     config["agent"] = {"backend": "command", "timeout_s": 60,
                        "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
     config["evolver"] = {"name": "ahe", "base": "scripted",
-                         "scripted": {"debugger": "step_support:debugger_session",
-                                      "evolve": "step_support:evolve_session"},
+                         "scripted": {"debugger": "support.step_support:debugger_session",
+                                      "evolve": "support.step_support:evolve_session"},
                          "params": {"k": k, "rollback": "auto", "target_pass_rate": 1.0,
                                     "debugger": {"retries": 1, "backoff_s": 0.0}, **(params or {})}}
     config["trainer"] = {"epochs": epochs, "allow_early_stop": allow_early_stop, "concurrency": concurrency}

@@ -13,7 +13,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.core.records import StepRecord, add_steps
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
