@@ -11,7 +11,8 @@ import tarfile
 
 import pytest
 
-from support.card_support import continual_env, demo_copy, edit_config, make_budget_run, make_continual_run
+from support.card_support import continual_env, demo_copy, make_budget_run, make_continual_run
+from support.project import edit_config
 from support.cli_helpers import hermit
 from conftest import git
 from support.review_support import teammate_clone

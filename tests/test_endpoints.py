@@ -175,10 +175,10 @@ def test_continual_harness_refiner_passes_on_a_chat_completions_server(repo_with
     500; each pass's answer is applied and committed on its own."""
     from support.cli_helpers import hermit
     from conftest import git
-    from support.continual_harness_helpers import _make_run
+    from support.continual_harness_helpers import make_continual_run
 
     repo = repo_with_history
-    _make_run(repo, tasks=3)
+    make_continual_run(repo, tasks=3)
     policy = (repo / "adapter" / "AGENTS.md").read_text() + "\n- Lesson from the chat server: answer tersely.\n"
     answers = {
         "prompt optimisation": "```markdown\n" + policy + "```",

@@ -198,8 +198,8 @@ def test_commits_git_hermit_makes_pass_fsck_strict(repo):
 
 # --- continual-harness: Refiner passes ------------------------------------------------------------
 def _continual_run(repo: Path) -> Path:
-    from support.continual_harness_helpers import _make_run
-    return _make_run(repo, tasks=3)
+    from support.continual_harness_helpers import make_continual_run
+    return make_continual_run(repo, tasks=3)
 
 
 def _continual_env(control: Path) -> dict[str, str]:

@@ -78,8 +78,8 @@ def test_a_tie_at_one_third_never_moves_best(repo):
 
 # --- 2 and 9. streaming evolvers: finalize without a best tag; a spent stream is not an error -----
 def test_finalize_without_best_tag_takes_the_last_tip_and_a_spent_stream_exits_0(repo):
-    from support.continual_harness_helpers import _hermit, _make_run
-    control = _make_run(repo, tasks=3)                     # step_size 3: one step spends the stream
+    from support.continual_harness_helpers import _hermit, make_continual_run
+    control = make_continual_run(repo, tasks=3)                     # step_size 3: one step spends the stream
     first = _hermit(repo, control, "step")
     assert first.returncode == 0, first.stderr + first.stdout
     before = (all_refs(repo), notes_snapshot(repo))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.budget_support import PRICE
-from support.card_support import edit_config as _edit   # the one hermit.yaml editor of the tests
+from support.project import edit_config as _edit   # the one hermit.yaml editor of the tests
 from support.cli_helpers import hermit
 from conftest import git
 from support.step_support import env_for, make_run, refs, rollouts_dir

@@ -5,15 +5,12 @@ files a conversion wrote.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
-import yaml
-
-from support.cli_helpers import hermit
+from support.continual_harness_helpers import make_continual_run as continual_run
+from support.project import edit_config
 from support.review_support import copy_demo
-from support.step_support import AGENT_SCRIPT, make_run
+from support.step_support import make_run
 
 TESTS_DIR = Path(__file__).resolve().parents[1]   # tests/
 
@@ -23,41 +20,15 @@ def demo_copy(demo_run: Path, tmp_path: Path) -> Path:
     return copy_demo(demo_run, tmp_path / "demo")
 
 
-def edit_config(repo: Path, **keys) -> None:
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    for key, value in keys.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-
 def continual_env(control: Path) -> dict[str, str]:
     return {"PYTHONPATH": f"{TESTS_DIR / 'support'}:{TESTS_DIR}", "HERMIT_TEST_CONTROL": str(control)}
 
 
 def make_continual_run(repo: Path, tasks: int = 3) -> Path:
-    """`git hermit init --template continual-harness` run ``r`` whose Refiner passes are scripted
-    (tests/support/continual_learners.py); returns the control directory."""
-    control = repo.parent / "control"
-    control.mkdir()
-    assert hermit(repo, "init", "--run", "r", "--template", "continual-harness").code == 0
-    ids = [f"t{i}" for i in range(1, tasks + 1)]
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Task {t}?", "answer": "42"}) + "\n"
-                                              for t in ids))
-    (repo / "rows").mkdir(exist_ok=True)
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in ids))
-    agent = control / "agent.py"
-    agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(control)))
-    agent.chmod(0o755)
-    edit_config(repo, agent={"backend": "command", "timeout_s": 60,
-                             "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]},
-                evolver={"name": "continual-harness", "base": "scripted",
-                         "scripted": {p: f"continual_learners:{p}" for p in ("policy", "subagents", "skills", "memory")},
-                         "params": {"k": 1, "step_size": tasks, "final": "last"}},
-                trainer={"epochs": 10, "allow_early_stop": True, "concurrency": 3})
-    return control
+    """A continual-harness run ``r`` (tests/support/continual_harness_helpers.py's) of ``tasks`` tasks,
+    one step over all of them, its final adapter the last step's; returns the control directory."""
+    return continual_run(repo, tasks, template="continual-harness",
+                         params={"k": 1, "step_size": tasks, "final": "last"})
 
 
 def make_budget_run(repo: Path, max_usd: float) -> Path:
