@@ -27,8 +27,7 @@ from git_hermit.evolvers.continual_harness import deltas
 from git_hermit.evolvers.continual_harness.deltas import HarnessLayout
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-from codex_stream import FIRST_MARK, LAST_MARK, codex_stream, output_mark  # noqa: E402
+from support.codex_stream import FIRST_MARK, LAST_MARK, codex_stream, output_mark
 
 TEMPLATE = "continual-harness@1.0"
 TIP = "refs/heads/hermit/r/step-0001"

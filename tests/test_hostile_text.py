@@ -16,7 +16,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,7 @@ from support.cli_helpers import hermit
 from conftest import git
 from support.step_support import change, env_for, make_run, memory_lines, plan
 
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-import hostile  # noqa: E402
+from support import hostile
 
 PIPE_FILE = "scripts/a|b.py"
 

@@ -17,8 +17,7 @@ from support.cli_helpers import hermit
 from conftest import git
 from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
-import webhooks  # noqa: E402
+from support import webhooks
 
 STEP = "refs/heads/hermit/r/step-{:04d}"
 HEAD2 = "hermit/r/step-0002"

@@ -17,8 +17,7 @@ from support.project import build_project
 from git_hermit.redact import MARK, findings, redact
 
 SUPPORT = Path(__file__).parent / "support"
-sys.path.insert(0, str(SUPPORT))
-from secret_plants import as_text, fake_secrets, needles  # noqa: E402
+from support.secret_plants import as_text, fake_secrets, needles
 
 AGENT = '''#!{python}
 import json, os, sys

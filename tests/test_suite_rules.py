@@ -33,6 +33,17 @@ def test_every_helper_module_is_in_the_support_package():
     assert stray == [], "move them into tests/support/"
 
 
+def test_no_test_puts_the_support_folder_on_sys_path():
+    """Helpers are imported as ``support.<module>``: a module imported by its bare name as well would
+    be a second copy of it, with its own state."""
+    found = [f"{path.relative_to(TESTS)}:{node.lineno}" for path in _python_files()
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr in ("insert", "append") and ast.unparse(node.func.value) == "sys.path"
+             and "support" in ast.unparse(node).lower()]
+    assert found == [], "import it as support.<module>"
+
+
 BUILDER = TESTS / "support" / "project.py"
 CONFIG_WRITERS = {"write_config", "edit_config"}      # project.py's, which write hermit.yaml
 

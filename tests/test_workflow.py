@@ -309,8 +309,7 @@ class Runner:
 
 def test_the_workflow_runs_as_shipped_in_a_fresh_clone(tmp_path):
     from git_hermit.core.workflow import this_installation, workflow_text
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
-    import webhooks
+    from support import webhooks
     from support.step_support import change, env_for, make_run, memory_lines, plan
 
     work = tmp_path / "work"
