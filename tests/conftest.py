@@ -93,7 +93,7 @@ def demo_made(tmp_path_factory):
     workers' temporary directories live in, under a lock the others wait on, and leaves its output
     next to it (a second demo on a 2-core machine cost a worker half a minute). (``--dist loadgroup``
     would keep its tests on one worker, but xdist 3.8 under pytest 9 ignores the groups.)"""
-    from review_support import shared_demo
+    from support.review_support import shared_demo
     return shared_demo(tmp_path_factory)
 
 

@@ -15,10 +15,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
+from support.project import build_project
 from git_hermit.supervise import sandbox
 
 AGENT = """#!{python}
@@ -46,20 +46,14 @@ def _run(repo: Path, tmp_path: Path, *, sandboxed: bool) -> str:
     planted = tmp_path / "users-own-file"
     marker = "PLANTED-" + uuid.uuid4().hex
     planted.write_text(marker + "\n")
-    assert hermit(repo, "init", "--template", "continual-harness@1.0").code == 0
     agent = tmp_path / "agent.py"     # outside the repository: the sandbox shows only what it runs
-    agent.write_text(AGENT.format(python=sys.executable, planted=str(planted), outside=not sandboxed))
-    agent.chmod(0o755)
-    (repo / "tasks.jsonl").write_text(json.dumps({"id": "t1", "prompt": "?", "answer": "4"}) + "\n")
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("t1\n")
-    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["agent"] = {"backend": "command", "timeout_s": 60,
-                    "command": [str(agent), "{prompt_file}", "{workspace}"]}
-    cfg["tasks"] = {"path": "tasks.jsonl"}
-    if sandboxed:
-        cfg["sandbox"] = {"enabled": True, "network": "none"}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    build_project(repo, init_args=("--template", "continual-harness@1.0"),
+                  tasks=[{"id": "t1", "prompt": "?", "answer": "4"}], rows={"train": ["t1"]},
+                  scripts={agent: AGENT.format(python=sys.executable, planted=str(planted), outside=not sandboxed)},
+                  config={"agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{prompt_file}", "{workspace}"]},
+                          "tasks": {"path": "tasks.jsonl"},
+                          **({"sandbox": {"enabled": True, "network": "none"}} if sandboxed else {})})
     return marker
 
 

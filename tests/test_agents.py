@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from support.rollouts_e2e_helpers import make_project, result_files, scores_note
 
 from git_hermit.errors import AgentError, ConfigError

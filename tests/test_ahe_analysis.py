@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from ahe_factory import results, trial
+from support.ahe_factory import results, trial
 
 from git_hermit.evolvers.ahe.analysis import (
     DIFF_CELLS, StepStats, TaskRollouts, classify, diff, pass_at_estimate, stability)

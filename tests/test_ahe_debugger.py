@@ -7,7 +7,7 @@ import json
 from pathlib import PurePosixPath
 
 import pytest
-from ahe_factory import results, trial
+from support.ahe_factory import results, trial
 
 from git_hermit.evolvers.ahe.analysis import classify
 from git_hermit.evolvers.ahe.debugger import (

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from ahe_factory import results
+from support.ahe_factory import results
 
 from git_hermit.evolvers.ahe.analysis import classify, diff, stability
 from git_hermit.evolvers.ahe.attribution import evaluate_changes

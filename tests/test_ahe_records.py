@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ahe_factory import results, trial
+from support.ahe_factory import results, trial
 
 from git_hermit.evolvers.ahe.analysis import classify, diff
 from git_hermit.evolvers.ahe.attribution import evaluate_changes

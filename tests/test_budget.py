@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
-from cli_helpers import hermit
+from support.budget_support import PRICE, ROLLOUT_TOKENS, ROLLOUT_USD
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import teammate_clone
-from step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
+from support.review_support import teammate_clone
+from support.step_support import RUN, calls, env_for, make_run, refs, rollouts_dir, step_dir
 from support.budget_helpers import ANSWERS, BUDGET_EXIT, ROWS, _add_test_split, _close, _edit, _estimate, _finished, _run, _scores_note  # noqa: F401
 
 STEP1 = f"refs/heads/hermit/{RUN}/step-0001"

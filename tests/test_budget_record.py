@@ -10,10 +10,10 @@ import json
 
 import yaml
 
-from budget_support import ROLLOUT_USD
-from cli_helpers import hermit
-from review_support import teammate_clone
-from step_support import RUN, env_for, step_dir
+from support.budget_support import ROLLOUT_USD
+from support.cli_helpers import hermit
+from support.review_support import teammate_clone
+from support.step_support import RUN, env_for, step_dir
 from support.budget_helpers import BUDGET_EXIT, ROWS, _edit, _finished, _run, _scores_note
 from support.rate_limits_helpers import ANSWER_TOKENS, LIMITED_TOKENS, _billed_codex_step, _calls
 

@@ -11,11 +11,12 @@ import tarfile
 
 import pytest
 
-from card_support import continual_env, demo_copy, edit_config, make_budget_run, make_continual_run
-from cli_helpers import hermit
+from support.card_support import continual_env, demo_copy, make_budget_run, make_continual_run
+from support.project import edit_config
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import teammate_clone
-from step_support import change, env_for, make_run, plan
+from support.review_support import teammate_clone
+from support.step_support import change, env_for, make_run, plan
 
 FINAL = "hermit/demo/final"
 

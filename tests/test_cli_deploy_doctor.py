@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import snapshot_state
 
 

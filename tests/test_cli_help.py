@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 
 ROOT = Path(__file__).resolve().parent.parent

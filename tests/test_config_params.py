@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
-from step_support import RUN, calls, env_for, make_run, refs
+from support.cli_helpers import hermit
+from support.step_support import RUN, calls, env_for, make_run, refs
 
 ANSWERS = {"t1": "4", "t2": "7"}
 

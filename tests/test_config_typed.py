@@ -121,9 +121,9 @@ def test_no_evolver_merges_its_params_defaults_again():
 def test_the_step_carries_k_once(repo, monkeypatch):
     """k is resolved once (load_benchmark: -k, else evolver.params.k, else the rows file) and the
     step context carries it once, as ``k``: its params hold no second copy."""
-    from cli_helpers import hermit
+    from support.cli_helpers import hermit
     from git_hermit.evolvers.ahe.evolver import AHEEvolver
-    from step_support import env_for, make_run
+    from support.step_support import env_for, make_run
 
     seen = []
     learn = AHEEvolver.learn

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT, Result, hermit
+from support.cli_helpers import GIT_HERMIT, Result, hermit
 from conftest import git
 from git_hermit.adapter.check_spec import check_adapter
 from git_hermit.adapter.templates import load_template, write_seed
@@ -25,8 +25,8 @@ from git_hermit.evolvers.params import param_defaults
 from git_hermit.evolvers.continual_harness.deltas import DeltaError, HarnessLayout
 from git_hermit.evolvers.continual_harness.evolver import ContinualHarnessEvolver
 from git_hermit.model.rollout import RolloutResult
-from step_support import AGENT_SCRIPT, calls, kill_group, wait_for
-from support.continual_harness_helpers import SUPPORT, TEMPLATE, _env, _hermit, _make_run  # noqa: F401
+from support.step_support import AGENT_SCRIPT, calls, kill_group, wait_for
+from support.continual_harness_helpers import SUPPORT, TEMPLATE, _env, _hermit, make_continual_run  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------- parser units
@@ -188,7 +188,7 @@ def _step_commits(repo: Path, step: int) -> list[str]:
 
 
 def test_two_steps_commit_per_pass_drop_a_broken_pass_and_spend_the_stream(repo):
-    control = _make_run(repo)
+    control = make_continual_run(repo)
     # step 1's skills pass writes a helper that is not Python (check_spec fails it), and step 2's
     # memory pass answers no JSON: each is dropped with its reason, the other passes commit
     (control / "refiner.json").write_text(json.dumps({
@@ -235,7 +235,7 @@ def test_two_steps_commit_per_pass_drop_a_broken_pass_and_spend_the_stream(repo)
 
 
 def test_a_killed_step_resumes_with_the_cached_pass_answers(repo):
-    control = _make_run(repo, tasks=3)
+    control = make_continual_run(repo, tasks=3)
     (control / "hold-refiner-memory").write_text("")
     proc = subprocess.Popen([*GIT_HERMIT, "step"], cwd=repo, env=_env(control), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -270,7 +270,7 @@ if task != "t3":
 
 def _step_with_planting_judge(repo: Path, **params: Any) -> tuple[Path, Any]:
     """A 3-task run whose judge prints a planted verdict (JUDGE), stepped once with ``params``."""
-    control = _make_run(repo, tasks=3)
+    control = make_continual_run(repo, tasks=3)
     judge = control / "judge.py"
     judge.write_text(JUDGE.format(python=sys.executable, planted=PLANTED))
     judge.chmod(0o755)
@@ -306,7 +306,7 @@ def test_feedback_true_shows_the_verdict_of_tasks_below_one(repo):
 
 
 def test_every_pass_dropped_says_why_in_the_commit_body(repo):
-    control = _make_run(repo, tasks=3)
+    control = make_continual_run(repo, tasks=3)
     (control / "refiner.json").write_text(json.dumps({"1": {"policy": "```\n```", "subagents": "no.", "skills": "[1]",
                                                             "memory": "no."}}))
     r = _hermit(repo, control, "step")
@@ -318,7 +318,7 @@ def test_every_pass_dropped_says_why_in_the_commit_body(repo):
 
 
 def test_train_runs_the_whole_stream_once_whatever_trainer_epochs_says(repo):
-    control = _make_run(repo, tasks=7)
+    control = make_continual_run(repo, tasks=7)
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     config["trainer"]["epochs"] = 1
     (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -340,7 +340,7 @@ print(json.dumps({{"reward": 1.0 if "Lesson of step" in policy else 0.0}}))
 
 
 def test_log_shows_the_stream_score_and_train_ends_with_the_held_out_test(repo):
-    control = _make_run(repo, tasks=8)
+    control = make_continual_run(repo, tasks=8)
     judge = control / "judge.py"
     judge.write_text(LESSON_JUDGE.format(python=sys.executable))
     judge.chmod(0o755)
@@ -399,7 +399,7 @@ def _archive_members(path: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("host", ["codex", "claude-code"])
 def test_finalize_archive_writes_the_host_native_layout(repo, host):
-    control = _make_run(repo, tasks=3)
+    control = make_continual_run(repo, tasks=3)
     config = yaml.safe_load((repo / "hermit.yaml").read_text())
     config["host"] = host
     config["evolver"]["params"]["final"] = "last"

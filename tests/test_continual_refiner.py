@@ -18,17 +18,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
+from support.project import build_project
 from git_hermit.adapter.templates import load_template
 from git_hermit.evolvers.continual_harness import deltas
 from git_hermit.evolvers.continual_harness.deltas import HarnessLayout
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-from codex_stream import FIRST_MARK, LAST_MARK, codex_stream, output_mark  # noqa: E402
+from support.codex_stream import FIRST_MARK, LAST_MARK, codex_stream, output_mark
 
 TEMPLATE = "continual-harness@1.0"
 TIP = "refs/heads/hermit/r/step-0001"
@@ -79,27 +78,20 @@ def make_run(repo: Path, server: ScriptedModelServer, *, tasks: dict[str, str], 
              exits: dict[str, int] | None = None, stream_bytes: int = 64 * 1024) -> Path:
     control = repo.parent / "control"
     control.mkdir()
-    r = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
-    assert r.code == 0, r.err
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": STATEMENT if i == 0 else f"Task {t}?",
-                                                          "answer": answer}) + "\n"
-                                              for i, (t, answer) in enumerate(tasks.items())))
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in tasks))
     stream, _ = codex_stream(stream_bytes)
-    for task in tasks:
-        (control / f"stream-{task}.jsonl").write_text(stream)
-    for task, code in (exits or {}).items():
-        (control / f"exit-{task}").write_text(str(code))
     agent = control / "agent.py"
-    agent.write_text(AGENT.format(python=sys.executable, control=str(control)))
-    agent.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60, "command": [str(agent), "{task_id}", "{workspace}"]}
-    config["evolver"] = {"name": "continual-harness", "base": "llm",
-                         "model": {"name": server.model, "provider": {"base_url": server.base_url + "/v1"}},
-                         "params": {"k": 1, "step_size": len(tasks), **(params or {})}}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    build_project(repo, init_args=("--run", "r", "--template", TEMPLATE),
+                  tasks=[{"id": t, "prompt": STATEMENT if i == 0 else f"Task {t}?", "answer": answer}
+                         for i, (t, answer) in enumerate(tasks.items())],
+                  rows={"train": [f"{t}#1" for t in tasks]},
+                  files={**{control / f"stream-{task}.jsonl": stream for task in tasks},
+                         **{control / f"exit-{task}": str(code) for task, code in (exits or {}).items()}},
+                  scripts={agent: AGENT.format(python=sys.executable, control=str(control))},
+                  config={"agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{task_id}", "{workspace}"]},
+                          "evolver": {"name": "continual-harness", "base": "llm",
+                                      "model": {"name": server.model, "provider": {"base_url": server.base_url + "/v1"}},
+                                      "params": {"k": 1, "step_size": len(tasks), **(params or {})}}})
     return control
 
 
@@ -329,12 +321,11 @@ def test_names_are_normalised(given: str, name: str):
 
 
 def test_max_tokens_or_temperature_for_a_session_refiner_is_refused(repo):
-    r = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
-    assert r.code == 0, r.err
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["evolver"]["base"] = "codex"
-    config["evolver"]["params"]["temperature"] = 0.3
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    def codex_refiner_with_a_temperature(config: dict[str, Any]) -> None:
+        config["evolver"]["base"] = "codex"
+        config["evolver"]["params"]["temperature"] = 0.3
+
+    build_project(repo, init_args=("--run", "r", "--template", TEMPLATE), edit=codex_refiner_with_a_temperature)
     r = hermit(repo, "step")
     assert r.code != 0 and "evolver.params.temperature applies to a one-shot Refiner, not a codex session" in r.err
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from share_support import Scenario, diff_inputs, read_inputs
+from support.share_support import Scenario, diff_inputs, read_inputs
 
 EVOLVERS = ("ahe", "continual-harness", "evo-harness")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from card_support import demo_copy, files_under, make_continual_run
-from cli_helpers import hermit
+from support.card_support import demo_copy, files_under, make_continual_run
+from support.cli_helpers import hermit
 from conftest import git, snapshot_state
 
 LOSSY_EXIT = 22

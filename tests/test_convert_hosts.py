@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from card_support import demo_copy
-from cli_helpers import hermit
+from support.card_support import demo_copy
+from support.cli_helpers import hermit
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hostkit.sessions import session_command
 from support.conformance_helpers import require_cli

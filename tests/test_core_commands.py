@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
+from support.project import build_project
 from conftest import git, snapshot_state
 
 from git_hermit.adapter.templates import list_templates
@@ -96,9 +97,7 @@ def test_log_json_on_fresh_run(repo):
 
 
 def test_bad_config_is_one_line_with_exit_code(repo):
-    assert hermit(repo, "init").code == 0
-    text = (repo / "hermit.yaml").read_text()
-    (repo / "hermit.yaml").write_text(text + "surprise: 1\n")
+    build_project(repo, config={"surprise": 1})
     r = hermit(repo, "log")
     assert r.code == 5 and "surprise" in r.err and "Traceback" not in r.err
 

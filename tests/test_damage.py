@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import copy_demo
+from support.review_support import copy_demo
 
 DAMAGED = 18
 STEP = "refs/heads/hermit/demo/step-{:04d}"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import git_hermit
-from support.continual_harness_helpers import SUPPORT, _make_run
+from support.continual_harness_helpers import SUPPORT, make_continual_run
 
 PACKAGE = Path(git_hermit.__file__).resolve().parent
 
@@ -39,7 +39,7 @@ def _count_calls(monkeypatch, module: str, name: str) -> list[int]:
 
 
 def test_a_streaming_step_parses_tasks_and_rows_once(repo, monkeypatch):
-    control = _make_run(repo)
+    control = make_continual_run(repo)
     monkeypatch.setenv("HERMIT_TEST_CONTROL", str(control))
     monkeypatch.syspath_prepend(str(SUPPORT))
     monkeypatch.chdir(repo)

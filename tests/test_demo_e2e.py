@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import copy_demo
+from support.review_support import copy_demo
 
 
 @pytest.mark.slow

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import GIT_HERMIT, hermit
-from step_support import calls, env_for, make_run
+from support.cli_helpers import GIT_HERMIT, hermit
+from support.step_support import calls, env_for, make_run
 
 DISK_FULL = 19
 ANSWERS = {"t1": "4", "t2": "7"}

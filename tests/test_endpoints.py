@@ -141,9 +141,9 @@ def _use_streamed_chat_learners(repo: Path, server: ScriptedModelServer) -> None
 def test_ahe_step_with_one_shot_learners_on_a_chat_completions_server(repo_with_history, monkeypatch):
     """`git hermit step` with `evolver.base: llm`: the Debugger and the Evolve Agent are chat calls to
     the scripted server (streamed), through a 429 and a 500; the Evolve Agent's edit is committed."""
-    from cli_helpers import hermit
+    from support.cli_helpers import hermit
     from conftest import git
-    from step_support import RUN, make_run
+    from support.step_support import RUN, make_run
 
     repo = repo_with_history
     make_run(repo, {"t1": "42", "t2": "7"}, k=1)
@@ -173,12 +173,12 @@ def test_ahe_step_with_one_shot_learners_on_a_chat_completions_server(repo_with_
 def test_continual_harness_refiner_passes_on_a_chat_completions_server(repo_with_history):
     """The Refiner's four passes are one-shot chat calls (`evolver.base: llm`), streamed, through a
     500; each pass's answer is applied and committed on its own."""
-    from cli_helpers import hermit
+    from support.cli_helpers import hermit
     from conftest import git
-    from support.continual_harness_helpers import _make_run
+    from support.continual_harness_helpers import make_continual_run
 
     repo = repo_with_history
-    _make_run(repo, tasks=3)
+    make_continual_run(repo, tasks=3)
     policy = (repo / "adapter" / "AGENTS.md").read_text() + "\n- Lesson from the chat server: answer tersely.\n"
     answers = {
         "prompt optimisation": "```markdown\n" + policy + "```",

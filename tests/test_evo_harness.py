@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.adapter.templates import load_template
 from git_hermit.gitio import files_in_directory

@@ -11,13 +11,13 @@ import shlex
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.hosts.locate import find_node
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import PROMPT_FILE_THRESHOLD, make_learner
-from step_support import RUN, calls, env_for, make_run
+from support.step_support import RUN, calls, env_for, make_run
 from support.evolve_codex_helpers import EVOLVE, MANIFEST, RULE, SKILL, _codex_evolver, require_codex  # noqa: F401
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT
+from support.cli_helpers import GIT_HERMIT
 from conftest import git
-from step_support import RUN, env_for, make_run
+from support.step_support import RUN, env_for, make_run
 
 from git_hermit.evolvers import registry
 

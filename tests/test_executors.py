@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from conftest import git, stop_processes
 from support.rollouts_e2e_helpers import ANSWER_IF_EVEN, make_project, result_files, scores_note
 

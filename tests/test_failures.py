@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git, snapshot_state
-from step_support import RUN, calls, env_for, make_run, rollouts_dir
+from support.step_support import RUN, calls, env_for, make_run, rollouts_dir
 from support.rollouts_e2e_helpers import make_project, result_files, scores_note, starts
 
 from git_hermit.errors import EXIT_CODES, RolloutsFailed

@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import bare_remote, clone, copy_demo
+from support.review_support import bare_remote, clone, copy_demo
 
 RUN = "demo"
 

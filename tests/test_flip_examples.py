@@ -34,9 +34,9 @@ def test_an_example_flip_keeps_no_secret_the_agent_answered_with(repo):
     import sys
     from pathlib import Path
 
-    from cli_helpers import hermit
+    from support.cli_helpers import hermit
     from conftest import git
-    from step_support import AGENT_SCRIPT, RUN, change, env_for, make_run, memory_lines, plan
+    from support.step_support import AGENT_SCRIPT, RUN, change, env_for, make_run, memory_lines, plan
     from support.secret_plants import fake_secrets
 
     secret = fake_secrets()["github"]

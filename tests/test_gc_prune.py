@@ -13,9 +13,9 @@ import os
 import subprocess
 import threading
 
-from cli_helpers import GIT_HERMIT
+from support.cli_helpers import GIT_HERMIT
 from conftest import git
-from step_support import RUN, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9"}
 

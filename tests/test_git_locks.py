@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan, refs
+from support.step_support import RUN, calls, change, env_for, make_run, memory_lines, plan, refs
 
 ANSWERS = {"t1": "4", "t2": "7"}
 STEP1 = f"refs/heads/hermit/{RUN}/step-0001"
@@ -101,7 +101,7 @@ def test_the_lock_records_its_holders_start_time(repo):
     """A step in progress (held in the Evolve Agent) writes its own start time into the lock."""
     control = _run(repo)
     (control / "hold-evolve").write_text("")
-    from step_support import kill_group, start_step, wait_for
+    from support.step_support import kill_group, start_step, wait_for
     proc = start_step(repo, control)
     try:
         wait_for(lambda: (control / "held-evolve").exists(), "the evolve session", proc)

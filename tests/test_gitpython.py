@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from scale_support import build_run
+from support.scale_support import build_run
 
 TOP = Path(__file__).resolve().parents[1]
 

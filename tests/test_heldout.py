@@ -9,9 +9,9 @@ import json
 
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
 from support.evo_harness_helpers import env as evo_env, log as evo_log, make_evo_run, plan as evo_plan, skill
 
 

@@ -16,17 +16,15 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import change, env_for, make_run, memory_lines, plan
+from support.step_support import change, env_for, make_run, memory_lines, plan
 
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-import hostile  # noqa: E402
+from support import hostile
 
 PIPE_FILE = "scripts/a|b.py"
 
@@ -35,7 +33,7 @@ PIPE_FILE = "scripts/a|b.py"
 def hostile_run(tmp_path_factory):
     """Three steps: chg-1 (hostile description, a file named with '|') fixes t1 and t2; chg-2
     (hostile too) regresses t2, is judged HARMFUL and rolled back at step 3."""
-    from review_support import isolated_env
+    from support.review_support import isolated_env
     root = tmp_path_factory.mktemp("hostile")
     env = isolated_env(root / "home")
     with pytest.MonkeyPatch.context() as patch:      # the run is built once, under its own identity

@@ -9,8 +9,9 @@ import sys
 
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git, snapshot_state
+from support.project import build_project
 
 ANSWERS = '''import json, pathlib, sys
 prompt = pathlib.Path(sys.argv[1]).read_text()
@@ -55,8 +56,9 @@ def test_example_is_a_benchmark_the_next_commands_run(repo_with_history):
     assert flight.code == (5 if len(problems) == 2 else 12), flight.out   # 12: no codex on this machine
     agent = repo.parent / "agent.py"
     agent.write_text(ANSWERS)
-    config["agent"] = {"backend": "command", "command": [sys.executable, str(agent), "{prompt_file}", "{workspace}"]}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    build_project(repo, initialised=True,
+                  config={"agent": {"backend": "command",
+                                    "command": [sys.executable, str(agent), "{prompt_file}", "{workspace}"]}})
     train = hermit(repo, "rollout")
     assert train.code == 0, train.err
     assert "pass@1 1.000" in train.out and "k=2" in train.out

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from conftest import git
 from support.rollouts_e2e_helpers import make_project
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 
 SUPPORT = Path(__file__).parent / "support"
 SKILL_SCRIPTS = ".agents/skills/debug-failing-test/scripts"
@@ -198,8 +198,8 @@ def test_commits_git_hermit_makes_pass_fsck_strict(repo):
 
 # --- continual-harness: Refiner passes ------------------------------------------------------------
 def _continual_run(repo: Path) -> Path:
-    from support.continual_harness_helpers import _make_run
-    return _make_run(repo, tasks=3)
+    from support.continual_harness_helpers import make_continual_run
+    return make_continual_run(repo, tasks=3)
 
 
 def _continual_env(control: Path) -> dict[str, str]:

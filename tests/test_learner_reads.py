@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
-from step_support import RUN, env_for, make_run, step_dir
+from support.cli_helpers import hermit
+from support.step_support import RUN, env_for, make_run, step_dir
 
 from git_hermit.supervise import sandbox
 

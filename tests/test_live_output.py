@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from cli_helpers import GIT_HERMIT, hermit
-from step_support import change, env_for, make_run, memory_lines, plan
+from support.cli_helpers import GIT_HERMIT, hermit
+from support.step_support import change, env_for, make_run, memory_lines, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

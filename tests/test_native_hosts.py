@@ -18,9 +18,9 @@ import yaml
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.hostkit.sessions import run_session
 from support.conformance_helpers import require_cli
-from support.continual_harness_helpers import _hermit, _make_run
+from support.continual_harness_helpers import _hermit, make_continual_run
 from support.evo_harness_helpers import env as evo_env, make_evo_run, plan as evo_plan, skill
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 
 HOSTS = ("codex", "claude-code")
 
@@ -54,7 +54,7 @@ def _session(host: str, project: Path, tmp: Path, script: list[Turn]):
 @pytest.mark.parametrize("host", HOSTS)
 def test_continual_harness_snapshot_runs_natively(repo, tmp_path, host):
     require_cli(host)
-    control = _make_run(repo, tasks=3)
+    control = make_continual_run(repo, tasks=3)
     _set(repo, host, final="last")
     assert _hermit(repo, control, "step").returncode == 0
     archive = tmp_path / "final.tar.gz"

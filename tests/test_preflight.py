@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, calls, env_for, make_run, memory_lines
+from support.step_support import RUN, calls, env_for, make_run, memory_lines
 
 from git_hermit.hosts import registry
 
@@ -166,7 +166,7 @@ def test_no_warning_when_the_work_tree_is_only_behind_the_run(repo):
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "tasks, rows, config")
     plan_memory = {"append": {"MEMORY.md": memory_lines({"t1": "4"})}}
-    from step_support import change, plan
+    from support.step_support import change, plan
     plan(control, 1, **plan_memory, changes=[change("chg-1", ["MEMORY.md"], fixes=["t1"])])
     assert hermit(repo, "step", env=env_for(control)).code == 0
     r = hermit(repo, "step", env=env_for(control))          # main's adapter/ is the seed, the tip moved on

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import copy_demo
-from step_support import RUN, change, env_for, make_run, plan
+from support.review_support import copy_demo
+from support.step_support import RUN, change, env_for, make_run, plan
 
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-from fake_gh import FakeGitHub, install  # noqa: E402
+from support.fake_gh import FakeGitHub, install
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9"}
 

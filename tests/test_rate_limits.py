@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from support.rollouts_e2e_helpers import make_project, result_files, scores_note
 
 from git_hermit.hosts.registry import find_host_cli
@@ -131,7 +131,7 @@ def _spent(repo: Path, env: dict) -> int:
 
 
 def test_a_rate_limited_attempts_tokens_are_in_the_steps_ledger_note_and_estimate_once(repo):
-    from step_support import RUN, env_for, step_dir
+    from support.step_support import RUN, env_for, step_dir
     control = _billed_codex_step(repo, limited=1)
     env = env_for(control)
     r = hermit(repo, "step", env=env, timeout=120)
@@ -150,7 +150,7 @@ def test_a_rate_limited_attempts_tokens_are_in_the_steps_ledger_note_and_estimat
 
 
 def test_a_rate_limited_attempt_that_crosses_the_budget_stops_the_step_and_resume_bills_it_once(repo):
-    from step_support import env_for, step_dir
+    from support.step_support import env_for, step_dir
     control = _billed_codex_step(repo, limited=1, budget={"max_tokens": 100})
     env = env_for(control)
     r = hermit(repo, "step", env=env, timeout=120)
@@ -186,7 +186,7 @@ def test_a_rerun_rollout_bills_the_rate_limited_attempt_once_in_its_note_and_led
 
 
 def test_a_killed_step_resumes_and_bills_the_rate_limited_attempt_it_recorded_once(repo):
-    from step_support import env_for, kill_group, rollouts_dir, start_step, step_dir, wait_for
+    from support.step_support import env_for, kill_group, rollouts_dir, start_step, step_dir, wait_for
     control = _billed_codex_step(repo, limited=1)
     fake = control / "codex"          # answering sessions wait while control/hold exists
     fake.write_text(fake.read_text().replace('answer = prompt', 'while (control / "hold").exists():\n'

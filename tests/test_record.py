@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import Waiter, hermit
+from support.cli_helpers import Waiter, hermit
 from conftest import git
-from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
 
 BEST = f"refs/tags/hermit/{RUN}/best"
 
@@ -78,8 +78,8 @@ def test_a_tie_at_one_third_never_moves_best(repo):
 
 # --- 2 and 9. streaming evolvers: finalize without a best tag; a spent stream is not an error -----
 def test_finalize_without_best_tag_takes_the_last_tip_and_a_spent_stream_exits_0(repo):
-    from support.continual_harness_helpers import _hermit, _make_run
-    control = _make_run(repo, tasks=3)                     # step_size 3: one step spends the stream
+    from support.continual_harness_helpers import _hermit, make_continual_run
+    control = make_continual_run(repo, tasks=3)                     # step_size 3: one step spends the stream
     first = _hermit(repo, control, "step")
     assert first.returncode == 0, first.stderr + first.stdout
     before = (all_refs(repo), notes_snapshot(repo))
@@ -245,7 +245,7 @@ def test_step_output_log_show_and_notes_agree_on_step_numbers(demo, demo_master)
 def evolve_then_collide(workspace: Path, prompt: str, key: str) -> str:
     """A scripted Evolve Agent that, on its first call, makes the step's publication fail by
     creating the step's branch itself (as a concurrent process would): the step then resumes."""
-    from step_support import control_dir, evolve_session
+    from support.step_support import control_dir, evolve_session
     control = control_dir()
     text = evolve_session(workspace, prompt, key)
     marker = control / "collided"
@@ -285,7 +285,7 @@ def test_learner_usage_of_cached_sessions_survives_a_resume(repo):
 
 # --- 12. timeout_as: fail still tells the Debugger about the timeout -------------------------------
 def debugger_recording(workspace: Path, prompt: str, key: str) -> str:
-    from step_support import control_dir, debugger_session
+    from support.step_support import control_dir, debugger_session
     (control_dir() / f"debugger-prompt-{key}.md").write_text(prompt)
     return debugger_session(workspace, prompt, key)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import copy_demo
+from support.review_support import copy_demo
 
 RUN = "demo"
 REF = f"refs/hermit/{RUN}/records"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
+from support.project import build_project
 from git_hermit.redact import MARK, redact
 
 SECRET = "hermit-test-secret-7f3a9c1e5b"
@@ -24,23 +25,19 @@ def test_redact_env_values_and_key_shapes(monkeypatch):
 
 
 def test_a_leaked_secret_stays_out_of_git_and_learners(repo, tmp_path):
-    assert hermit(repo, "init", "--run", "r").code == 0
     agent = tmp_path / "agent.sh"
+
+    def command_agent_and_scripted_learners(config: dict) -> None:
+        config["agent"].update(backend="command", command=[str(agent), "{prompt_file}", "{workspace}"])
+        config["tasks"] = {"path": "tasks.jsonl"}
+        config["evolver"].update(base="scripted", scripted={"debugger": "redaction_learners:debugger",
+                                                            "evolve": "redaction_learners:evolve"})
+
     # the agent leaks the secret it finds in a file of its environment into its output
-    agent.write_text(f"#!/bin/sh\necho \"my key is {SECRET}\"\necho 5\n")
-    agent.chmod(0o755)
-    (repo / "tasks.jsonl").write_text('{"id": "t1", "prompt": "2+2?", "answer": "4"}\n')
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("t1#1\nt1#2\n")
-    text = (repo / "hermit.yaml").read_text()
-    text = text.replace("  backend: codex               # codex | claude-code | pi | command | scripted",
-                        f"  backend: command\n  command: [{agent}, '{{prompt_file}}', '{{workspace}}']")
-    text = text.replace("tasks: {path: tasks.jsonl, id_field: id, prompt_field: prompt, answer_field: answer}",
-                        "tasks: {path: tasks.jsonl}")
-    text = text.replace("  base: codex                  # the learners' backend: codex | claude-code | llm | scripted",
-                        "  base: scripted\n  scripted: {debugger: 'redaction_learners:debugger', "
-                        "evolve: 'redaction_learners:evolve'}")
-    (repo / "hermit.yaml").write_text(text)
+    build_project(repo, init_args=("--run", "r"), tasks=[{"id": "t1", "prompt": "2+2?", "answer": "4"}],
+                  rows={"train": ["t1#1", "t1#2"]},
+                  scripts={agent: f"#!/bin/sh\necho \"my key is {SECRET}\"\necho 5\n"},
+                  edit=command_agent_and_scripted_learners)
     prompts = tmp_path / "prompts.log"
     env = {"PYTHONPATH": f"{SUPPORT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "HERMIT_TEST_PROMPT_LOG": str(prompts), "DEPLOY_API_TOKEN": SECRET}

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import NODE_TOOLS, copy_demo
+from support.review_support import NODE_TOOLS, copy_demo
 
 MERMAID_JS = NODE_TOOLS / "node" / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from card_support import continual_env, make_continual_run
-from cli_helpers import hermit
+from support.card_support import continual_env, make_continual_run
+from support.cli_helpers import hermit
 from conftest import git
 from support.evo_harness_helpers import env as evo_env, make_evo_run, plan as evo_plan, skill, tip
 

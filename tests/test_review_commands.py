@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
-import webhooks  # noqa: E402
+from support import webhooks
 
 STEP = "refs/heads/hermit/r/step-{:04d}"
 HEAD2 = "hermit/r/step-0002"
@@ -187,7 +186,7 @@ def test_commands_parse_lines_not_quotes_or_code():
 
 @pytest.mark.parametrize("evolver", ["ahe", "continual-harness", "evo-harness"])
 def test_a_reviewers_note_reaches_every_evolvers_next_learners(tmp_path, evolver):
-    from share_support import Scenario, read_inputs
+    from support.share_support import Scenario, read_inputs
     scenario = Scenario(tmp_path, evolver)
     scenario.start("a")
     scenario.step("a")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.core.commits import step_message, subject_line
 

@@ -10,9 +10,9 @@ import json
 import os
 import stat
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git, snapshot_state
-from step_support import RUN, change, env_for, make_run, memory_lines, plan, step_dir
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan, step_dir
 from support.step_helpers import HARMFUL_STEP2, _three_steps, chain, note, rev, run_step, step_ref, trailers, tree
 
 
@@ -213,7 +213,7 @@ def test_rollback_takes_the_run_lock_itself_not_the_cli(repo):
 def test_rollback_and_finalize_wait_for_a_held_lock_with_wait(repo):
     """Like step, rollout and eval: with --wait, rollback and finalize wait for the run lock that
     another process holds (saying so on stderr), then run; without it they exit 6."""
-    from cli_helpers import Waiter
+    from support.cli_helpers import Waiter
     from git_hermit.gitio import Repo, RunLock
     _two_memory_steps(repo, _insert_after_header)
     before = rev(repo, step_ref(2))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from support.rollout_reuse_helpers import rows_of_k
 from support.rollouts_e2e_helpers import make_project, scores_note
 

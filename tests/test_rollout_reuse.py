@@ -21,7 +21,7 @@ from git_hermit.rollouts.executors import PREPARE_AHEAD
 from git_hermit.rollouts.tasks import Task
 from git_hermit.rollouts.worker import RolloutJob, execute_rollout
 from git_hermit.supervise.scratch import drop_slots
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from support.rollouts_e2e_helpers import commit_candidate, make_project, result_files
 from support.rollout_reuse_helpers import rows_of_k  # noqa: F401
@@ -230,9 +230,9 @@ def test_the_steps_of_a_train_reuse_the_first_steps_rollout_directories(repo, mo
     """Each step's batch of rollouts made its directories again (~40 inodes each); within one
     `train` they are made (or taken from the parked ones) for the first batch only (counted in
     process: run_cli)."""
-    from cli_helpers import run_cli
+    from support.cli_helpers import run_cli
     from git_hermit.supervise import scratch
-    from step_support import change, env_for, make_run, memory_lines, plan
+    from support.step_support import change, env_for, make_run, memory_lines, plan
     made: list[str] = []       # made, or taken from those an earlier command parked
     real, take = scratch.scratch_dir, scratch._take_parked
 

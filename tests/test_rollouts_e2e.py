@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from git_hermit.rollouts.executors import PREPARE_AHEAD
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from conftest import git, snapshot_state
 from support.rollouts_e2e_helpers import AGENT_PRELUDE, ANSWER_IF_EVEN, commit_candidate, make_project, result_files, scores_note, starts  # noqa: F401
 

@@ -3,8 +3,8 @@ fresh clone reads and continues it, records stay with their step whatever moves 
 killed during its learners restarts in a fresh clone without re-running a rollout, and a clone that
 lacks part of a run's records is told so (a step refuses to continue with less).
 
-Machines are clones of a bare remote (tests/share_support.py); learners are scripted, the acting
-agent a `command` (tests/step_support.py's), so every rollout is counted in the control's agent.log.
+Machines are clones of a bare remote (tests/support/share_support.py); learners are scripted, the acting
+agent a `command` (tests/support/step_support.py's), so every rollout is counted in the control's agent.log.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import os
 import signal
 import subprocess
 
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from conftest import git
-from share_support import RUN, Scenario, diff_inputs, read_inputs
-from step_support import calls, wait_for
+from support.share_support import RUN, Scenario, diff_inputs, read_inputs
+from support.step_support import calls, wait_for
 
 
 def _refs(repo) -> str:

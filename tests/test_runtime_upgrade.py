@@ -12,9 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 from support.step_helpers import chain, note, rev, run_step, step_ref, trailers
 
 from git_hermit import resources

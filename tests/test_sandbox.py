@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 from git_hermit.learners import make_learner
 from git_hermit.model.config_blocks import SandboxConfig
 from git_hermit.supervise import sandbox
-from step_support import make_run
+from support.step_support import make_run
 from support.evolve_codex_helpers import require_codex
 
 SEED_000 = {"enabled": True, "network": "restricted", "allow": ["chatgpt.com", "auth.openai.com"]}
@@ -241,7 +241,7 @@ def test_step_with_seed_000_sandbox_runs_codex_learners_inside_it(repo):
     require_bwrap()
     require_codex()
     from support.evolve_codex_helpers import EVOLVE, SKILL, _codex_evolver
-    from step_support import RUN, env_for
+    from support.step_support import RUN, env_for
     from conftest import git
     control = make_run(repo, {"t1": "4"}, k=1)
     agent = control / "answer.py"

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from scale_support import build_run, counting_git
+from support.scale_support import build_run, counting_git
 
 N = 6
 

@@ -12,11 +12,11 @@ import json
 import pytest
 import yaml
 
-from budget_support import ROLLOUT_TOKENS, ROLLOUT_USD
-from cli_helpers import hermit
+from support.budget_support import ROLLOUT_TOKENS, ROLLOUT_USD
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import teammate_clone
-from step_support import RUN, calls, env_for
+from support.review_support import teammate_clone
+from support.step_support import RUN, calls, env_for
 from support.budget_helpers import ANSWERS, BUDGET_EXIT, _add_test_split, _close, _edit, _estimate, _run, _scores_note
 
 SEED = f"hermit/{RUN}/step-0000"

@@ -10,15 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
+from support.project import build_project
 from git_hermit.redact import MARK, findings, redact
 
 SUPPORT = Path(__file__).parent / "support"
-sys.path.insert(0, str(SUPPORT))
-from secret_plants import as_text, fake_secrets, needles  # noqa: E402
+from support.secret_plants import as_text, fake_secrets, needles
 
 AGENT = '''#!{python}
 import json, os, sys
@@ -92,26 +91,21 @@ def test_every_secret_kind_stays_out_of_git_hermit_files_and_learners(repo, tmp_
     control = tmp_path / "control"
     control.mkdir()
     (control / "plants.json").write_text(json.dumps(plants))
-    assert hermit(repo, "init", "--run", "r").code == 0
     everything = "\n".join(plants.values())
-    (repo / "tasks.jsonl").write_text(json.dumps({"id": "t1", "prompt": "What is 2+2?\n" + everything,
-                                                  "answer": "4"}) + "\n")
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("t1#1\nt1#2\n")
-    agent = control / "agent.py"
-    agent.write_text(AGENT.format(python=sys.executable, control=str(control)))
-    verifier = control / "verifier.py"
-    verifier.write_text(VERIFIER.format(python=sys.executable, control=str(control)))
-    for script in (agent, verifier):
-        script.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60, "command": [str(agent), "{prompt_file}", "{workspace}"]}
-    config["judge"] = {"kind": "command", "command": [str(verifier)]}
-    config["tasks"] = {"path": "tasks.jsonl"}
-    config["evolver"] = {"name": "ahe", "base": "scripted",
-                         "scripted": {"debugger": "redaction_learners:debugger", "evolve": "redaction_learners:evolve"},
-                         "params": {"k": 2}}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    agent, verifier = control / "agent.py", control / "verifier.py"
+    build_project(repo, init_args=("--run", "r"), tasks=[{"id": "t1", "prompt": "What is 2+2?\n" + everything,
+                                                          "answer": "4"}],
+                  rows={"train": ["t1#1", "t1#2"]},
+                  scripts={agent: AGENT.format(python=sys.executable, control=str(control)),
+                           verifier: VERIFIER.format(python=sys.executable, control=str(control))},
+                  config={"agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{prompt_file}", "{workspace}"]},
+                          "judge": {"kind": "command", "command": [str(verifier)]},
+                          "tasks": {"path": "tasks.jsonl"},
+                          "evolver": {"name": "ahe", "base": "scripted",
+                                      "scripted": {"debugger": "redaction_learners:debugger",
+                                                   "evolve": "redaction_learners:evolve"},
+                                      "params": {"k": 2}}})
     prompts = tmp_path / "prompts.log"
     # every kind in git-hermit's environment under names with no secret word (the judge gets it
     # all), and a proxy URL with a password in the agent's environment

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
-import yaml
-
-from cli_helpers import hermit
+from support.cli_helpers import hermit
+from support.project import build_project
 
 
 AGENT = """
@@ -22,17 +20,11 @@ print(1)
 
 
 def test_changed_session_memory_is_stored_beside_the_result(repo):
-    assert hermit(repo, "init", "--template", "continual-harness@1.0").code == 0
-    (repo / "agent.py").write_text(AGENT)
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": "?", "answer": "1"}) + "\n"
-                                              for t in ("t1", "t2")))
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("t1\nt2\n")
-    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["agent"] = {"backend": "command", "command": [sys.executable, str(repo / "agent.py"), "{prompt_file}",
-                                                      "{workspace}", "{task_id}"]}
-    cfg["tasks"] = {"path": "tasks.jsonl"}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    build_project(repo, init_args=("--template", "continual-harness@1.0"), files={repo / "agent.py": AGENT},
+                  tasks=[{"id": t, "prompt": "?", "answer": "1"} for t in ("t1", "t2")], rows={"train": ["t1", "t2"]},
+                  config={"agent": {"backend": "command", "command": [sys.executable, str(repo / "agent.py"),
+                                                                      "{prompt_file}", "{workspace}", "{task_id}"]},
+                          "tasks": {"path": "tasks.jsonl"}})
     r = hermit(repo, "rollout")
     assert r.code == 0, r.err
     rollouts = next((repo / ".hermit" / "runs").glob("*/evals/*-train/rollouts"))

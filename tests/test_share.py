@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT, hermit
 from conftest import git
-from review_support import bare_remote, clone, copy_demo
+from support.review_support import bare_remote, clone, copy_demo
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, env_for, make_run
+from support.step_support import RUN, env_for, make_run
 
 
 def _config(repo: Path, name: str = "hermit.yaml") -> dict:
@@ -234,7 +234,7 @@ def test_plain_git_show_gives_no_warning_right_after_init_and_shows_the_notes_on
     git(repo, "config", "--add", "notes.displayRef", "refs/notes/hermit/manifest")
     assert hermit(repo, "init", "--run", "other").code == 0
     assert "refs/notes/hermit/manifest" not in git(repo, "config", "--get-all", "notes.displayRef").split()
-    from step_support import change, memory_lines, plan
+    from support.step_support import change, memory_lines, plan
     plan(control, 1, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-1", ["MEMORY.md"])])
     assert hermit(repo, "step", "--run", RUN, env=env_for(control)).code == 0
     log = subprocess.run(["git", "log", "-1", f"hermit/{RUN}/step-0001"], cwd=repo, capture_output=True, text=True)

@@ -9,9 +9,9 @@ import tarfile
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, calls, change, env_for, make_run, memory_lines, plan
 from support.step_helpers import HARMFUL_STEP2, STEP, _three_steps, chain, note, rev, run_step, step_ref, trailers, tree  # noqa: F401
 
 BEST = f"refs/tags/hermit/{RUN}/best"
@@ -80,7 +80,7 @@ def test_a_clone_hands_the_evolve_agent_the_best_ever_record_its_origin_has(repo
     """state/best_ever.json, which the Evolve Agent reads, is made from the best tag's evaluation in
     the run's notes, not kept only in the origin's ignored working files: a clone's step writes the
     same record as the origin's."""
-    from review_support import teammate_clone
+    from support.review_support import teammate_clone
     control = make_run(repo, {"t1": "4", "t2": "7"}, k=1, allow_early_stop=False)
     plan(control, 2, append={"MEMORY.md": memory_lines({"t1": "4"})}, changes=[change("chg-2", ["MEMORY.md"])])
     for _ in range(3):

@@ -9,9 +9,9 @@ import os
 import signal
 from pathlib import Path
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import (RUN, calls, change, env_for, kill_group, make_run, memory_lines, plan, refs,
+from support.step_support import (RUN, calls, change, env_for, kill_group, make_run, memory_lines, plan, refs,
                           rollouts_dir, start_step, step_dir, wait_for)
 
 ANSWERS = {"t1": "4", "t2": "7"}

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import GIT_HERMIT
+from support.cli_helpers import GIT_HERMIT
 from conftest import git
-from step_support import RUN, calls, env_for, make_run, start_step, wait_for
+from support.step_support import RUN, calls, env_for, make_run, start_step, wait_for
 from git_hermit.supervise.scratch import scratch_root
 
 # A `command` agent that starts a grandchild in a new session (out of the step's process group,

@@ -15,10 +15,10 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import git
-from step_support import AGENT_SCRIPT
+from support.project import build_project, read_config
+from support.step_support import AGENT_SCRIPT
 
 from git_hermit.evolvers import registry as evolvers
 from git_hermit.hosts import registry as hosts
@@ -94,20 +94,16 @@ def test_an_installed_package_adds_a_host_and_an_evolver_everywhere(venv, tmp_pa
     r = run(venv, repo, "init", "--template", "toy", "--run", "r")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "toy@1.0" in r.stdout
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    assert config["evolver"]["name"] == "toy-evolver"
+    assert read_config(repo)["evolver"]["name"] == "toy-evolver"
     agent = tmp_path / "agent.py"
-    agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(tmp_path)))
-    agent.chmod(0o755)
-    (repo / "tasks.jsonl").write_text(json.dumps({"id": "t1", "prompt": "What is it?", "answer": "4"}) + "\n")
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("t1#1\n")
-    config["host"] = "toy-host"
-    config["agent"] = {"backend": "command", "timeout_s": 60,
-                       "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
-    config["evolver"] = {"name": "toy-evolver", "base": "scripted", "params": {"line": "hi"}}
-    config["trainer"] = {"epochs": 1, "allow_early_stop": False, "concurrency": 1}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    build_project(repo, initialised=True,     # the installed executable's init, above
+                  tasks=[{"id": "t1", "prompt": "What is it?", "answer": "4"}], rows={"train": ["t1#1"]},
+                  scripts={agent: AGENT_SCRIPT.format(python=sys.executable, control=str(tmp_path))},
+                  config={"host": "toy-host",
+                          "agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]},
+                          "evolver": {"name": "toy-evolver", "base": "scripted", "params": {"line": "hi"}},
+                          "trainer": {"epochs": 1, "allow_early_stop": False, "concurrency": 1}})
 
     # check: the toy template's rules, the toy host's synthetic session among the hosts'
     r = run(venv, repo, "check", "--no-preflight", "--json")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from support.trajectories_real_helpers import _web_search_rollout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"

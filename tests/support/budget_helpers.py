@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 import pytest
 import yaml
-from budget_support import PRICE
-from card_support import edit_config as _edit   # the one hermit.yaml editor of the tests
-from cli_helpers import hermit
+from support.budget_support import PRICE
+from support.project import edit_config as _edit   # the one hermit.yaml editor of the tests
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import env_for, make_run, refs, rollouts_dir
+from support.step_support import env_for, make_run, refs, rollouts_dir
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
 
@@ -26,7 +26,7 @@ def _run(repo: Path, budget: dict | None, *, prices: dict | None = None) -> Path
     # concurrency 1: at most two rollouts in flight (one running, one preparing)
     control = make_run(repo, ANSWERS, k=2, concurrency=1)
     _edit(repo, agent={"backend": "scripted", "model": "fake-model", "timeout_s": 60,
-                       "scripted": {"policy": "budget_support:fixed_usage_agent"}},
+                       "scripted": {"policy": "support.budget_support:fixed_usage_agent"}},
           prices=prices if prices is not None else {"fake-model": PRICE, "scripted": {"input": 1.0, "output": 1.0}},
           budget=budget)
     return control

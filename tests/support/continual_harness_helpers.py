@@ -3,14 +3,15 @@ imports another test file's helpers)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
-import yaml
-from cli_helpers import Result, hermit
+from typing import Any
+
+from support.cli_helpers import Result, hermit
+from support.project import build_project, task_rows
 from git_hermit.evolvers.continual_harness import deltas
-from step_support import AGENT_SCRIPT
+from support.step_support import AGENT_SCRIPT
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/
 
@@ -30,26 +31,23 @@ def _hermit(repo: Path, control: Path, *args: str) -> Result:
     return hermit(repo, *args, env=_env(control))
 
 
-def _make_run(repo: Path, tasks: int = 6) -> Path:
+def make_continual_run(repo: Path, tasks: int = 6, *, template: str = TEMPLATE,
+                       params: dict[str, Any] | None = None) -> Path:
+    """`git hermit init --template continual-harness` run ``r`` whose Refiner passes are scripted
+    (tests/support/continual_learners.py), tasks t1…t<tasks> answered 42; returns the control dir."""
     control = repo.parent / "control"
     control.mkdir()
-    proc = hermit(repo, "init", "--run", "r", "--template", TEMPLATE)
-    assert proc.returncode == 0, proc.stderr
     ids = [f"t{i}" for i in range(1, tasks + 1)]
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Task {t}?", "answer": "42"}) + "\n"
-                                              for t in ids))
-    (repo / "rows").mkdir(exist_ok=True)
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in ids))
     agent = control / "agent.py"
-    agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(control)))
-    agent.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60,
-                       "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
-    config["evolver"] = {"name": "continual-harness", "base": "scripted",
-                         "scripted": {p: f"continual_learners:{p}" for p in ("policy", "subagents", "skills", "memory")},
-                         "params": {"k": 1, "step_size": 3}}
-    config["trainer"] = {"epochs": 10, "allow_early_stop": True, "concurrency": 3}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    build_project(repo, init_args=("--run", "r", "--template", template),
+                  tasks=task_rows({t: "42" for t in ids}, prompt="Task {id}?"),
+                  rows={"train": [f"{t}#1" for t in ids]},
+                  scripts={agent: AGENT_SCRIPT.format(python=sys.executable, control=str(control))},
+                  config={"agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]},
+                          "evolver": {"name": "continual-harness", "base": "scripted",
+                                      "scripted": {p: f"continual_learners:{p}"
+                                                   for p in ("policy", "subagents", "skills", "memory")},
+                                      "params": params or {"k": 1, "step_size": 3}},
+                          "trainer": {"epochs": 10, "allow_early_stop": True, "concurrency": 3}})
     return control
-

@@ -7,9 +7,9 @@ import json
 import os
 import sys
 from pathlib import Path
-import yaml
-from cli_helpers import hermit
+
 from conftest import git
+from support.project import build_project, task_rows
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/
 
@@ -43,23 +43,20 @@ print("42")
 
 
 def make_evo_run(repo: Path, answers: dict[str, str], params: dict) -> Path:
+    """`git hermit init --template evo-harness` run ``r`` whose learners are scripted
+    (tests/support/evo_learners.py), one task per answer; returns the control directory."""
     control = repo.parent / "control"
     control.mkdir()
-    r = hermit(repo, "init", "--template", TEMPLATE, "--run", RUN)
-    assert r.code == 0, r.err
-    (repo / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "prompt": f"Answer of {t}?", "answer": a}) + "\n"
-                                              for t, a in answers.items()))
-    (repo / "rows").mkdir()
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#1\n" for t in answers))
     agent = control / "agent.py"
-    agent.write_text(AGENT.format(python=sys.executable, log=str(control / "agent.log"),
-                                  seen=str(control / "seen.log")))
-    agent.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60, "command": [str(agent), "{task_id}", "{workspace}"]}
-    config["evolver"] = {"name": "evo-harness", "base": "scripted", "params": {"k": 1, **params}, "scripted": {
-        role: f"evo_learners:{role}" for role in ("reflect", "topic_curator", "general_curator")}}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    build_project(repo, init_args=("--template", TEMPLATE, "--run", RUN),
+                  tasks=task_rows(answers, prompt="Answer of {id}?"), rows={"train": [f"{t}#1" for t in answers]},
+                  scripts={agent: AGENT.format(python=sys.executable, log=str(control / "agent.log"),
+                                               seen=str(control / "seen.log"))},
+                  config={"agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{task_id}", "{workspace}"]},
+                          "evolver": {"name": "evo-harness", "base": "scripted", "params": {"k": 1, **params},
+                                      "scripted": {role: f"evo_learners:{role}"
+                                                   for role in ("reflect", "topic_curator", "general_curator")}}})
     return control
 
 

@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 import yaml
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from support.rollouts_e2e_helpers import make_project, result_files
 
 # A stand-in for `codex exec --json`: while the budget file holds a number > 0 it answers as
@@ -56,7 +56,7 @@ LIMITED_TOKENS, ANSWER_TOKENS = 120, 15
 
 
 def _billed_codex_step(repo: Path, limited: int, budget: dict | None = None) -> Path:
-    from step_support import make_run
+    from support.step_support import make_run
     control = make_run(repo, {"t1": "t1", "t2": "t2"}, k=1, concurrency=1)
     fake = control / "codex"
     fake.write_text(FAKE_CODEX_BILLED.format(python=sys.executable, control=str(control)))

@@ -4,7 +4,7 @@ Each role's function writes what the learner was given — its prompt and every 
 workspace (relative path → text, or ``-> target`` for a link) — to
 ``$HERMIT_TEST_CONTROL/inputs/<role>--<key>.json``, then answers as the evolver's own scripted
 learner does (step_support for ahe, continual_learners, evo_learners). A test runs one scenario,
-reads the inputs back and compares two scenarios (tests/share_support.py).
+reads the inputs back and compares two scenarios (tests/support/share_support.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import continual_learners
 import evo_learners
-import step_support
+from support import step_support
 
 
 def _control() -> Path:
@@ -49,7 +49,7 @@ def _recorded(role: str, answer: Callable[[Any, str, str], str]) -> Callable[[An
     return learner
 
 
-# ahe (tests/step_support.py's learners)
+# ahe (tests/support/step_support.py's learners)
 debugger = _recorded("debugger", step_support.debugger_session)
 evolve = _recorded("evolve", step_support.evolve_session)
 # continual-harness (tests/support/continual_learners.py)

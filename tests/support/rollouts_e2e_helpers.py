@@ -9,9 +9,9 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-import yaml
-from cli_helpers import hermit
+
 from conftest import git
+from support.project import build_project
 
 AGENT_PRELUDE = '''\
 import os, pathlib, subprocess, sys, time
@@ -31,31 +31,25 @@ def make_project(repo: Path, agent_body: str, *, n_tasks: int = 4, k: int = 2,
     ``log(event)``); it prints the answer as its last line. ``config`` keys replace hermit.yaml
     top-level keys; ``agent_*`` keys go into the agent block. Returns the agent's log file.
     """
-    assert hermit(repo, "init").code == 0
     log = repo.parent / "agent-log.txt"
-    (repo / "agent.py").write_text(AGENT_PRELUDE.format(log=str(log)) + textwrap.dedent(agent_body))
-    with open(repo / "tasks.jsonl", "w") as handle:
-        for i in range(n_tasks):
-            handle.write(json.dumps({"id": f"t{i}", "prompt": f"What is {i}?", "answer": str(i)}) + "\n")
     rows = rows or {"train": [f"t{i}#{a}" for i in range(n_tasks) for a in range(1, k + 1)]}
-    (repo / "rows").mkdir()
-    for split, lines in rows.items():
-        (repo / "rows" / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    cfg = yaml.safe_load((repo / "hermit.yaml").read_text())
-    cfg["agent"] = {"backend": "command", "timeout_s": 30,
-                    "command": [sys.executable, str(repo / "agent.py"), "{prompt_file}", "{workspace}",
-                                "{task_id}", "{attempt}"]}
-    cfg["data"] = {split: f"rows/{split}.txt" for split in rows}
-    cfg["trainer"]["concurrency"] = 4
-    cfg["evolver"]["params"]["k"] = k          # the train split's k comes from the evolver params
-    for key, value in config.items():
-        if key.startswith("agent_"):
-            cfg["agent"][key[len("agent_"):]] = value
-        else:
-            cfg[key] = value
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "benchmark files")
+
+    def edit(cfg: dict) -> None:
+        cfg["agent"] = {"backend": "command", "timeout_s": 30,
+                        "command": [sys.executable, str(repo / "agent.py"), "{prompt_file}", "{workspace}",
+                                    "{task_id}", "{attempt}"]}
+        cfg["data"] = {split: f"rows/{split}.txt" for split in rows}
+        cfg["trainer"]["concurrency"] = 4
+        cfg["evolver"]["params"]["k"] = k          # the train split's k comes from the evolver params
+        for key, value in config.items():
+            if key.startswith("agent_"):
+                cfg["agent"][key[len("agent_"):]] = value
+            else:
+                cfg[key] = value
+
+    build_project(repo, tasks=[{"id": f"t{i}", "prompt": f"What is {i}?", "answer": str(i)} for i in range(n_tasks)],
+                  rows=rows, edit=edit, commit="benchmark files",
+                  files={repo / "agent.py": AGENT_PRELUDE.format(log=str(log)) + textwrap.dedent(agent_body)})
     return log
 
 

@@ -4,9 +4,9 @@ imports another test file's helpers)."""
 from __future__ import annotations
 
 import json
-from cli_helpers import hermit
+from support.cli_helpers import hermit
 from conftest import git
-from step_support import RUN, change, env_for, make_run, memory_lines, plan
+from support.step_support import RUN, change, env_for, make_run, memory_lines, plan
 
 STEP = "refs/heads/hermit/{run}/step-{n:04d}"
 

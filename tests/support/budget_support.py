@@ -14,7 +14,7 @@ import re
 import uuid
 from pathlib import Path
 
-from step_support import control_dir
+from support.step_support import control_dir
 
 USAGE = {"input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 100, "reasoning_output_tokens": 0}
 ROLLOUT_TOKENS = USAGE["input_tokens"] + USAGE["output_tokens"]

@@ -2,7 +2,7 @@
 benchmark, a ``command`` acting agent that answers what the deployed MEMORY.md tells it, and
 scripted Agent Debugger / Evolve Agent learners driven by a per-test control directory.
 
-The learners run inside the `git hermit` subprocess: set ``PYTHONPATH`` to this folder and
+The learners run inside the `git hermit` subprocess: set ``PYTHONPATH`` to tests/ and
 ``HERMIT_TEST_CONTROL`` to the control directory (``env_for``). Every agent and learner call
 is appended to a log in the control directory, so tests can count them; a ``hold-*`` file
 makes the matching call block, so a test can kill the process at a known point.
@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from cli_helpers import GIT_HERMIT, hermit
+from support.cli_helpers import GIT_HERMIT
+from support.project import build_project, task_rows
 from conftest import git
 
 RUN = "r"
 CONTROL_ENV = "HERMIT_TEST_CONTROL"
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]   # tests/
 
 # The acting agent: a `command` backend program. Its environment is filtered by the framework,
 # so the control directory is baked into the script instead of passed through the environment.
@@ -62,26 +61,19 @@ def make_run(repo: Path, answers: dict[str, str], *, k: int = 2, params: dict[st
     """`git hermit init` a run ``r`` in ``repo`` with one task per answer; returns the control dir."""
     control = repo.parent / "control"
     control.mkdir()
-    proc = hermit(repo, "init", "--run", RUN)
-    assert proc.returncode == 0, proc.stderr
-    (repo / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": t, "prompt": f"What is the answer of task {t}?", "answer": a}) + "\n"
-        for t, a in answers.items()))
-    (repo / "rows").mkdir(exist_ok=True)
-    (repo / "rows" / "train.txt").write_text("".join(f"{t}#{i}\n" for t in answers for i in range(1, k + 1)))
     agent = control / "agent.py"
-    agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(control)))
-    agent.chmod(0o755)
-    config = yaml.safe_load((repo / "hermit.yaml").read_text())
-    config["agent"] = {"backend": "command", "timeout_s": 60,
-                       "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
-    config["evolver"] = {"name": "ahe", "base": "scripted",
-                         "scripted": {"debugger": "step_support:debugger_session",
-                                      "evolve": "step_support:evolve_session"},
-                         "params": {"k": k, "rollback": "auto", "target_pass_rate": 1.0,
-                                    "debugger": {"retries": 1, "backoff_s": 0.0}, **(params or {})}}
-    config["trainer"] = {"epochs": epochs, "allow_early_stop": allow_early_stop, "concurrency": concurrency}
-    (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    build_project(repo, init_args=("--run", RUN), tasks=task_rows(answers),
+                  rows={"train": [f"{t}#{i}" for t in answers for i in range(1, k + 1)]},
+                  scripts={agent: AGENT_SCRIPT.format(python=sys.executable, control=str(control))},
+                  config={"agent": {"backend": "command", "timeout_s": 60,
+                                    "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]},
+                          "evolver": {"name": "ahe", "base": "scripted",
+                                      "scripted": {"debugger": "support.step_support:debugger_session",
+                                                   "evolve": "support.step_support:evolve_session"},
+                                      "params": {"k": k, "rollback": "auto", "target_pass_rate": 1.0,
+                                                 "debugger": {"retries": 1, "backoff_s": 0.0}, **(params or {})}},
+                          "trainer": {"epochs": epochs, "allow_early_stop": allow_early_stop,
+                                      "concurrency": concurrency}})
     return control
 
 

@@ -13,8 +13,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from cli_helpers import hermit
 from conftest import git
+from support.project import build_project
 from git_hermit.core.records import StepRecord, add_steps
 from git_hermit.gitio import NOTES_REFS, NotesStore, Repo
 from git_hermit.model.records import Analysis, Attempt, Change, Manifest, Scores, TaskScore, dumps
@@ -38,8 +38,7 @@ def _scores(run: str, step: int, commit: str, seed: str, split: str = "train") -
 def build_run(repo: Path, run: str, steps: int) -> None:
     """Run ``run`` (in a git repository) with ``steps`` steps after its seed; every third step also
     rolls back the change made by the step before it."""
-    r = hermit(repo, "init", "--run", run)
-    assert r.code == 0, r.err
+    build_project(repo, init_args=("--run", run))
     seed = git(repo, "rev-parse", f"refs/heads/hermit/{run}/step-0000").strip()
     tree = git(repo, "rev-parse", f"{seed}^{{tree}}").strip()
     parent = seed

@@ -18,13 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from cli_helpers import Result, hermit
+from support.cli_helpers import Result, hermit
 from conftest import git
-from step_support import AGENT_SCRIPT, change, plan
+from support.project import build_project, task_rows
+from support.step_support import AGENT_SCRIPT, change, plan
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]   # tests/
 SUPPORT = TESTS / "support"
 RUN = "r"
 TEMPLATES = {"ahe": None, "continual-harness": "continual-harness@1.0", "evo-harness": "evo-harness@1.0"}
@@ -76,31 +75,18 @@ class Scenario:
         git(repo, "commit", "-q", "-m", "initial")
         self.control.mkdir(parents=True)
         template = TEMPLATES[self.evolver]
-        done = hermit(repo, "init", "--run", RUN, *(["--template", template] if template else []))
-        assert done.code == 0, done.err
-        self._benchmark(repo)
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "the run's tasks, rows and config")
+        self._benchmark(repo, init_args=("--run", RUN, *(["--template", template] if template else [])))
         git(self.root, "init", "-q", "--bare", self.remote.name)
         git(repo, "remote", "add", "origin", str(self.remote))
         self.machines[name] = repo
         return repo
 
-    def _benchmark(self, repo: Path) -> None:
+    def _benchmark(self, repo: Path, init_args: tuple[str, ...]) -> None:
+        """`git hermit init` the run, its tasks, rows, agent and scripted (recording) learners, committed."""
         ahe = self.evolver == "ahe"
         tasks = {"t1": "1", "t2": "2", "t3": "3"} if ahe else {f"t{i}": str(i) for i in range(1, 7)}
         k = 2 if ahe else 1
-        (repo / "tasks.jsonl").write_text("".join(
-            json.dumps({"id": t, "prompt": f"What is the answer of task {t}?", "answer": a}) + "\n"
-            for t, a in tasks.items()))
-        (repo / "rows").mkdir()
-        (repo / "rows" / "train.txt").write_text("".join(f"{t}#{i}\n" for t in tasks for i in range(1, k + 1)))
         agent = self.control / "agent.py"
-        agent.write_text(AGENT_SCRIPT.format(python=sys.executable, control=str(self.control)))
-        agent.chmod(0o755)
-        config = yaml.safe_load((repo / "hermit.yaml").read_text())
-        config["agent"] = {"backend": "command", "timeout_s": 60,
-                           "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}", "{attempt}"]}
         scripted = {role: f"recording_learners:{role}" for role in
                     {"ahe": ("debugger", "evolve"), "continual-harness": ("policy", "subagents", "skills", "memory"),
                      "evo-harness": ("reflect", "topic_curator", "general_curator")}[self.evolver]}
@@ -117,9 +103,16 @@ class Scenario:
             params = {"k": 1, "batch_size": 2}
             (self.control / "plan.json").write_text(json.dumps({
                 "1-topic_curator": {"write": {"skills/short-answers/SKILL.md": _skill("short-answers", ["t1", "t2"])}}}))
-        config["evolver"] = {"name": self.evolver, "base": "scripted", "scripted": scripted, "params": params}
-        config["trainer"] = {"epochs": 10, "allow_early_stop": True, "concurrency": 2}
-        (repo / "hermit.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        build_project(repo, init_args=init_args, tasks=task_rows(tasks),
+                      rows={"train": [f"{t}#{i}" for t in tasks for i in range(1, k + 1)]},
+                      scripts={agent: AGENT_SCRIPT.format(python=sys.executable, control=str(self.control))},
+                      config={"agent": {"backend": "command", "timeout_s": 60,
+                                        "command": [str(agent), "{prompt_file}", "{workspace}", "{task_id}",
+                                                    "{attempt}"]},
+                              "evolver": {"name": self.evolver, "base": "scripted", "scripted": scripted,
+                                          "params": params},
+                              "trainer": {"epochs": 10, "allow_early_stop": True, "concurrency": 2}},
+                      commit="the run's tasks, rows and config")
 
     # -------------------------------------------------------------------------------- steps
     def on(self, name: str) -> Path:

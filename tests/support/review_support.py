@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cli_helpers import GIT_HERMIT, Result, hermit
+from support.cli_helpers import GIT_HERMIT, Result, hermit
 from conftest import FIXED_DATE, git
 
 NODE_TOOLS = Path(os.environ.get("GIT_HERMIT_REVIEW_TOOLS", Path.home() / ".cache" / "git-hermit" / "review"))
