@@ -11,7 +11,7 @@ from support.budget_support import PRICE
 from support.project import edit_config as _edit   # the one hermit.yaml editor of the tests
 from support.cli_helpers import hermit
 from conftest import git
-from support.step_support import env_for, make_run, refs, rollouts_dir
+from support.step_support import env_for, make_run, rollouts_dir
 
 ANSWERS = {"t1": "4", "t2": "7", "t3": "9", "t4": "1"}     # 4 tasks × k=2: 8 rollouts a step
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from support.cli_helpers import Result, hermit
 from support.project import build_project, task_rows
-from git_hermit.evolvers.continual_harness import deltas
 from support.step_support import AGENT_SCRIPT
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/

@@ -7,8 +7,6 @@ import json
 import shlex
 import pytest
 import yaml
-from support.cli_helpers import hermit
-from conftest import git
 from git_hermit.hosts.locate import find_node
 from git_hermit.hosts.registry import find_host_cli
 from git_hermit.hostkit.model_server import ScriptedModelServer, Turn

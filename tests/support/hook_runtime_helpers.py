@@ -8,14 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-import pytest
 from git_hermit import resources
 from git_hermit.adapter.deploy import deploy
 
 AGENT_DIR = resources.hooks_dir() / "agent"
 
-sys.path.insert(0, str(AGENT_DIR))
-from hermit_hooks import HookResult
+sys.path.insert(0, str(AGENT_DIR))       # the tests import hermit_hooks, the deployed runtime
 
 # A placeholder middleware with the seed's interface; tests append overrides (later defs win).
 MIDDLEWARE = '''\

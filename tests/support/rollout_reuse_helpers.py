@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 import yaml
-from support.cli_helpers import hermit
 from conftest import git
 
 def rows_of_k(repo: Path, k: int) -> None:

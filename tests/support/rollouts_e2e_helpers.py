@@ -4,10 +4,8 @@ imports another test file's helpers)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from conftest import git
