@@ -86,8 +86,9 @@ def snapshot_state(path: Path) -> tuple[str, str]:
 
 @pytest.fixture(scope="session")
 def demo_made(tmp_path_factory):
-    """One `git hermit demo` run per test session (about 20 s) and its output (a cli_helpers.Result);
-    copy the repository before changing it.
+    """One `git hermit demo` run per test session (about 20 s) and its output (a cli_helpers.Result
+    whose ``out`` is stdout and stderr on one pipe, in the order written); copy the repository
+    before changing it.
 
     Under pytest-xdist the workers share one run: the first to need it makes it in the directory all
     workers' temporary directories live in, under a lock the others wait on, and leaves its output
