@@ -11,9 +11,12 @@ from conftest import git
 from support.review_support import copy_demo
 
 
-@pytest.fixture
-def two_runs(demo_run, tmp_path):
-    repo = copy_demo(demo_run, tmp_path / "demo")
+@pytest.fixture(scope="module")
+def two_runs_made(demo_run, tmp_path_factory):
+    """The demo with its held-out eval and a second run b, made once for the module (an eval is
+    20 rollouts); each test gets a copy."""
+    root = tmp_path_factory.mktemp("two-runs")
+    repo = copy_demo(demo_run, root / "demo")
     evaluated = hermit(repo, "eval", "hermit/demo/final", "--baseline", "hermit/demo/step-0000", "--split", "test",
                        "--json", timeout=300)
     assert evaluated.code == 0, evaluated.err
@@ -21,10 +24,16 @@ def two_runs(demo_run, tmp_path):
     # run b: its seed scored exactly as the demo's seed (the same adapter), copied onto b's seed commit
     seed = git(repo, "rev-parse", "hermit/b/step-0000").strip()
     note = json.loads(git(repo, "notes", "--ref=hermit/scores", "show", "hermit/demo/step-0000"))
-    path = tmp_path / "note.json"
+    path = root / "note.json"
     path.write_text(json.dumps({**note, "run": "b", "commit": seed}))
     git(repo, "notes", "--ref=hermit/scores", "add", "-F", str(path), seed)
     return repo, json.loads(evaluated.out)
+
+
+@pytest.fixture
+def two_runs(two_runs_made, tmp_path):
+    made, evaluated = two_runs_made
+    return copy_demo(made, tmp_path / "demo"), evaluated
 
 
 def test_compare_two_runs_on_the_test_split(two_runs):

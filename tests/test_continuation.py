@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.share_support import Scenario, diff_inputs, read_inputs
+from support.share_support import Scenario, diff_inputs, normalise, read_inputs
 
 EVOLVERS = ("ahe", "continual-harness", "evo-harness")
 
@@ -40,10 +40,28 @@ def _inputs(scenario: Scenario, machines: str, *, wipe: bool = False) -> dict:
     return found
 
 
+@pytest.fixture(scope="module")
+def made_on_one_machine(tmp_path_factory):
+    """evolver -> its run made on one machine ("aaa"), the learner inputs both tests compare with,
+    with that run's machine paths already normalised: made once per module, not once per test
+    (three steps of a run)."""
+    made: dict[str, dict] = {}
+
+    def inputs(evolver: str) -> dict:
+        if evolver not in made:
+            scenario = Scenario(tmp_path_factory.mktemp(f"one-machine-{evolver}"), evolver)
+            found, roots = _inputs(scenario, "aaa"), scenario.roots()
+            made[evolver] = {name: {**record, "prompt": normalise(record["prompt"], roots),
+                                    "files": {rel: normalise(text, roots) for rel, text in record["files"].items()}}
+                             for name, record in found.items()}
+        return made[evolver]
+    return inputs
+
+
 @pytest.mark.parametrize("evolver", EVOLVERS)
-def test_a_run_continued_on_other_machines_gives_its_learners_the_same_inputs(tmp_path, evolver):
+def test_a_run_continued_on_other_machines_gives_its_learners_the_same_inputs(tmp_path, evolver, made_on_one_machine):
     scenario = Scenario(tmp_path, evolver)
-    one_machine = _inputs(scenario, "aaa")
+    one_machine = made_on_one_machine(evolver)
     # a → b after step 1, b → a after step 2 (each a clone of the remote, fetching what the other pushed)
     two_machines = _inputs(scenario, "aba")
     assert diff_inputs(one_machine, two_machines, scenario.roots()) == []
@@ -53,8 +71,8 @@ def test_a_run_continued_on_other_machines_gives_its_learners_the_same_inputs(tm
 
 
 @pytest.mark.parametrize("evolver", EVOLVERS)
-def test_deleting_dot_hermit_between_steps_changes_no_learner_input(tmp_path, evolver):
+def test_deleting_dot_hermit_between_steps_changes_no_learner_input(tmp_path, evolver, made_on_one_machine):
     scenario = Scenario(tmp_path, evolver)
-    one_machine = _inputs(scenario, "aaa")
+    one_machine = made_on_one_machine(evolver)
     wiped = _inputs(scenario, "aaa", wipe=True)
     assert diff_inputs(one_machine, wiped, scenario.roots()) == []

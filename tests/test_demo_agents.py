@@ -6,6 +6,7 @@ multi-step ahe loop (answers judged by the real numeric judge, verdicts by upstr
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -255,6 +256,22 @@ def test_a_denying_hook_stops_the_command(tmp_path, bench):
     ran = [e["item"]["command"] for e in events if e.get("item", {}).get("type") == "command_execution"]
     assert not any("python3" in command for command in ran)
     assert "PostToolUse" not in [event for event, _ in host.calls]
+
+
+def test_python3_in_the_agents_commands_is_the_interpreter_git_hermit_runs_on(tmp_path, bench, monkeypatch):
+    """A `python3` found first on PATH (a version manager's shim: pyenv's starts a dozen processes
+    a call) is not what runs the demo's arithmetic; the commands' text stays `python3 -c ...`."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    marker = tmp_path / "shim-ran"
+    (shims / "python3").write_text(f"#!/bin/sh\ntouch '{marker}'\nexit 1\n")
+    (shims / "python3").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    ok, why, _, _, events = run_task(FakeHost(seed_adapter(tmp_path)), TASKS["mean-1"], 1, tmp_path / "ws", bench)
+    ran = [e["item"]["command"] for e in events if e.get("item", {}).get("type") == "command_execution"]
+    assert ran and all(command.startswith("python3 -c ") for command in ran)
+    assert ok, why
+    assert not marker.exists()
 
 
 def test_real_deployment_hooks_hand_memory_to_the_agent(tmp_path, bench):

@@ -66,10 +66,11 @@ def test_train_prints_each_steps_outcome_before_the_next_step_starts(repo):
     assert _index(lines, "training stopped") > verdicts
 
 
-def test_demo_prints_each_steps_outcome_as_it_ends(tmp_path):
-    directory = tmp_path / "demo"
-    lines, code = _lines_as_they_come([*GIT_HERMIT, "demo", str(directory)], tmp_path, {},
-                                      until="step 3: rollouts of H_2")
+def test_demo_prints_each_steps_outcome_as_it_ends(demo_made):
+    """The session's demo run (conftest's demo_made: its stdout and stderr on one pipe, so the order
+    of its lines is the order they were written in, as read while it runs)."""
+    _, result = demo_made
+    lines, code = result.out.splitlines(), result.code
     assert code == 0, "\n".join(lines)
     step_2_starts = _index(lines, "step 2: rollouts of H_1")
     assert 0 <= _index(lines, "step 1 made H_1") < step_2_starts, lines

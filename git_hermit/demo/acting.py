@@ -12,8 +12,10 @@ to an integer is followed, which breaks answers that need decimals.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +128,15 @@ def _number_text(value: str) -> str:
     return str(int(number)) if text.endswith(".0") and number.is_integer() else text
 
 
+def _command_env() -> dict[str, str]:
+    """The environment the agent's commands run in: this one, with the directory of the interpreter
+    git hermit runs on first on PATH, so `python3 -c ...` is that interpreter. A `python3` found on
+    PATH may be a version manager's shim (pyenv's starts a dozen processes, ~0.1 s of CPU, a call:
+    more than the arithmetic the demo runs), and the commands need nothing but the standard library."""
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", os.defpath)
+    return {**os.environ, "PATH": path}
+
+
 def _py(code: str) -> str:
     # the code uses single quotes only, so double quotes are safe for the shell
     return f'python3 -c "{code}"'
@@ -147,6 +158,7 @@ class _Session:
                       "reasoning_output_tokens": 0}
         self.previous_request_tokens = 0
         self.last_message = ""
+        self.command_env = _command_env()
 
     # --- hooks ------------------------------------------------------------------------
     def hook(self, event: str, **fields: object) -> dict[str, Any]:
@@ -210,7 +222,7 @@ class _Session:
             "aggregated_output": "", "exit_code": None, "status": "in_progress"}})
         try:
             done = subprocess.run(["bash", "-c", command], cwd=self.workspace, capture_output=True,
-                                  text=True, timeout=COMMAND_TIMEOUT_S)
+                                  text=True, timeout=COMMAND_TIMEOUT_S, env=self.command_env)
             output, exit_code = done.stdout + done.stderr, done.returncode
         except subprocess.TimeoutExpired:
             output, exit_code = f"command timed out after {COMMAND_TIMEOUT_S}s", 124

@@ -30,12 +30,14 @@ def isolated_env(home: Path) -> dict[str, str]:
 
 
 def make_demo(root: Path) -> tuple[Path, Result]:
-    """`git hermit demo` into root/demo (once per session: the real executable) and its output."""
+    """`git hermit demo` into root/demo (once per session: the real executable) and its output:
+    stdout and stderr on one pipe, as a CI log holds them, so the output's ``out`` keeps the order
+    the lines were written in (test_live_output reads it) and ``err`` is empty."""
     env = isolated_env(root / "home")
-    proc = subprocess.run([*GIT_HERMIT, "demo", str(root / "demo")], capture_output=True, text=True, env=env,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return root / "demo", Result(proc.returncode, proc.stdout, proc.stderr)
+    proc = subprocess.run([*GIT_HERMIT, "demo", str(root / "demo")], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return root / "demo", Result(proc.returncode, proc.stdout, "")
 
 
 def shared_demo(tmp_path_factory) -> tuple[Path, Result]:
