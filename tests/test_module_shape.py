@@ -5,6 +5,7 @@ module over 300 lines, no function over 80), and the adapter package imports in 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,14 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path, name: str) -> set[str]:
     """Modules of the git_hermit package that ``path`` imports anywhere (lazy imports included)."""
+    return _named(ast.walk(ast.parse(path.read_text(encoding="utf-8"))), path, name)
+
+
+def _named(nodes: Iterable[ast.AST], path: Path, name: str) -> set[str]:
+    """The modules (and module.name) the import statements among ``nodes`` of module ``name`` name."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -81,21 +87,9 @@ def test_adapter_package_imports_form_no_cycle():
 def _module_level_imports(path: Path, name: str) -> set[str]:
     """Like ``_imports``, but only the imports a module makes when it loads or is type checked:
     its top level and its ``if`` blocks (``TYPE_CHECKING`` included), not a function's own."""
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = [node for top in tree.body for node in (ast.walk(top) if isinstance(top, ast.If) else [top])]
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            found.add(base)
-            found |= {f"{base}.{alias.name}" for alias in node.names}
-    return found
+    return _named([node for top in tree.body for node in (ast.walk(top) if isinstance(top, ast.If) else [top])],
+                  path, name)
 
 
 def test_package_imports_form_no_cycle_even_for_the_type_checker():
