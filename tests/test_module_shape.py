@@ -65,16 +65,19 @@ def _named(nodes: Iterable[ast.AST], path: Path, name: str) -> set[str]:
 
 def test_adapter_package_imports_form_no_cycle():
     modules = {_module_name(p): p for p in (PACKAGE / "adapter").rglob("*.py")}
-    graph = {name: sorted(m for m in _imports(path, name) if m in modules and m != name)
-             for name, path in modules.items()}
+    _fail_on_cycle({name: sorted(m for m in _imports(path, name) if m in modules and m != name)
+                    for name, path in modules.items()})
+
+
+def _fail_on_cycle(graph: dict[str, list[str]]) -> None:
+    """Fail naming the first import cycle of ``graph`` ({module: the modules it imports}), depth first."""
     state: dict[str, int] = {}   # 1 while on the current path, 2 once done
 
     def visit(name: str, trail: list[str]) -> None:
         state[name] = 1
         for target in graph[name]:
             if state.get(target) == 1:
-                cycle = trail[trail.index(target):] + [target] if target in trail else [name, target]
-                pytest.fail("import cycle: " + " -> ".join(cycle))
+                pytest.fail("import cycle: " + " -> ".join(trail[trail.index(target):] + [target]))
             if target not in state:
                 visit(target, trail + [target])
         state[name] = 2
@@ -96,19 +99,5 @@ def test_package_imports_form_no_cycle_even_for_the_type_checker():
     """Issue 26.4: hosts/base.py named PluginFormat, ReadState and Step under TYPE_CHECKING from
     the layers above it, which import it back: a circle of six files mypy and readers walk."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph = {name: sorted(m for m in _module_level_imports(path, name) if m in modules and m != name)
-             for name, path in modules.items()}
-    state: dict[str, int] = {}   # 1 while on the current path, 2 once done
-
-    def visit(name: str, trail: list[str]) -> None:
-        state[name] = 1
-        for target in graph[name]:
-            if state.get(target) == 1:
-                pytest.fail("import cycle: " + " -> ".join(trail[trail.index(target):] + [target]))
-            if target not in state:
-                visit(target, trail + [target])
-        state[name] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            visit(name, [name])
+    _fail_on_cycle({name: sorted(m for m in _module_level_imports(path, name) if m in modules and m != name)
+                    for name, path in modules.items()})
