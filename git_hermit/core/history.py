@@ -8,7 +8,6 @@ blob id, so a long run's notes are parsed once, not on every `log`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Mapping

@@ -230,7 +230,6 @@ def build_report(ctx: RunContext, target: str | None = None) -> StepReport:
     step = resolve_step(ctx, target)
     views = {v.step: v for v in history.steps}
     view = views[step]
-    before = views.get(step - 1)
     scored = [s for v in history.steps if v.step <= step and (s := _score(v, None))]
     # best-ever as of this step: the first to reach the highest pass@1 (the best tag's strict rule)
     whole = [s for s in scored if not s.partial]    # a budget-stopped evaluation's pass@1 is no step's score
