@@ -276,3 +276,22 @@ def test_final_mode_default_is_last_without_an_evolver_default(monkeypatch):
     assert config.final_mode == "best_ever"            # ahe's params schema sets it
     monkeypatch.setattr(RunConfig, "params", property(lambda self: {}))
     assert config.final_mode == "last"
+
+
+# The parsers below config, and the names the config block had there before it was typed once
+_PARSERS = ("rollouts/judges.py", "rollouts/tasks.py", "rollouts/worker.py", "supervise/sandbox.py")
+_BLOCK_NAMES = {"spec", "block", "judge_cfg", "sandbox", "tasks", "judge"}
+
+
+def test_no_parser_below_config_applies_a_default_of_its_own():
+    """Issue 26.3: make_judge, load_tasks, spec_from_config and the worker each had `.get(key, default)`
+    copies of the schema's defaults; they read the typed blocks (model/config_blocks.py) now."""
+    package = Path(__file__).resolve().parents[1] / "git_hermit"
+    found = []
+    for rel in _PARSERS:
+        for node in ast.walk(ast.parse((package / rel).read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in _BLOCK_NAMES
+                    and len(node.args) == 2):
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []

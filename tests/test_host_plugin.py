@@ -194,6 +194,18 @@ def test_no_module_outside_the_host_modules_names_a_host():
     assert offenders == {}
 
 
+def test_no_module_outside_the_host_modules_names_a_hosts_trajectory_format():
+    """A host's session formats are its own (trace found Claude's sub-agents and Codex's parents by
+    naming "claude-session" and "codex-rollout"; it asks Host.sub_sessions / parent_file now)."""
+    formats = {fmt for h in registry.hosts() for fmt in h.trajectory_formats}
+    offenders = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if not _allowed(rel) and (lines := _host_literals(path, formats)):
+            offenders[rel] = lines
+    assert offenders == {}
+
+
 def test_the_grep_of_the_brief_finds_only_the_host_modules():
     pattern = re.compile(r"\"(pi|codex|claude-code)\"|'(pi|codex|claude-code)'")
     found = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
