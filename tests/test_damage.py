@@ -249,3 +249,23 @@ def test_the_bounds_are_checked_before_parsing():
     assert "nested too deeply" in check_note("verdicts", DEEP)
     assert check_note("verdicts", b"\xff") .startswith("not UTF-8")
     assert check_note("scores", "{}").startswith("fails its schema")
+
+
+def test_the_nesting_bound_counts_levels_not_brackets():
+    """Many brackets side by side are one level; brackets inside strings are no level at all; the
+    limit itself is allowed and one past it is not, whether the text holds few brackets or many."""
+    from git_hermit.model.bounded_json import TooDeep, load_bounded
+    wide = "[" + ",".join(["{}"] * 500) + "]"               # 501 brackets, 2 levels
+    assert len(load_bounded(wide, max_depth=2)) == 500
+    with pytest.raises(TooDeep):
+        load_bounded(wide, max_depth=1)
+    assert load_bounded('["[[[[[[[[[["]', max_depth=1) == ["[[[[[[[[[["]
+    for depth in (5, 200):
+        at_limit = "[" * depth + "]" * depth
+        assert load_bounded(at_limit, max_depth=depth) is not None
+        with pytest.raises(TooDeep):
+            load_bounded("[" + at_limit + "]", max_depth=depth)
+        padded = "[" + ",".join(["[]"] * 300) + "," + at_limit + "]"   # more brackets than the limit
+        with pytest.raises(TooDeep):
+            load_bounded(padded, max_depth=depth)
+        assert load_bounded(padded, max_depth=depth + 1) is not None
