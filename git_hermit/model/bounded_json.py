@@ -35,9 +35,10 @@ def load_bounded(raw: bytes | str, *, max_depth: int, max_bytes: int | None = No
         data = json.loads(text)
     except RecursionError:      # the C scanner's own guard: far past any limit worth having
         raise TooDeep(max_depth) from None
+    # each level opens a bracket, so a text with no more brackets than the limit cannot nest deeper:
+    # two scans in C decide it for most notes, and a fetch of 3,000 notes walks almost none of them
     if text.count("{") + text.count("[") <= max_depth:
-        return data     # each level opens a bracket: a text with fewer cannot nest deeper (two C scans;
-        #                 most notes, so a fetch of 3,000 notes walks almost none of them)
+        return data
     # level by level, only the containers kept (iterative: the check itself cannot recurse; a list
     # comprehension a level, not a Python step per value: a fetch checks thousands of notes)
     level = [data] if isinstance(data, (dict, list)) else []
